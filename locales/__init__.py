@@ -1,0 +1,1 @@
+"""Babel gettext catalogs (``messages.pot`` and one folder per language)."""
