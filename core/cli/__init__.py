@@ -1,0 +1,1 @@
+"""Headless command line: ``branchwise [--data-dir D] <command> …`` printing JSON."""

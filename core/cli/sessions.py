@@ -1,0 +1,131 @@
+"""``branchwise session new|list|show|say|verify``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from typing import Any
+
+from ..ids import validate_session_id
+from ..log import scan_log
+from ..providers.demo import DemoProvider
+from ..runtime import TurnListener, TurnRunner
+from ..store import SessionStore
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the session subcommands of this module."""
+    new = sub.add_parser("new", help="create a session")
+    new.add_argument("--title", default="", help="title (default: from the first message)")
+    new.set_defaults(func=cmd_new)
+
+    sub.add_parser("list", help="list sessions, newest first").set_defaults(func=cmd_list)
+
+    show = sub.add_parser("show", help="manifest, turns and messages of a session")
+    show.add_argument("session_id")
+    show.set_defaults(func=cmd_show)
+
+    say = sub.add_parser("say", help="run one turn and commit it")
+    say.add_argument("session_id")
+    say.add_argument("text")
+    say.add_argument("--delay-ms", type=int, default=0, help="demo responder delay per chunk")
+    say.add_argument("--quiet", action="store_true", help="print only the JSON result")
+    _provider_options().add_provider_options(say) if _provider_options() else None
+    say.set_defaults(func=cmd_say)
+
+    verify = sub.add_parser("verify", help="check a session's log without changing it")
+    verify.add_argument("session_id")
+    verify.set_defaults(func=cmd_verify)
+
+
+def _provider_options():  # type: ignore[no-untyped-def]
+    """The real-provider options module, when it is installed in this build."""
+    try:
+        return importlib.import_module("branchwise.core.cli.models")
+    except ModuleNotFoundError:
+        return None
+
+
+def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Create a root session."""
+    with store.create(args.title) as writer:
+        return {"sessionId": writer.session_id, "title": writer.manifest.title}
+
+
+def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Every readable session's manifest, newest first."""
+    return {"sessions": [m.to_json() for m in store.list()]}
+
+
+def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Manifest, turns, messages and usage of a session (read without a lease)."""
+    snapshot = store.read(validate_session_id(args.session_id))
+    manifest, projection = snapshot.manifest, snapshot.projection
+    return {
+        "sessionId": manifest.session_id,
+        "title": manifest.title,
+        "kind": manifest.kind,
+        "generation": manifest.generation,
+        "parent": manifest.parent.to_json() if manifest.parent else None,
+        "verifiable": projection.verifiable,
+        "turns": [turn.to_json() for turn in projection.turns],
+        "messages": [
+            {"messageId": m.message_id, "role": m.role, "content": m.content}
+            for m in projection.messages
+        ],
+        "usage": {
+            "inputTokens": projection.input_tokens,
+            "outputTokens": projection.output_tokens,
+        },
+        "corruption": snapshot.scan.corruption.to_json()["error"]
+        if snapshot.scan.corruption
+        else None,
+    }
+
+
+class _StdoutStreamer(TurnListener):
+    """Prints the answer to stdout as it arrives."""
+
+    def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
+
+    def turn_ended(self, result: object) -> None:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+
+
+def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Run one whole turn and commit it; the JSON result is the last line."""
+    options = _provider_options()
+    if options is not None and getattr(args, "provider", None):
+        provider = options.provider_from_args(store, args)
+    else:
+        provider = DemoProvider(delay=args.delay_ms / 1000)
+    listener = None if args.quiet else _StdoutStreamer()
+    with store.open_writer(validate_session_id(args.session_id)) as writer:
+        runner = TurnRunner(writer, provider, listener)
+        result = asyncio.run(runner.run(args.text))
+    payload = result.to_json()
+    if result.error is not None:
+        payload["_exit"] = 1
+    return payload
+
+
+def cmd_verify(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Integrity report of a session's log; changes nothing on disk."""
+    directory = store.session_dir(args.session_id)
+    store.manifest(args.session_id)
+    scan = scan_log(directory / "events.log")
+    torn = scan.torn_tail
+    corruption = scan.corruption
+    return {
+        "ok": corruption is None,
+        "commits": len(scan.frames),
+        "lastSeq": scan.last_seq,
+        "tornTail": {"offset": torn.offset, "length": torn.length} if torn else None,
+        "corruption": corruption.to_json()["error"] if corruption else None,
+        **({"_exit": 1} if corruption else {}),
+    }

@@ -1,0 +1,247 @@
+"""The turn runner: one conversation turn, committed as it happens.
+
+A turn is written as a few commits (DESIGN §2.2)::
+
+    [turn/start, message/user, step/start]          the question is durable
+    [message/assistant partial] …                    at most every flush_interval
+    [message/assistant, step/end, usage, turn/end]   the closing commit
+
+Streamed text reaches listeners live; what was received is committed at least
+every ``flush_interval`` seconds, so a crash loses at most about that much of
+the answer. Cancelling keeps the partial text (``cancelled``); a provider
+failure ends the turn with ``error`` and its text; a crash leaves the turn open
+until the next writer closes it as ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from . import events as ev
+from .errors import BranchwiseError
+from .events import EndReason
+from .ids import new_id
+from .providers.base import Provider, TextChunk, Usage
+from .store import SessionWriter
+
+log = logging.getLogger(__name__)
+
+TITLE_LENGTH = 60
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """How a turn ended.
+
+    Attributes:
+        session_id: the session.
+        turn_id: the turn.
+        message_id: the assistant message (``None`` if no text arrived).
+        boundary_sequence: last seq of the closing commit.
+        end_reason: ``completed``, ``cancelled`` or ``error``.
+        error: the typed failure for ``error`` turns.
+        text: the final (or partial) answer.
+    """
+
+    session_id: str
+    turn_id: str
+    message_id: str | None
+    boundary_sequence: int
+    end_reason: str
+    error: BranchwiseError | None
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's ``say`` result shape."""
+        return {
+            "sessionId": self.session_id,
+            "turnId": self.turn_id,
+            "messageId": self.message_id,
+            "boundarySequence": self.boundary_sequence,
+            "endReason": self.end_reason,
+            **({"error": self.error.to_json()["error"]} if self.error else {}),
+        }
+
+
+class TurnListener:
+    """Receives a running turn's progress; override what you need.
+
+    All calls happen on the runner's event loop, in order.
+    """
+
+    def turn_started(self, turn_id: str, user_message_id: str, message_id: str) -> None:
+        """The question is committed; the answer will have ``message_id``."""
+
+    def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
+        """A chunk of the answer arrived (listeners accumulate if they need it all)."""
+
+    def committed(self, events: list[dict[str, Any]]) -> None:
+        """A commit of this turn became durable."""
+
+    def turn_ended(self, result: TurnResult) -> None:
+        """The closing commit is durable."""
+
+
+class TurnRunner:
+    """Runs one turn against one provider and commits it to one writer.
+
+    Args:
+        writer: the session's writer (the runner never opens one itself).
+        provider: the model to ask.
+        listener: progress receiver (the UI, the CLI's stdout printer…).
+        flush_interval: longest time received text stays uncommitted.
+        clock: monotonic clock (a seam for tests).
+    """
+
+    def __init__(
+        self,
+        writer: SessionWriter,
+        provider: Provider,
+        listener: TurnListener | None = None,
+        *,
+        flush_interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.writer = writer
+        self.provider = provider
+        self.listener = listener or TurnListener()
+        self.flush_interval = flush_interval
+        self.clock = clock
+        self.turn_id = new_id("turn")
+        self.message_id = new_id("msg")
+        self._parts: list[str] = []
+        self._committed_len = 0
+        self._text_len = 0
+        self._last_flush = 0.0
+        self._flush_handle: asyncio.TimerHandle | None = None
+        self._task: asyncio.Task[Usage | None] | None = None
+        self._cancel_requested = False
+        self._started = False
+
+    @property
+    def running(self) -> bool:
+        """The turn has started and not ended."""
+        return self._started and self._task is not None and not self._task.done()
+
+    def cancel(self) -> None:
+        """Stop the turn; it ends as ``cancelled`` keeping the partial text."""
+        self._cancel_requested = True
+        if self._task is not None:
+            self._task.cancel()
+
+    async def run(self, text: str) -> TurnResult:
+        """Run the whole turn for the user's ``text`` and return how it ended."""
+        if self.writer.projection.open_turn is not None:
+            raise BranchwiseError("a turn is already running in this session")
+        user_id = new_id("msg")
+        step_id = new_id("step")
+        self._commit(
+            [ev.turn_start(self.turn_id), ev.user_message(user_id, text), ev.step_start(step_id)]
+        )
+        self._started = True
+        if not self.writer.projection.title:
+            self.writer.set_title(_title_from(text))
+        self.listener.turn_started(self.turn_id, user_id, self.message_id)
+        self._last_flush = self.clock()
+        context = self.writer.projection.model_messages()
+        self._task = asyncio.ensure_future(self._consume(context))
+        reason, error, usage = EndReason.COMPLETED, None, None
+        try:
+            usage = await self._task
+        except asyncio.CancelledError:
+            reason = EndReason.CANCELLED
+            if not self._cancel_requested:
+                self._finish(step_id, reason, None, None)
+                raise
+        except BranchwiseError as exc:
+            reason, error = EndReason.ERROR, exc
+        except Exception as exc:  # a provider bug must still close the turn visibly
+            log.exception("provider failed")
+            reason, error = EndReason.ERROR, BranchwiseError(f"unexpected failure: {exc!r}")
+        return self._finish(step_id, reason, error, usage)
+
+    async def _consume(self, context: list[dict[str, str]]) -> Usage | None:
+        usage = None
+        on_text = self.listener.text_received
+        async for item in self.provider.stream(context):
+            if isinstance(item, TextChunk):
+                if not item.text:
+                    continue
+                self._parts.append(item.text)
+                self._text_len += len(item.text)
+                on_text(self.turn_id, self.message_id, item.text)
+                self._schedule_flush()
+            elif isinstance(item, Usage):
+                usage = item
+        return usage
+
+    def _schedule_flush(self) -> None:
+        if self._flush_handle is not None:
+            return
+        due = self._last_flush + self.flush_interval - self.clock()
+        if due <= 0:
+            self._flush_partial()
+        else:
+            self._flush_handle = asyncio.get_running_loop().call_later(due, self._flush_partial)
+
+    def _flush_partial(self) -> None:
+        self._flush_handle = None
+        self._last_flush = self.clock()
+        if self._text_len == self._committed_len:
+            return
+        text = self.text
+        self._commit([ev.assistant_message(self.message_id, text, self.provider.model, partial=True)])
+        self._committed_len = len(text)
+
+    @property
+    def text(self) -> str:
+        """The answer received so far."""
+        if len(self._parts) > 1:
+            self._parts[:] = ["".join(self._parts)]
+        return self._parts[0] if self._parts else ""
+
+    def _finish(
+        self,
+        step_id: str,
+        reason: EndReason,
+        error: BranchwiseError | None,
+        usage: Usage | None,
+    ) -> TurnResult:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        text = self.text
+        closing: list[dict[str, Any]] = []
+        if text:
+            closing.append(ev.assistant_message(self.message_id, text, self.provider.model))
+        closing.append(ev.step_end(step_id))
+        if usage is not None:
+            closing.append(ev.usage(usage.input_tokens, usage.output_tokens, self.provider.model))
+        closing.append(ev.turn_end(self.turn_id, reason, error.message if error else None))
+        committed = self._commit(closing)
+        result = TurnResult(
+            session_id=self.writer.session_id,
+            turn_id=self.turn_id,
+            message_id=self.message_id if text else None,
+            boundary_sequence=int(committed[-1]["seq"]),
+            end_reason=str(reason),
+            error=error,
+            text=text,
+        )
+        self.listener.turn_ended(result)
+        return result
+
+    def _commit(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        committed = self.writer.commit(events)
+        self.listener.committed(committed)
+        return committed
+
+
+def _title_from(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1] + "…"

@@ -1,0 +1,1 @@
+"""Branchwise desktop: the host (sessions, runners, journal, notices) and the widgets."""

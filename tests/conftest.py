@@ -1,0 +1,34 @@
+"""Shared test setup: offscreen Qt, fresh data roots, helper processes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# Tests never need a display; this must happen before anything imports Qt.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ.setdefault("BRANCHWISE_HOME", "/nonexistent-branchwise-home-set-by-tests")
+
+import pytest  # noqa: E402
+
+from branchwise.core.store import SessionStore  # noqa: E402
+
+TESTS_DIR = Path(__file__).parent
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    """A session store on a fresh data root."""
+    return SessionStore(tmp_path / "root")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that uses a QApplication as ``gui``."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "qtbot" in fixtures or "qapp" in fixtures:
+            item.add_marker(pytest.mark.gui)
+
+
+PYTHON = sys.executable
