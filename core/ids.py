@@ -33,13 +33,30 @@ def validate_session_id(value: object) -> str:
     return value
 
 
+_last_ms = 0
+_counter = 0
+
+
 def uuid7() -> str:
-    """A UUIDv7 string: 48 bits of milliseconds, then random bits; sorts by time."""
+    """A UUIDv7 string: 48 bits of milliseconds, a 12-bit counter, random bits.
+
+    The counter makes ids made in the same millisecond by this process still
+    sort in creation order.
+    """
+    global _last_ms, _counter
     ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
+    if ms <= _last_ms:
+        ms = _last_ms
+        _counter += 1
+        if _counter > 0xFFF:
+            ms, _counter = ms + 1, 0
+    else:
+        _counter = 0
+    _last_ms = ms
+    rand = int.from_bytes(os.urandom(8), "big")
     value = (ms & ((1 << 48) - 1)) << 80
     value |= 0x7 << 76
-    value |= (rand >> 68 & 0xFFF) << 64
+    value |= _counter << 64
     value |= 0b10 << 62
     value |= rand & ((1 << 62) - 1)
     return str(uuid.UUID(int=value))

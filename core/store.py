@@ -101,7 +101,7 @@ class SessionStore:
         The folder is built under a temporary name and published with one
         rename, so a crash never leaves a session without a manifest.
         """
-        session_id = validate_session_id(session_id or new_session_id())
+        session_id = validate_session_id(new_session_id() if session_id is None else session_id)
         final = self.session_dir(session_id)
         if final.exists():
             raise SessionExists(f"session {session_id} already exists", sessionId=session_id)

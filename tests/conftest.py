@@ -11,10 +11,20 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("BRANCHWISE_HOME", "/nonexistent-branchwise-home-set-by-tests")
 
 import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 from branchwise.core.store import SessionStore  # noqa: E402
 
 TESTS_DIR = Path(__file__).parent
+
+# CI machines are shared and noisy: judge properties, not generation speed.
+settings.register_profile(
+    "branchwise",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+)
+settings.load_profile("branchwise")
 
 
 @pytest.fixture
