@@ -1,0 +1,391 @@
+"""The OpenAI-compatible provider: streaming Chat Completions over SSE.
+
+One client covers Ollama, llama.cpp's server, LM Studio, vLLM and hosted
+OpenAI-compatible APIs, because they all speak ``POST /chat/completions`` with
+``"stream": true``. Every way such a call can go wrong ends in a typed
+:mod:`~branchwise.core.providers.errors` exception, never in a hang (connect
+and read timeouts bound every wait) and never in a silently empty answer (a
+reply only counts as finished when the server says so).
+
+Base URL rule: a URL with no path gets ``/v1`` appended, because every
+supported local server serves the OpenAI API there
+(``http://127.0.0.1:11434`` means ``http://127.0.0.1:11434/v1``). A URL with
+a path is used as given (``https://openrouter.ai/api/v1``), after dropping
+trailing slashes and a pasted ``/chat/completions`` or ``/models`` endpoint.
+
+The API key is sent only in the ``Authorization`` header. It is kept out of
+``repr``, labels, error messages and error details; server error text is
+scrubbed of it too, in case a server echoes it back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import orjson
+
+from .base import ProviderError, StreamItem
+from .errors import (
+    EndpointNotFound,
+    InvalidBaseUrl,
+    ModelNotFound,
+    ProviderAuthError,
+    ProviderBadStream,
+    ProviderHttpError,
+    ProviderRateLimited,
+    ProviderStreamCut,
+    ProviderTimeout,
+    ProviderUnreachable,
+)
+from .openai_wire import ChatStreamReader, ModelEntry, error_message, parse_model_list
+from .sse import SSEDecoder, SSEProtocolError
+
+USER_AGENT = "Branchwise/0.1"
+MAX_ERROR_BODY = 64 * 1024
+MAX_JSON_BODY = 16 * 1024 * 1024
+_ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
+
+
+def normalize_base_url(url: str) -> str:
+    """Apply the base URL rule (module docstring); raise :class:`InvalidBaseUrl`."""
+    text = url.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - parsing the port validates it
+    except ValueError as exc:
+        raise InvalidBaseUrl(f"{_without_userinfo(text)!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidBaseUrl(
+            f"the server URL must look like http://host:port/v1, not {_without_userinfo(text)!r}"
+        )
+    path = parts.path.rstrip("/")
+    for suffix in _ENDPOINT_SUFFIXES:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)].rstrip("/")
+            break
+    if not path:
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def server_host(base_url: str) -> str:
+    """``host[:port]`` of a base URL, without any user info; how messages name servers."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or "?"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{host}:{parts.port}" if parts.port else host
+
+
+def _without_userinfo(url: str) -> str:
+    """Drop ``user:password@`` so a malformed URL can be quoted in a message safely."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority, slash, path = rest.partition("/")
+    authority = authority.rsplit("@", 1)[-1]
+    return f"{scheme}{sep}{authority}{slash}{path}"
+
+
+def _is_loopback(host: str | None) -> bool:
+    return host in ("localhost", "127.0.0.1", "::1") or bool(host and host.startswith("127."))
+
+
+class OpenAIProvider:
+    """A model behind an OpenAI-compatible HTTP API.
+
+    Args:
+        base_url: the API root, e.g. ``http://127.0.0.1:11434/v1`` (see the
+            module docstring for the ``/v1`` rule).
+        model: the model name to request. Empty means "the server's only
+            model": it is looked up from the model list on first use.
+        api_key: sent as a bearer token when given.
+        connect_timeout: seconds to establish the connection.
+        read_timeout: the longest silence tolerated between two pieces of the
+            reply (the first one included, which covers a model still loading).
+        client: a shared ``httpx.AsyncClient`` to reuse connections. Without
+            it each call opens and closes its own, so the provider holds no
+            event-loop-bound state and needs no closing.
+
+    Attributes:
+        model: the model name recorded on messages.
+        label: how the UI names it, e.g. ``"llama3.2 @ 127.0.0.1:11434"``.
+        base_url: the normalized API root.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        *,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.base_url = normalize_base_url(base_url)
+        self.host = server_host(self.base_url)
+        self.model = model.strip()
+        self._api_key = api_key or None
+        self._timeout = httpx.Timeout(
+            connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
+        )
+        self._client = client
+
+    @property
+    def label(self) -> str:
+        """``model @ host``; the model part says when the server picks it."""
+        return f"{self.model or 'default model'} @ {self.host}"
+
+    def __repr__(self) -> str:
+        key = ", api_key=<hidden>" if self._api_key else ""
+        return f"OpenAIProvider(base_url={self.base_url!r}, model={self.model!r}{key})"
+
+    # -- public calls ---------------------------------------------------------------
+
+    async def list_models(self) -> list[str]:
+        """The model ids the server offers, in its order."""
+        return [entry.id for entry in await self.model_entries()]
+
+    async def model_entries(self) -> list[ModelEntry]:
+        """The server's model list with ownership hints (``GET {base_url}/models``)."""
+        async with self._client_cm() as client:
+            try:
+                response = await client.get(
+                    self._url("/models"), headers=self._headers(), timeout=self._timeout
+                )
+                if response.status_code >= 400:
+                    raise self._http_error(response.status_code, response.headers, response.content)
+                body = response.content
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, started=False) from None
+        if len(body) > MAX_JSON_BODY:
+            raise ProviderBadStream(f"the model list from {self.host} is too large", host=self.host)
+        return parse_model_list(body, self.host)
+
+    async def stream(self, messages: Sequence[Mapping[str, str]]) -> AsyncIterator[StreamItem]:
+        """Stream the answer to ``messages``: text chunks in order, then usage if sent.
+
+        Raises a :class:`ProviderError` subclass for every failure, including
+        a stream that ends before the server finished it.
+        """
+        if not self.model:
+            models = await self.list_models()
+            if not models:
+                raise ModelNotFound(f"{self.host} offers no models", host=self.host, status=404)
+            self.model = models[0]
+        wire_messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+        include_usage = True
+        async with self._client_cm() as client:
+            while True:
+                try:
+                    async for item in self._stream_once(client, wire_messages, include_usage):
+                        yield item
+                    return
+                except ProviderHttpError as exc:
+                    # A few strict servers reject the newer stream_options field;
+                    # asking again without it only loses the token counts.
+                    if (
+                        include_usage
+                        and exc.details.get("status") == 400
+                        and ("stream_options" in exc.message)
+                    ):
+                        include_usage = False
+                        continue
+                    raise
+
+    # -- internals ------------------------------------------------------------------
+
+    async def _stream_once(
+        self, client: httpx.AsyncClient, messages: list[dict[str, str]], include_usage: bool
+    ) -> AsyncIterator[StreamItem]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+        if include_usage:
+            body["stream_options"] = {"include_usage": True}
+        headers = self._headers()
+        headers["Accept"] = "text/event-stream"
+        headers["Content-Type"] = "application/json"
+        request = client.build_request(
+            "POST",
+            self._url("/chat/completions"),
+            content=orjson.dumps(body),
+            headers=headers,
+            timeout=self._timeout,
+        )
+        reader = ChatStreamReader(self.host, self._redact)
+        try:
+            response = await client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, started=False) from None
+        try:
+            async for item in self._read_reply(response, reader):
+                yield item
+        finally:
+            await response.aclose()
+
+    async def _read_reply(
+        self, response: httpx.Response, reader: ChatStreamReader
+    ) -> AsyncIterator[StreamItem]:
+        try:
+            if response.status_code >= 400:
+                raw = await _read_limited(response, MAX_ERROR_BODY)
+                raise self._http_error(response.status_code, response.headers, raw)
+            content_type = response.headers.get("content-type", "")
+            if "json" in content_type and "event-stream" not in content_type:
+                # Some servers ignore "stream": answer the whole reply at once.
+                raw = await _read_limited(response, MAX_JSON_BODY)
+                for item in reader.whole_reply(raw):
+                    yield item
+                return
+            if content_type.startswith("text/html"):
+                raise ProviderBadStream(
+                    f"{self.host} answered with a web page, not an event stream; "
+                    "check that the server URL points at its OpenAI API (usually /v1)",
+                    host=self.host,
+                )
+            decoder = SSEDecoder()
+            async for raw in response.aiter_bytes():
+                for event in decoder.feed(raw):
+                    chunk = reader.event(event.event, event.data)
+                    if chunk is not None:
+                        yield chunk
+                    if reader.done:
+                        break
+                if reader.done:
+                    break
+            else:
+                events, tail = decoder.close()
+                for event in events:
+                    chunk = reader.event(event.event, event.data)
+                    if chunk is not None:
+                        yield chunk
+                reader.end_of_body(tail)
+        except SSEProtocolError as exc:
+            raise ProviderBadStream(f"{self.host}: {exc}", host=self.host) from None
+        except httpx.HTTPError as exc:
+            # After the server said "finished", a dropped connection loses nothing.
+            if not reader.finished:
+                raise self._transport_error(exc, started=True, received=reader.chunks) from None
+        for item in reader.final_items():
+            yield item
+
+    @asynccontextmanager
+    async def _client_cm(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self._client is not None:
+            yield self._client
+            return
+        # Proxy variables are for the outside world; a local model server is
+        # reached directly even when a proxy is configured for everything else.
+        trust_env = not _is_loopback(urlsplit(self.base_url).hostname)
+        async with httpx.AsyncClient(timeout=self._timeout, trust_env=trust_env) as client:
+            yield client
+
+    def _url(self, endpoint: str) -> str:
+        return self.base_url + endpoint
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"User-Agent": USER_AGENT}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _redact(self, text: str) -> str:
+        if self._api_key and self._api_key in text:
+            text = text.replace(self._api_key, "<hidden>")
+        return text
+
+    def _transport_error(
+        self, exc: httpx.HTTPError, *, started: bool, received: int = 0
+    ) -> ProviderError:
+        host = self.host
+        if isinstance(exc, httpx.ConnectTimeout):
+            return ProviderUnreachable(
+                f"could not connect to {host} within the connect timeout; "
+                "is the server running and reachable?",
+                host=host,
+                reason="connect_timeout",
+            )
+        if isinstance(exc, httpx.TimeoutException):
+            return ProviderTimeout(
+                f"{host} stopped answering (no data within the read timeout)",
+                host=host,
+                receivedChunks=received,
+            )
+        if isinstance(exc, httpx.ConnectError):
+            return ProviderUnreachable(
+                f"could not connect to {host}: {self._redact(str(exc)) or 'connection failed'}; "
+                "is the server running?",
+                host=host,
+                reason="connect_error",
+            )
+        if started:
+            return ProviderStreamCut(
+                f"the connection to {host} closed before the reply was finished "
+                f"(after {received} chunks)",
+                host=host,
+                receivedChunks=received,
+            )
+        if isinstance(exc, httpx.TransportError):
+            return ProviderUnreachable(
+                f"{host} closed the connection without answering "
+                f"({self._redact(str(exc)) or type(exc).__name__})",
+                host=host,
+                reason="no_response",
+            )
+        return ProviderError(f"request to {host} failed: {self._redact(str(exc))}", host=host)
+
+    def _http_error(self, status: int, headers: httpx.Headers, raw: bytes) -> ProviderHttpError:
+        host = self.host
+        server_message = self._redact(error_message(raw))
+        said = f": {server_message}" if server_message else ""
+        details: dict[str, Any] = {"host": host, "status": status}
+        if server_message:
+            details["serverMessage"] = server_message
+        if status in (401, 403):
+            hint = (
+                "the API key was refused"
+                if self._api_key
+                else "it needs an API key (set one in Settings or BRANCHWISE_API_KEY)"
+            )
+            return ProviderAuthError(f"{host} said {status}: {hint}{said}", **details)
+        if status == 404:
+            if "model" in server_message.lower():
+                return ModelNotFound(
+                    f"{host} does not have the model {self.model!r}{said}",
+                    model=self.model,
+                    **details,
+                )
+            return EndpointNotFound(
+                f"{host} has no OpenAI API at {urlsplit(self.base_url).path}; "
+                f"check the server URL (it usually ends in /v1){said}",
+                **details,
+            )
+        if status == 429:
+            retry_after = headers.get("retry-after")
+            if retry_after and retry_after.strip().isdigit():
+                details["retryAfter"] = int(retry_after.strip())
+            return ProviderRateLimited(f"{host} is rate limiting requests (429){said}", **details)
+        return ProviderHttpError(f"{host} answered HTTP {status}{said}", **details)
+
+
+async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the body; what arrived if the connection fails.
+
+    Used for error bodies (best effort: the status already says what went
+    wrong) and for whole JSON replies.
+    """
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async for raw in response.aiter_bytes():
+            parts.append(raw)
+            size += len(raw)
+            if size >= limit:
+                break
+    except httpx.HTTPError:
+        pass
+    return b"".join(parts)[:limit]
