@@ -135,10 +135,9 @@ class OpenAIProvider:
             connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
         )
         self._client = client
+        self.label = self._make_label()
 
-    @property
-    def label(self) -> str:
-        """``model @ host``; the model part says when the server picks it."""
+    def _make_label(self) -> str:
         return f"{self.model or 'default model'} @ {self.host}"
 
     def __repr__(self) -> str:
@@ -178,6 +177,7 @@ class OpenAIProvider:
             if not models:
                 raise ModelNotFound(f"{self.host} offers no models", host=self.host, status=404)
             self.model = models[0]
+            self.label = self._make_label()
         wire_messages = [{"role": m["role"], "content": m["content"]} for m in messages]
         include_usage = True
         async with self._client_cm() as client:

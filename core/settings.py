@@ -1,0 +1,236 @@
+"""User settings: which model to talk to, the UI language, first-run state.
+
+Settings live in ``<root>/settings.json``, written with the atomic-replace
+recipe and mode 0600 (the file may hold an API key). Loading never fails the
+app: a file that does not parse or validate is moved aside as
+``settings.json.bad-<timestamp>`` (kept for the person to inspect, never
+silently deleted), defaults are used, and a :class:`SettingsNotice` tells the
+caller so the UI can say it in the person's language.
+
+The API key is best kept in an environment variable (``api_key_env``); a key
+typed into the settings dialog is stored in the file. Either way it never
+appears in ``repr``, logs or error messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+import orjson
+
+from .atomic import atomic_write_bytes
+from .errors import BranchwiseError
+from .providers.errors import InvalidBaseUrl
+from .providers.openai import normalize_base_url
+
+SETTINGS_FILE = "settings.json"
+SETTINGS_FORMAT = 1
+PROVIDERS = ("demo", "openai")
+DEFAULT_KEY_ENVS = ("BRANCHWISE_API_KEY", "OPENAI_API_KEY")
+ProviderKind = Literal["demo", "openai"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+_LANGUAGE = re.compile(r"[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8}){0,3}")
+
+
+class InvalidSettings(BranchwiseError):
+    """A settings value that cannot be used; ``field`` names it (camelCase, as on disk)."""
+
+    code = "invalid_settings"
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsNotice:
+    """Something the person should hear about their settings file.
+
+    Attributes:
+        code: ``settings_reset`` (the file was broken, moved aside, defaults used)
+            or ``settings_unreadable`` (it could not be read; left in place).
+        path: where the broken file was moved, or the unreadable file.
+        reason: the validation error code and field, or the OS error, for logs.
+    """
+
+    code: str
+    path: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """What the person chose.
+
+    Attributes:
+        provider: ``demo`` (the offline responder) or ``openai`` (any
+            OpenAI-compatible server).
+        base_url: the server's API root, normalized (see
+            :func:`~branchwise.core.providers.openai.normalize_base_url`);
+            empty means not configured.
+        model: the model to request; empty lets a single-model server choose.
+        api_key_env: the environment variable holding the API key; empty means
+            ``BRANCHWISE_API_KEY``, then ``OPENAI_API_KEY``.
+        api_key: a key typed into the settings dialog (kept out of ``repr``).
+        language: a UI locale such as ``zh_Hans``; ``None`` follows the system.
+        first_run_done: the first-run setup was completed or dismissed.
+    """
+
+    provider: ProviderKind = "demo"
+    base_url: str = ""
+    model: str = ""
+    api_key_env: str = ""
+    api_key: str = field(default="", repr=False)
+    language: str | None = None
+    first_run_done: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The on-disk shape (camelCase, with the format version)."""
+        return {
+            "format": SETTINGS_FORMAT,
+            "provider": self.provider,
+            "baseUrl": self.base_url,
+            "model": self.model,
+            "apiKeyEnv": self.api_key_env,
+            "apiKey": self.api_key,
+            "language": self.language,
+            "firstRunDone": self.first_run_done,
+        }
+
+    @property
+    def configured(self) -> bool:
+        """Whether a real model server is set up (otherwise the demo answers)."""
+        return self.provider == "openai" and bool(self.base_url)
+
+
+_JSON_NAMES = {
+    "provider": "provider",
+    "baseUrl": "base_url",
+    "model": "model",
+    "apiKeyEnv": "api_key_env",
+    "apiKey": "api_key",
+    "language": "language",
+    "firstRunDone": "first_run_done",
+}
+assert set(_JSON_NAMES.values()) == {f.name for f in fields(Settings)}
+
+
+def validate_settings(data: Mapping[str, Any]) -> Settings:
+    """Build :class:`Settings` from the on-disk / dialog shape, checking every field.
+
+    Missing fields take their defaults and unknown fields are ignored (a
+    newer build may add some); a newer ``format`` is refused rather than
+    misread. Raises :class:`InvalidSettings` naming the first bad field.
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidSettings("settings must be a JSON object", field=None)
+    fmt = data.get("format", SETTINGS_FORMAT)
+    if type(fmt) is not int or fmt > SETTINGS_FORMAT or fmt < 1:
+        raise InvalidSettings(f"unsupported settings format {fmt!r}", field="format")
+    values: dict[str, Any] = {}
+    for json_name, attr in _JSON_NAMES.items():
+        if json_name in data:
+            values[attr] = data[json_name]
+
+    provider = values.get("provider", "demo")
+    if provider not in PROVIDERS:
+        raise InvalidSettings(
+            f"provider must be one of {', '.join(PROVIDERS)}, not {provider!r}", field="provider"
+        )
+    for attr in ("base_url", "model", "api_key_env", "api_key"):
+        if not isinstance(values.get(attr, ""), str):
+            raise InvalidSettings(f"{_json_name(attr)} must be text", field=_json_name(attr))
+    base_url = values.get("base_url", "").strip()
+    if base_url:
+        try:
+            base_url = normalize_base_url(base_url)
+        except InvalidBaseUrl as exc:
+            raise InvalidSettings(exc.message, field="baseUrl") from None
+    api_key_env = values.get("api_key_env", "").strip()
+    if api_key_env and not _ENV_NAME.fullmatch(api_key_env):
+        raise InvalidSettings(
+            "apiKeyEnv must be an environment variable name such as BRANCHWISE_API_KEY",
+            field="apiKeyEnv",
+        )
+    language = values.get("language")
+    if language is not None and (
+        not isinstance(language, str) or not _LANGUAGE.fullmatch(language)
+    ):
+        raise InvalidSettings("language must be a locale such as en or zh_Hans", field="language")
+    first_run_done = values.get("first_run_done", False)
+    if not isinstance(first_run_done, bool):
+        raise InvalidSettings("firstRunDone must be true or false", field="firstRunDone")
+    return Settings(
+        provider=provider,
+        base_url=base_url,
+        model=values.get("model", "").strip(),
+        api_key_env=api_key_env,
+        api_key=values.get("api_key", "").strip(),
+        language=language,
+        first_run_done=first_run_done,
+    )
+
+
+def load_settings(root: Path) -> tuple[Settings, list[SettingsNotice]]:
+    """The settings under ``root``, or defaults, plus what the person should be told."""
+    path = Path(root) / SETTINGS_FILE
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Settings(), []
+    except OSError as exc:
+        return Settings(), [SettingsNotice("settings_unreadable", str(path), exc.strerror or "")]
+    try:
+        return validate_settings(orjson.loads(raw)), []
+    except orjson.JSONDecodeError as exc:
+        reason = f"not JSON: {exc}"
+    except InvalidSettings as exc:
+        reason = f"{exc.code}: {exc.details.get('field')}"
+    return Settings(), [SettingsNotice("settings_reset", _move_aside(path), reason)]
+
+
+def save_settings(root: Path, settings: Settings) -> None:
+    """Write ``settings`` to ``<root>/settings.json`` atomically, mode 0600."""
+    root = Path(root)
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    data = orjson.dumps(settings.to_json(), option=orjson.OPT_INDENT_2)
+    atomic_write_bytes(root / SETTINGS_FILE, data + b"\n", mode=0o600)
+
+
+def resolve_api_key(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
+    """The key to send: the typed one, else the named variable, else the defaults.
+
+    A named variable that is unset means no key (the person chose that
+    variable; guessing another one could send the wrong secret).
+    """
+    if settings.api_key:
+        return settings.api_key
+    env = os.environ if environ is None else environ
+    names = (settings.api_key_env,) if settings.api_key_env else DEFAULT_KEY_ENVS
+    for name in names:
+        value = env.get(name, "").strip()
+        if value:
+            return value
+    return None
+
+
+def _json_name(attr: str) -> str:
+    return next(json for json, name in _JSON_NAMES.items() if name == attr)
+
+
+def _move_aside(path: Path) -> str | None:
+    """Rename a broken settings file out of the way; its new path, or None if that failed."""
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    target = path.with_name(f"{path.name}.bad-{stamp}")
+    counter = 1
+    while target.exists():
+        counter += 1
+        target = path.with_name(f"{path.name}.bad-{stamp}-{counter}")
+    with contextlib.suppress(OSError):
+        os.replace(path, target)
+        return str(target)
+    return None
