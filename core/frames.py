@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -34,9 +33,8 @@ HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 256 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One decoded commit.
+class Frame(NamedTuple):
+    """One decoded commit (a named tuple: scans build tens of thousands of these).
 
     Attributes:
         commit: the commit number (1, 2, 3… dense).

@@ -16,6 +16,9 @@ from typing import Any
 from .events import EventType
 
 _T = EventType
+# Plain strings: comparing against enum members costs an attribute lookup per event.
+_TURN_START = str(EventType.TURN_START)
+_TURN_END = str(EventType.TURN_END)
 
 
 @dataclass(slots=True)
@@ -145,25 +148,27 @@ class Projection:
     def apply(self, events: list[dict[str, Any]]) -> None:
         """Apply one whole commit."""
         closed: list[Turn] = []
+        handlers = _HANDLERS
         for event in events:
             kind = event["type"]
-            handler = _HANDLERS.get(kind)
+            handler = handlers.get(kind)
             if handler is not None:
                 handler(self, event)
-            if kind == _T.TURN_END:
-                turn = self._by_turn.get(event["turnId"])
-                if turn is not None:
-                    closed.append(turn)
-            elif kind == _T.TURN_START and closed:
-                for turn in closed:
-                    turn.closing_commit_spills = True
+                if kind == _TURN_END:
+                    turn = self._by_turn.get(event["turnId"])
+                    if turn is not None:
+                        closed.append(turn)
+                elif kind == _TURN_START and closed:
+                    for turn in closed:
+                        turn.closing_commit_spills = True
         if events:
             self.last_seq = int(events[-1]["seq"])
         self.commits += 1
-        open_now = tuple(self.open_interactions) + tuple(self.open_tool_calls)
-        for turn in closed:
-            turn.boundary_sequence = self.last_seq
-            turn.open_authority = open_now
+        if closed:
+            open_now = tuple(self.open_interactions) + tuple(self.open_tool_calls)
+            for turn in closed:
+                turn.boundary_sequence = self.last_seq
+                turn.open_authority = open_now
 
     # -- per-type handlers -------------------------------------------------
 
@@ -190,28 +195,35 @@ class Projection:
         if turn is not None and turn.is_open:
             turn.end_reason = event["reason"]
             turn.error = event.get("error")
-            for message in self.messages[::-1]:
-                if message.turn_id != turn.turn_id:
+            messages = self.messages
+            for index in range(len(messages) - 1, -1, -1):
+                if messages[index].turn_id != turn.turn_id:
                     break
-                message.partial = False
+                messages[index].partial = False
+
+    def _current_turn(self) -> Turn | None:
+        turns = self.turns
+        if turns:
+            last = turns[-1]
+            if last.end_reason is None:
+                return last
+        return None
 
     def _current_turn_id(self) -> str | None:
-        turn = self.open_turn
-        return turn.turn_id if turn else None
+        turn = self._current_turn()
+        return turn.turn_id if turn is not None else None
 
     def _user(self, event: dict[str, Any]) -> None:
-        turn_id = self._current_turn_id()
-        self._put(event, "user", turn_id)
-        turn = self._by_turn.get(turn_id) if turn_id else None
+        turn = self._current_turn()
+        self._put(event, "user", turn.turn_id if turn is not None else None)
         if turn is not None and turn.user_message_id is None:
             turn.user_message_id = event["messageId"]
 
     def _assistant(self, event: dict[str, Any]) -> None:
-        turn_id = self._current_turn_id()
-        message = self._put(event, "assistant", turn_id)
+        turn = self._current_turn()
+        message = self._put(event, "assistant", turn.turn_id if turn is not None else None)
         message.model = event.get("model")
-        message.partial = bool(event.get("partial"))
-        turn = self._by_turn.get(turn_id) if turn_id else None
+        message.partial = "partial" in event and bool(event["partial"])
         if turn is not None:
             turn.message_id = message.message_id
 
@@ -219,7 +231,7 @@ class Projection:
         message_id = event["messageId"]
         message = self._by_message.get(message_id)
         if message is None:
-            message = Message(message_id, role, event["content"], turn_id, seq=event["seq"])
+            message = Message(message_id, role, event["content"], turn_id, False, None, event["seq"])
             self.messages.append(message)
             self._by_message[message_id] = message
         else:
@@ -267,20 +279,20 @@ class Projection:
             self.legacy_messages += 1
 
 
-_HANDLERS = {
-    _T.SESSION_CREATED: Projection._created,
-    _T.SESSION_TITLE: Projection._title,
-    _T.SESSION_FORK: Projection._fork,
-    _T.SESSION_CHILD: Projection._child,
-    _T.TURN_START: Projection._turn_start,
-    _T.TURN_END: Projection._turn_end,
-    _T.MESSAGE_USER: Projection._user,
-    _T.MESSAGE_ASSISTANT: Projection._assistant,
-    _T.TOOL_CALL: Projection._tool_call,
-    _T.TOOL_RESULT: Projection._tool_result,
-    _T.INTERACTION_REQUEST: Projection._interaction,
-    _T.INTERACTION_RESOLVE: Projection._resolve,
-    _T.CHECKPOINT: Projection._checkpoint,
-    _T.USAGE: Projection._usage,
-    _T.LEGACY_IMPORT: Projection._legacy,
+_HANDLERS: dict[str, Any] = {
+    str(_T.SESSION_CREATED): Projection._created,
+    str(_T.SESSION_TITLE): Projection._title,
+    str(_T.SESSION_FORK): Projection._fork,
+    str(_T.SESSION_CHILD): Projection._child,
+    str(_T.TURN_START): Projection._turn_start,
+    str(_T.TURN_END): Projection._turn_end,
+    str(_T.MESSAGE_USER): Projection._user,
+    str(_T.MESSAGE_ASSISTANT): Projection._assistant,
+    str(_T.TOOL_CALL): Projection._tool_call,
+    str(_T.TOOL_RESULT): Projection._tool_result,
+    str(_T.INTERACTION_REQUEST): Projection._interaction,
+    str(_T.INTERACTION_RESOLVE): Projection._resolve,
+    str(_T.CHECKPOINT): Projection._checkpoint,
+    str(_T.USAGE): Projection._usage,
+    str(_T.LEGACY_IMPORT): Projection._legacy,
 }

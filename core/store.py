@@ -26,7 +26,7 @@ from .errors import (
 from .events import EndReason, session_created, turn_end, validate_event
 from .ids import new_session_id, validate_session_id
 from .lease import WriterLease, lease_is_held
-from .log import OS_FILE_OPS, FileOps, LogScan, LogWriter, TornTail, scan_log
+from .log import OS_FILE_OPS, FileOps, LogScan, LogWriter, TornTail, gc_paused, scan_log
 from .manifest import Manifest, load_manifest, save_manifest
 from .projection import Projection
 
@@ -124,7 +124,8 @@ class SessionStore:
         directory = self.session_dir(session_id)
         manifest = load_manifest(directory)
         scan = scan_log(directory / "events.log")
-        projection = Projection.replay(frame.events for frame in scan.frames)
+        with gc_paused():
+            projection = Projection.replay(frame.events for frame in scan.frames)
         return SessionSnapshot(manifest, projection, scan)
 
     def open_writer(self, session_id: str) -> SessionWriter:
@@ -146,7 +147,8 @@ class SessionStore:
         except BaseException:
             lease.release()
             raise
-        projection = Projection.replay(frame.events for frame in scan.frames)
+        with gc_paused():
+            projection = Projection.replay(frame.events for frame in scan.frames)
         writer = SessionWriter(self, directory, manifest, lease, log, projection)
         open_turn = projection.open_turn
         if open_turn is not None:
