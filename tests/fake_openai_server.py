@@ -59,6 +59,7 @@ class Behaviour:
         reject_stream_options: answer 400 naming ``stream_options`` when it is sent.
         whole_json: ignore ``stream`` and answer one JSON completion, as some servers do.
         retry_after: the ``Retry-After`` header sent with an error ``status``.
+        raw_body: send exactly these bytes as the streamed body instead of chunks.
     """
 
     chunks: Sequence[str] = DEFAULT_CHUNKS
@@ -82,6 +83,7 @@ class Behaviour:
     reject_stream_options: bool = False
     whole_json: bool = False
     retry_after: int | None = None
+    raw_body: bytes | None = None
 
 
 class FakeOpenAIServer:
@@ -198,6 +200,10 @@ class FakeOpenAIServer:
         response = web.StreamResponse(headers={"Content-Type": b.content_type})
         await response.prepare(request)
         write = response.write
+        if b.raw_body is not None:
+            await write(b.raw_body)
+            await response.write_eof()
+            return response
         prefix = (
             b'data: {"id":"chatcmpl-fake","object":"chat.completion.chunk","model":'
             + orjson.dumps(model)

@@ -331,3 +331,39 @@ def test_bad_url_message_hides_user_info() -> None:
     with pytest.raises(InvalidBaseUrl) as info:
         normalize_base_url("ftp://user:hunter2@h/v1")
     assert "hunter2" not in info.value.message
+
+
+def test_crlf_line_endings_and_comments_are_understood() -> None:
+    body = (
+        b": keep-alive comment\r\n\r\n"
+        b'data: {"choices":[{"index":0,"delta":{"content":"one"}}]}\r\n\r\n'
+        b"event: message\r\n"
+        b'data: {"choices":[{"index":0,"delta":{"content":" two"},"finish_reason":"stop"}]}\r\n'
+        b"\r\n"
+        b"data: [DONE]"
+    )
+
+    async def go() -> list[StreamItem]:
+        async with FakeOpenAIServer(raw_body=body) as server:
+            return await collect(OpenAIProvider(server.base_url, "m"))
+
+    assert run(go) == [TextChunk("one"), TextChunk(" two")]
+
+
+def test_text_that_is_not_an_event_stream_is_a_bad_stream() -> None:
+    _, error, _ = fails_with(
+        "provider_bad_stream",
+        raw_body=b"Hello, I am not a model server\n",
+        content_type="text/plain",
+    )
+    assert "/v1" in error.message
+
+
+def test_an_empty_body_is_a_stream_cut() -> None:
+    fails_with("provider_stream_cut", raw_body=b"")
+
+
+def test_named_error_event_is_a_remote_error() -> None:
+    body = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\nevent: error\ndata: "overloaded"\n\n'
+    _, error, _ = fails_with("provider_remote_error", raw_body=body)
+    assert "overloaded" in error.message

@@ -263,7 +263,7 @@ class OpenAIProvider:
                     chunk = reader.event(event.event, event.data)
                     if chunk is not None:
                         yield chunk
-                reader.end_of_body(tail)
+                reader.end_of_body(tail, got_bytes=response.num_bytes_downloaded > 0)
         except SSEProtocolError as exc:
             raise ProviderBadStream(f"{self.host}: {exc}", host=self.host) from None
         except httpx.HTTPError as exc:
@@ -321,6 +321,12 @@ class OpenAIProvider:
                 "is the server running?",
                 host=host,
                 reason="connect_error",
+            )
+        if isinstance(exc, httpx.DecodingError):
+            return ProviderBadStream(
+                f"{host} sent a reply that cannot be decoded ({self._redact(str(exc))})",
+                host=host,
+                receivedChunks=received,
             )
         if started:
             return ProviderStreamCut(

@@ -123,13 +123,18 @@ class ChatStreamReader:
         self.finished = True
         return [*([chunk] if chunk else []), *self.final_items()]
 
-    def end_of_body(self, tail: bytes) -> None:
-        """The body ended without ``[DONE]``: was the reply whole?"""
+    def end_of_body(self, tail: bytes, got_bytes: bool) -> None:
+        """The body ended without ``[DONE]``: was the reply whole?
+
+        Args:
+            tail: the unterminated last line, if any.
+            got_bytes: whether the body had any bytes at all.
+        """
         if tail.strip() in (b"data: [DONE]", b"data:[DONE]"):
             self.done = self.finished = True
         if self.finished:
             return
-        if self.events == 0 and not tail:
+        if self.events == 0 and not got_bytes:
             raise ProviderStreamCut(
                 f"{self.host} closed the stream without sending anything",
                 host=self.host,
