@@ -170,7 +170,8 @@ class OpenAIProvider:
         """Stream the answer to ``messages``: text chunks in order, then usage if sent.
 
         Raises a :class:`ProviderError` subclass for every failure, including
-        a stream that ends before the server finished it.
+        a stream that ends before the server finished it. The per-chunk path
+        is one generator deep on purpose: replies run to thousands of chunks.
         """
         if not self.model:
             models = await self.list_models()
@@ -179,99 +180,89 @@ class OpenAIProvider:
             self.model = models[0]
             self.label = self._make_label()
         wire_messages = [{"role": m["role"], "content": m["content"]} for m in messages]
-        include_usage = True
         async with self._client_cm() as client:
-            while True:
-                try:
-                    async for item in self._stream_once(client, wire_messages, include_usage):
+            response = await self._open_stream(client, wire_messages)
+            reader = ChatStreamReader(self.host, self._redact)
+            try:
+                content_type = response.headers.get("content-type", "")
+                if "json" in content_type and "event-stream" not in content_type:
+                    # Some servers ignore "stream": answer the whole reply at once.
+                    raw = await _read_limited(response, MAX_JSON_BODY)
+                    for item in reader.whole_reply(raw):
                         yield item
                     return
-                except ProviderHttpError as exc:
-                    # A few strict servers reject the newer stream_options field;
-                    # asking again without it only loses the token counts.
-                    if (
-                        include_usage
-                        and exc.details.get("status") == 400
-                        and ("stream_options" in exc.message)
-                    ):
-                        include_usage = False
-                        continue
-                    raise
+                if content_type.startswith("text/html"):
+                    raise ProviderBadStream(
+                        f"{self.host} answered with a web page, not an event stream; "
+                        "check that the server URL points at its OpenAI API (usually /v1)",
+                        host=self.host,
+                    )
+                decoder = SSEDecoder()
+                async for raw in response.aiter_bytes():
+                    for event in decoder.feed(raw):
+                        chunk = reader.event(event.event, event.data)
+                        if chunk is not None:
+                            yield chunk
+                        if reader.done:
+                            break
+                    if reader.done:
+                        break
+                else:
+                    events, tail = decoder.close()
+                    for event in events:
+                        chunk = reader.event(event.event, event.data)
+                        if chunk is not None:
+                            yield chunk
+                    reader.end_of_body(tail, got_bytes=response.num_bytes_downloaded > 0)
+            except SSEProtocolError as exc:
+                raise ProviderBadStream(f"{self.host}: {exc}", host=self.host) from None
+            except httpx.HTTPError as exc:
+                # After the server said "finished", a dropped connection loses nothing.
+                if not reader.finished:
+                    raise self._transport_error(exc, started=True, received=reader.chunks) from None
+            finally:
+                await response.aclose()
+            for item in reader.final_items():
+                yield item
 
     # -- internals ------------------------------------------------------------------
 
-    async def _stream_once(
-        self, client: httpx.AsyncClient, messages: list[dict[str, str]], include_usage: bool
-    ) -> AsyncIterator[StreamItem]:
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
-        if include_usage:
-            body["stream_options"] = {"include_usage": True}
-        headers = self._headers()
-        headers["Accept"] = "text/event-stream"
-        headers["Content-Type"] = "application/json"
-        request = client.build_request(
-            "POST",
-            self._url("/chat/completions"),
-            content=orjson.dumps(body),
-            headers=headers,
-            timeout=self._timeout,
-        )
-        reader = ChatStreamReader(self.host, self._redact)
-        try:
-            response = await client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise self._transport_error(exc, started=False) from None
-        try:
-            async for item in self._read_reply(response, reader):
-                yield item
-        finally:
-            await response.aclose()
-
-    async def _read_reply(
-        self, response: httpx.Response, reader: ChatStreamReader
-    ) -> AsyncIterator[StreamItem]:
-        try:
-            if response.status_code >= 400:
+    async def _open_stream(
+        self, client: httpx.AsyncClient, messages: list[dict[str, str]]
+    ) -> httpx.Response:
+        """Send the request; the open streaming response, or the typed HTTP error."""
+        include_usage = True
+        while True:
+            body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+            if include_usage:
+                body["stream_options"] = {"include_usage": True}
+            headers = self._headers()
+            headers["Accept"] = "text/event-stream"
+            headers["Content-Type"] = "application/json"
+            request = client.build_request(
+                "POST",
+                self._url("/chat/completions"),
+                content=orjson.dumps(body),
+                headers=headers,
+                timeout=self._timeout,
+            )
+            try:
+                response = await client.send(request, stream=True)
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, started=False) from None
+            if response.status_code < 400:
+                return response
+            try:
                 raw = await _read_limited(response, MAX_ERROR_BODY)
-                raise self._http_error(response.status_code, response.headers, raw)
-            content_type = response.headers.get("content-type", "")
-            if "json" in content_type and "event-stream" not in content_type:
-                # Some servers ignore "stream": answer the whole reply at once.
-                raw = await _read_limited(response, MAX_JSON_BODY)
-                for item in reader.whole_reply(raw):
-                    yield item
-                return
-            if content_type.startswith("text/html"):
-                raise ProviderBadStream(
-                    f"{self.host} answered with a web page, not an event stream; "
-                    "check that the server URL points at its OpenAI API (usually /v1)",
-                    host=self.host,
-                )
-            decoder = SSEDecoder()
-            async for raw in response.aiter_bytes():
-                for event in decoder.feed(raw):
-                    chunk = reader.event(event.event, event.data)
-                    if chunk is not None:
-                        yield chunk
-                    if reader.done:
-                        break
-                if reader.done:
-                    break
-            else:
-                events, tail = decoder.close()
-                for event in events:
-                    chunk = reader.event(event.event, event.data)
-                    if chunk is not None:
-                        yield chunk
-                reader.end_of_body(tail, got_bytes=response.num_bytes_downloaded > 0)
-        except SSEProtocolError as exc:
-            raise ProviderBadStream(f"{self.host}: {exc}", host=self.host) from None
-        except httpx.HTTPError as exc:
-            # After the server said "finished", a dropped connection loses nothing.
-            if not reader.finished:
-                raise self._transport_error(exc, started=True, received=reader.chunks) from None
-        for item in reader.final_items():
-            yield item
+            finally:
+                await response.aclose()
+            error = self._http_error(response.status_code, response.headers, raw)
+            # A few strict servers reject the newer stream_options field; asking
+            # again without it only loses the token counts.
+            if include_usage and response.status_code == 400 and "stream_options" in error.message:
+                include_usage = False
+                continue
+            raise error
 
     @asynccontextmanager
     async def _client_cm(self) -> AsyncIterator[httpx.AsyncClient]:
