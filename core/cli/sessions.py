@@ -32,7 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     say.add_argument("text")
     say.add_argument("--delay-ms", type=int, default=0, help="demo responder delay per chunk")
     say.add_argument("--quiet", action="store_true", help="print only the JSON result")
-    _provider_options().add_provider_options(say) if _provider_options() else None
+    options = _provider_options()
+    if options is not None:
+        options.add_provider_options(say)
     say.set_defaults(func=cmd_say)
 
     verify = sub.add_parser("verify", help="check a session's log without changing it")
@@ -100,7 +102,7 @@ class _StdoutStreamer(TurnListener):
 def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Run one whole turn and commit it; the JSON result is the last line."""
     options = _provider_options()
-    if options is not None and getattr(args, "provider", None):
+    if options is not None:
         provider = options.provider_from_args(store, args)
     else:
         provider = DemoProvider(delay=args.delay_ms / 1000)
