@@ -1,0 +1,514 @@
+"""Forking a session at a finished turn into an independent child (§3.2).
+
+A fork reads the source's committed log once, without any lease, and never
+writes the source. The inherited prefix runs through the whole commit that
+closed the target turn; ``usage`` events are left out (the parent already
+paid for them) and the rest are renumbered densely, commits too, keeping each
+inherited commit whole so the child's own turn boundaries stay atomic. The
+child's first own commit holds ``session/fork``.
+
+The child is built in a temporary folder under ``sessions/`` (swept on start
+if a crash leaves it) and published with one rename: a crash leaves either no
+child or a whole one.
+
+Idempotency: before anything is published, the operation id is *reserved*
+in ``<root>/fork-index/`` with the request and the child id it will use.
+Publishing is the last step, so after a crash a retry either finds the
+published child (``created: false``) or the reservation alone and finishes
+the same child; it never makes a second one.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import secrets
+import shutil
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .atomic import fsync_dir
+from .errors import BranchwiseError, InvalidManifest, SessionExists, SessionNotFound
+from .events import EventType, validate_event
+from .frames import encode_frame
+from .ids import new_session_id, validate_session_id
+from .manifest import Manifest, ParentLink, load_manifest, save_manifest
+from .store import TEMP_PREFIX, SessionStore, publish_dir
+from .targets import (
+    REFUSAL_FOR_REASON,
+    DuplicateChild,
+    OperationConflict,
+    SourceNotFound,
+    StaleSource,
+    TurnTracker,
+    UnknownTurn,
+    Unverifiable,
+    iter_commits,
+    load_source_manifest,
+    read_log_bytes,
+    target_of,
+)
+
+__all__ = [
+    "DuplicateChild",
+    "ForkRequest",
+    "ForkResult",
+    "InvalidForkRequest",
+    "OperationConflict",
+    "SourceNotFound",
+    "StaleSource",
+    "UnknownTurn",
+    "Unverifiable",
+    "fork",
+    "publish_new_session",
+]
+
+_USAGE = EventType.USAGE.value
+_CHECKPOINT = EventType.CHECKPOINT.value
+_BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+MAX_OPERATION_ID = 200
+INDEX_DIR = "fork-index"
+
+
+class InvalidForkRequest(BranchwiseError):
+    """A fork request with a malformed operation id, boundary or generation."""
+
+    code = "invalid_fork_request"
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """What a fork call returns.
+
+    Attributes:
+        child_session_id: the child (new, or the one this operation made before).
+        created: false when a retry found the child this operation already made.
+        operation_id: the operation the child belongs to.
+    """
+
+    child_session_id: str
+    created: bool
+    operation_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"childSessionId", "created", "operationId"}``."""
+        return {
+            "childSessionId": self.child_session_id,
+            "created": self.created,
+            "operationId": self.operation_id,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ForkRequest:
+    """What an operation id stands for; a retry must ask for the same thing.
+
+    Attributes:
+        source_session_id: the session forked.
+        turn_id: the turn forked at.
+        boundary_sequence: the boundary the caller saw.
+        expected_generation: the source generation the caller saw.
+        child_session_id: the child id asked for (``None``: any).
+    """
+
+    source_session_id: str
+    turn_id: str
+    boundary_sequence: int
+    expected_generation: int
+    child_session_id: str | None = None
+
+    def same_as(self, other: ForkRequest) -> bool:
+        """Whether two requests ask for the same fork (an unnamed child matches any)."""
+        children = (self.child_session_id, other.child_session_id)
+        return (
+            self.source_session_id == other.source_session_id
+            and self.turn_id == other.turn_id
+            and self.boundary_sequence == other.boundary_sequence
+            and self.expected_generation == other.expected_generation
+            and (None in children or children[0] == children[1])
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase form kept in the operation index."""
+        return {
+            "sourceSessionId": self.source_session_id,
+            "turnId": self.turn_id,
+            "boundarySequence": self.boundary_sequence,
+            "expectedGeneration": self.expected_generation,
+            "childSessionId": self.child_session_id,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> ForkRequest:
+        """Inverse of :meth:`to_json` (raises ``KeyError``/``TypeError`` if malformed)."""
+        return cls(
+            source_session_id=data["sourceSessionId"],
+            turn_id=data["turnId"],
+            boundary_sequence=data["boundarySequence"],
+            expected_generation=data["expectedGeneration"],
+            child_session_id=data["childSessionId"],
+        )
+
+
+# -- the operation index --------------------------------------------------------
+
+
+class OperationIndex:
+    """Durable ``operation id -> (request, child id)`` reservations of one data root.
+
+    One small file per operation (named by a hash of the id, so any id is a
+    safe name), created exclusively with ``link``: two processes racing the
+    same operation agree on one child id without a lock.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.directory = Path(root) / INDEX_DIR
+
+    def _path(self, operation_id: str) -> Path:
+        digest = hashlib.sha256(operation_id.encode()).hexdigest()
+        return self.directory / f"{digest}.json"
+
+    def lookup(self, operation_id: str) -> ForkRequest | None:
+        """The reservation of this operation (its request names the child), if any."""
+        try:
+            data = orjson.loads(self._path(operation_id).read_bytes())
+            if data["operationId"] != operation_id:
+                return None
+            return ForkRequest.from_json(data["request"])
+        except FileNotFoundError:
+            return None
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            # A damaged reservation is only a lost hint: the child (if any) is still whole.
+            return None
+
+    def reserve(self, operation_id: str, request: ForkRequest) -> ForkRequest:
+        """Durably reserve ``request`` (with its child id); return the winning reservation."""
+        self.directory.mkdir(mode=0o700, exist_ok=True)
+        final = self._path(operation_id)
+        tmp = self.directory / f".{final.name}.{os.getpid()}-{secrets.token_hex(4)}"
+        body = orjson.dumps({"operationId": operation_id, "request": request.to_json()})
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, body)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            winner = self.lookup(operation_id)
+            if winner is None:
+                raise
+            return winner
+        finally:
+            os.unlink(tmp)
+        fsync_dir(self.directory)
+        return request
+
+
+# -- building the child's log ---------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Cut:
+    """The inherited prefix, encoded, and what the scan learned about the source."""
+
+    frames: bytearray
+    commits: int
+    events: int
+    blobs: list[str]
+    tracker: TurnTracker
+    splits_commit: bool
+
+
+def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
+    """Replay the whole log and encode the prefix through the commit holding ``boundary``.
+
+    The prefix is encoded while it is read (one pass, no second decode);
+    whether the cut is acceptable is decided afterwards from the complete
+    turn state, the same state :func:`~branchwise.core.targets.fork_targets`
+    answers from.
+    """
+    tracker = TurnTracker()
+    out = bytearray()
+    seq = commits = 0
+    blobs: list[str] = []
+    cutting, splits_commit = True, False
+    apply = tracker.apply
+    for events in iter_commits(buf):
+        apply(events)  # before renumbering: the tracker reads the source's seqs
+        if not cutting:
+            continue
+        if events:
+            first, last = events[0]["seq"], events[-1]["seq"]
+            kept = []
+            for event in events:
+                kind = event["type"]
+                if kind == _USAGE:
+                    continue
+                if kind == _CHECKPOINT:
+                    blobs.extend(event["blobs"])
+                seq += 1
+                event["seq"] = seq
+                kept.append(event)
+            if kept:
+                commits += 1
+                out += encode_frame(commits, kept)
+            if last >= boundary:
+                cutting = False
+                splits_commit = first <= boundary < last
+        else:
+            commits += 1
+            out += encode_frame(commits, events)
+    return _Cut(out, commits, seq, blobs, tracker, splits_commit)
+
+
+def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
+    """Refuse, with the target's own reason, anything but an available target's boundary."""
+    tracker = cut.tracker
+    details = {"sessionId": source_id, "turnId": turn_id, "boundarySequence": boundary}
+    if not tracker.verifiable:
+        raise Unverifiable(
+            f"session {source_id} has message-only history with no turn records", **details
+        )
+    turn = tracker.turn(turn_id)
+    if turn is None:
+        raise UnknownTurn(f"session {source_id} has no turn {turn_id}", **details)
+    target = target_of(turn)
+    if turn.is_open:
+        raise REFUSAL_FOR_REASON[str(target.reason)](
+            f"turn {turn_id} has not finished yet, so it has no boundary to branch from",
+            **details,
+        )
+    if boundary != turn.boundary_sequence:
+        if cut.splits_commit:
+            raise REFUSAL_FOR_REASON["boundary_not_atomic"](
+                f"seq {boundary} is inside a commit; turn {turn_id} ends at "
+                f"{turn.boundary_sequence}",
+                **details,
+            )
+        raise StaleSource(
+            f"turn {turn_id} ends at seq {turn.boundary_sequence}, not {boundary}",
+            currentBoundarySequence=turn.boundary_sequence,
+            **details,
+        )
+    if not target.available:
+        raise REFUSAL_FOR_REASON[str(target.reason)](
+            f"turn {turn_id} cannot be forked: {target.reason}",
+            openAuthority=list(turn.open_authority),
+            **details,
+        )
+
+
+# -- publishing a new session folder --------------------------------------------
+
+
+def _write_file(path: Path, data: bytes | bytearray) -> None:
+    """Create ``path`` with ``data``: one sequential write, then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
+    """Hard-link (or, across devices or without permission, copy) immutable blobs."""
+    target_blobs.mkdir(mode=0o700)
+    for name in dict.fromkeys(names):
+        if not isinstance(name, str) or not _BLOB_NAME.fullmatch(name):
+            continue  # not a content address: never let a log name a path
+        src, dst = source_blobs / name, target_blobs / name
+        try:
+            os.link(src, dst)
+        except FileNotFoundError:
+            continue  # the parent lacks it too; its rewind would be as incomplete
+        except OSError:
+            shutil.copyfile(src, dst)
+            fd = os.open(dst, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fsync_dir(target_blobs)
+
+
+def publish_new_session(
+    store: SessionStore,
+    manifest: Manifest,
+    log: bytes | bytearray,
+    blobs: tuple[Path, Iterable[str]] | None = None,
+) -> None:
+    """Build a session folder under a temporary name and publish it with one rename.
+
+    Args:
+        store: the store to publish into.
+        manifest: the new session's manifest (its id names the folder).
+        log: the complete ``events.log`` bytes.
+        blobs: a source ``blobs/`` folder and the blob names to bring along.
+
+    Raises:
+        SessionExists: a session with this id was published first.
+    """
+    final = store.session_dir(manifest.session_id)
+    tmp = store.sessions_dir / (
+        f"{TEMP_PREFIX}{manifest.session_id}-{os.getpid()}-{secrets.token_hex(4)}"
+    )
+    tmp.mkdir(mode=0o700)
+    try:
+        _write_file(tmp / "events.log", log)
+        if blobs is not None:
+            _link_blobs(blobs[0], tmp / "blobs", blobs[1])
+        save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
+        try:
+            publish_dir(tmp, final)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise SessionExists(
+                f"session {manifest.session_id} already exists", sessionId=manifest.session_id
+            ) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+# -- fork -----------------------------------------------------------------------
+
+
+def _validate_request(operation_id: object, boundary: object, generation: object) -> None:
+    if not isinstance(operation_id, str) or not 0 < len(operation_id) <= MAX_OPERATION_ID:
+        raise InvalidForkRequest(f"operation id must be 1-{MAX_OPERATION_ID} characters")
+    for name, value in (("boundarySequence", boundary), ("expectedGeneration", generation)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidForkRequest(f"{name} must be an integer", field=name)
+
+
+def _existing_child(
+    store: SessionStore, child_id: str, operation_id: str
+) -> ForkResult | None:
+    """The result for a child already published by this operation; refuse foreign ones."""
+    try:
+        manifest = load_manifest(store.session_dir(child_id))
+    except SessionNotFound:
+        return None
+    except InvalidManifest as exc:
+        raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id) from exc
+    if manifest.created_by_operation != operation_id:
+        raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id)
+    return ForkResult(child_id, False, operation_id)
+
+
+def fork(
+    store: SessionStore,
+    source_id: str,
+    turn_id: str,
+    boundary_sequence: int,
+    expected_generation: int,
+    operation_id: str,
+    child_id: str | None = None,
+) -> ForkResult:
+    """Fork ``source_id`` at ``turn_id`` into a new, independent child session.
+
+    Idempotent per ``operation_id``: a retry of the same request returns the
+    same child with ``created: false`` (even if the source changed since).
+    Every refusal is a typed error and publishes nothing.
+
+    Raises:
+        InvalidSessionId, InvalidForkRequest: malformed arguments.
+        OperationConflict: ``operation_id`` was used for a different request.
+        SourceNotFound, DuplicateChild, StaleSource, Unverifiable, UnknownTurn,
+        TurnOpen, BoundaryNotAtomic, ActiveAuthority: see DESIGN §3.2.
+    """
+    validate_session_id(source_id)
+    if child_id is not None:
+        validate_session_id(child_id)
+    _validate_request(operation_id, boundary_sequence, expected_generation)
+    request = ForkRequest(source_id, turn_id, boundary_sequence, expected_generation, child_id)
+    index = OperationIndex(store.root)
+    reserved = index.lookup(operation_id)
+    if reserved is not None:
+        if not request.same_as(reserved):
+            raise OperationConflict(
+                f"operation {operation_id} was used for a different fork request",
+                operationId=operation_id,
+                reserved=reserved.to_json(),
+            )
+        child_id = reserved.child_session_id
+    if child_id is not None:
+        earlier = _existing_child(store, child_id, operation_id)
+        if earlier is not None:
+            return earlier
+
+    source_dir = store.session_dir(source_id)
+    before = load_source_manifest(source_dir, source_id)
+    if before.generation != expected_generation:
+        raise StaleSource(
+            f"session {source_id} is at generation {before.generation}, "
+            f"not {expected_generation}",
+            sessionId=source_id,
+            generation=before.generation,
+        )
+    cut = _cut_prefix(read_log_bytes(source_dir / "events.log"), boundary_sequence)
+    _check_cut(cut, source_id, turn_id, boundary_sequence)
+    after = load_source_manifest(source_dir, source_id)
+    if after.generation != before.generation:
+        raise StaleSource(
+            f"session {source_id} was replaced while it was forked", sessionId=source_id
+        )
+
+    if reserved is None:
+        child_id = child_id or new_session_id()
+        mine = ForkRequest(source_id, turn_id, boundary_sequence, expected_generation, child_id)
+        reserved = index.reserve(operation_id, mine)
+        if not request.same_as(reserved):
+            raise OperationConflict(
+                f"operation {operation_id} was used for a different fork request",
+                operationId=operation_id,
+            )
+        child_id = reserved.child_session_id
+    assert child_id is not None
+
+    now = time.time()
+    fork_event = validate_event(
+        {
+            "type": EventType.SESSION_FORK.value,
+            "parentSessionId": source_id,
+            "parentGeneration": before.generation,
+            "turnId": turn_id,
+            "boundarySequence": boundary_sequence,
+            "seedLength": cut.events,
+            "operationId": operation_id,
+        }
+    )
+    cut.frames += encode_frame(cut.commits + 1, [{"seq": cut.events + 1, "ts": now, **fork_event}])
+    manifest = Manifest(
+        session_id=child_id,
+        title=before.title,
+        kind="fork",
+        created_at=now,
+        parent=ParentLink(source_id, "fork", turn_id, boundary_sequence, before.generation),
+        root_session_id=before.root_session_id or before.session_id,
+        seed_length=cut.events,
+        created_by_operation=operation_id,
+    )
+    blobs = (source_dir / "blobs", cut.blobs) if cut.blobs else None
+    try:
+        publish_new_session(store, manifest, cut.frames, blobs)
+    except SessionExists:
+        # Another call of the same operation published first; a foreign child refuses.
+        earlier = _existing_child(store, child_id, operation_id)
+        if earlier is None:
+            raise
+        return earlier
+    return ForkResult(child_id, True, operation_id)

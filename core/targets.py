@@ -1,0 +1,374 @@
+"""Fork targets: which turns of a session can be branched, answered from the log (§3.1).
+
+The answer is computed from whole committed frames only, never from a
+writer's memory or its lease, so a live session, a session whose writer is
+another process and a cold closed one all give the same answer.
+
+A full :class:`~branchwise.core.projection.Projection` creates an object per
+message; fork targets need only the turn bookkeeping, so :class:`TurnTracker`
+replays just that, by the same rules as the projection (a property test keeps
+the two in step). The fork engine feeds the same tracker while it copies, so
+a fork accepts exactly the turns this query lists as available.
+
+This module also holds the typed refusals of the fork vocabulary: a target's
+``reason`` and the error a fork raises for it share one code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from .errors import BranchwiseError, InvalidFrame, SessionNotFound
+from .events import EventType
+from .frames import Incomplete, decode_frame
+from .manifest import Manifest, load_manifest
+from .projection import Projection, Turn
+from .store import SessionStore
+
+# Plain strings: comparing a str to a str member of a StrEnum is slower in the hot loop.
+_TURN_START = EventType.TURN_START.value
+_TURN_END = EventType.TURN_END.value
+_USER = EventType.MESSAGE_USER.value
+_ASSISTANT = EventType.MESSAGE_ASSISTANT.value
+_TOOL_CALL = EventType.TOOL_CALL.value
+_TOOL_RESULT = EventType.TOOL_RESULT.value
+_REQUEST = EventType.INTERACTION_REQUEST.value
+_RESOLVE = EventType.INTERACTION_RESOLVE.value
+_LEGACY = EventType.LEGACY_IMPORT.value
+
+# A log replaced while it is being read makes us read again; this bounds the retries.
+_STABLE_READ_ATTEMPTS = 5
+
+
+class TargetReason(StrEnum):
+    """Why a turn cannot be forked (the ``reason`` of an unavailable target)."""
+
+    TURN_OPEN = "turn_open"
+    ACTIVE_AUTHORITY = "active_authority"
+    BOUNDARY_NOT_ATOMIC = "boundary_not_atomic"
+    UNVERIFIABLE = "unverifiable"
+
+
+# -- typed refusals -----------------------------------------------------------
+
+
+class SourceNotFound(SessionNotFound):
+    """The session to fork (or to list targets of) does not exist."""
+
+    code = "source_not_found"
+
+
+class StaleSource(BranchwiseError):
+    """The request's generation or boundary no longer matches the source's log."""
+
+    code = "stale_source"
+
+
+class UnknownTurn(BranchwiseError):
+    """No turn with this id in the source (never redirected to another turn)."""
+
+    code = "unknown_turn"
+
+
+class TurnOpen(BranchwiseError):
+    """The turn has not ended, so it has no boundary to branch from."""
+
+    code = "turn_open"
+
+
+class ActiveAuthority(BranchwiseError):
+    """The turn's closing commit leaves an interaction or tool call open."""
+
+    code = "active_authority"
+
+
+class BoundaryNotAtomic(BranchwiseError):
+    """The cut would split a commit."""
+
+    code = "boundary_not_atomic"
+
+
+class Unverifiable(BranchwiseError):
+    """Message-only history with no turn records: no boundary can be confirmed."""
+
+    code = "unverifiable"
+
+
+class DuplicateChild(BranchwiseError):
+    """The requested child session id is already taken."""
+
+    code = "duplicate_child"
+
+
+class OperationConflict(BranchwiseError):
+    """The operation id was already used for a different fork request."""
+
+    code = "operation_conflict"
+
+
+REFUSAL_FOR_REASON: dict[str, type[BranchwiseError]] = {
+    TargetReason.TURN_OPEN: TurnOpen,
+    TargetReason.ACTIVE_AUTHORITY: ActiveAuthority,
+    TargetReason.BOUNDARY_NOT_ATOMIC: BoundaryNotAtomic,
+    TargetReason.UNVERIFIABLE: Unverifiable,
+}
+
+
+# -- values -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ForkTarget:
+    """One turn as a fork target.
+
+    Attributes:
+        turn_id: the turn.
+        message_id: its final assistant message (the UI binds the action to it).
+        boundary_sequence: last seq of the commit that closed it (``None`` while open).
+        available: whether a fork at this turn would be accepted now.
+        reason: why not, when ``available`` is false (a :class:`TargetReason`).
+    """
+
+    turn_id: str
+    message_id: str | None
+    boundary_sequence: int | None
+    available: bool
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The §3.1 camelCase form."""
+        return {
+            "turnId": self.turn_id,
+            "messageId": self.message_id,
+            "boundarySequence": self.boundary_sequence,
+            "available": self.available,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ForkTargetSet:
+    """Every fork target of one session at one generation.
+
+    Attributes:
+        session_id: the source session.
+        generation: the source's generation the answer was computed at.
+        verifiable: false for message-only history (then ``targets`` is empty).
+        targets: one per turn, in order.
+    """
+
+    session_id: str
+    generation: int
+    verifiable: bool
+    targets: tuple[ForkTarget, ...]
+
+    def target(self, turn_id: str) -> ForkTarget | None:
+        """The target of this turn, if the session has such a turn."""
+        for target in self.targets:
+            if target.turn_id == turn_id:
+                return target
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """The §3.1 answer."""
+        return {
+            "source": {"sessionId": self.session_id, "generation": self.generation},
+            "verifiable": self.verifiable,
+            "targets": [target.to_json() for target in self.targets],
+        }
+
+
+def target_of(turn: Turn) -> ForkTarget:
+    """The fork target a turn gives: available, or unavailable with its reason."""
+    reason: str | None = None
+    if turn.is_open:
+        reason = TargetReason.TURN_OPEN.value
+    elif turn.closing_commit_spills:
+        reason = TargetReason.BOUNDARY_NOT_ATOMIC.value
+    elif turn.open_authority:
+        reason = TargetReason.ACTIVE_AUTHORITY.value
+    return ForkTarget(
+        turn_id=turn.turn_id,
+        message_id=turn.message_id,
+        boundary_sequence=turn.boundary_sequence,
+        available=reason is None,
+        reason=reason,
+    )
+
+
+def target_set(
+    session_id: str, generation: int, turns: Iterable[Turn], verifiable: bool
+) -> ForkTargetSet:
+    """Assemble the answer; unverifiable history lists no targets at all."""
+    targets = tuple(target_of(turn) for turn in turns) if verifiable else ()
+    return ForkTargetSet(session_id, generation, verifiable, targets)
+
+
+def targets_from_projection(projection: Projection, manifest: Manifest) -> ForkTargetSet:
+    """Fork targets of an already built projection (e.g. a writer's live one)."""
+    return target_set(
+        manifest.session_id, manifest.generation, projection.turns, projection.verifiable
+    )
+
+
+# -- the turn-only replay -----------------------------------------------------
+
+
+class TurnTracker:
+    """The turn bookkeeping of :class:`Projection`, without messages.
+
+    Feed it whole commits in order with :meth:`apply`. ``turns`` holds the
+    same :class:`Turn` records (boundary, end reason, open authority, spill)
+    a projection of the same commits would hold.
+    """
+
+    __slots__ = (
+        "turns",
+        "open_interactions",
+        "open_tool_calls",
+        "legacy_messages",
+        "last_seq",
+        "commits",
+        "_by_turn",
+    )
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+        self.open_interactions: dict[str, Any] = {}
+        self.open_tool_calls: dict[str, Any] = {}
+        self.legacy_messages = 0
+        self.last_seq = 0
+        self.commits = 0
+        self._by_turn: dict[str, Turn] = {}
+
+    @property
+    def verifiable(self) -> bool:
+        """False for message-only history: messages but no turn records."""
+        return not (self.legacy_messages and not self.turns)
+
+    def turn(self, turn_id: str) -> Turn | None:
+        """The turn with this id (the latest one if a log repeats an id)."""
+        return self._by_turn.get(turn_id)
+
+    def apply(self, events: list[dict[str, Any]]) -> None:
+        """Apply one whole commit."""
+        turns = self.turns
+        trailing = turns[-1] if turns and turns[-1].end_reason is None else None
+        closed: list[Turn] = []
+        for event in events:
+            kind = event["type"]
+            if kind == _TURN_START:
+                trailing = Turn(event["turnId"], len(turns) + 1, event["seq"])
+                turns.append(trailing)
+                self._by_turn[trailing.turn_id] = trailing
+                for turn in closed:
+                    turn.closing_commit_spills = True
+            elif kind == _TURN_END:
+                turn = self._by_turn.get(event["turnId"])
+                if turn is not None:
+                    if turn.end_reason is None:
+                        turn.end_reason = event["reason"]
+                        turn.error = event.get("error")
+                    closed.append(turn)
+                    if turn is trailing:
+                        trailing = None
+            elif kind == _ASSISTANT:
+                if trailing is not None:
+                    trailing.message_id = event["messageId"]
+            elif kind == _USER:
+                if trailing is not None and trailing.user_message_id is None:
+                    trailing.user_message_id = event["messageId"]
+            elif kind == _TOOL_CALL:
+                self.open_tool_calls[event["callId"]] = event["name"]
+            elif kind == _TOOL_RESULT:
+                self.open_tool_calls.pop(event["callId"], None)
+            elif kind == _REQUEST:
+                self.open_interactions[event["interactionId"]] = event["kind"]
+            elif kind == _RESOLVE:
+                self.open_interactions.pop(event["interactionId"], None)
+            elif kind == _LEGACY:
+                self.legacy_messages += len(event["messages"])
+        if events:
+            self.last_seq = int(events[-1]["seq"])
+        self.commits += 1
+        if closed:
+            open_now = tuple(self.open_interactions) + tuple(self.open_tool_calls)
+            for turn in closed:
+                turn.boundary_sequence = self.last_seq
+                turn.open_authority = open_now
+
+
+# -- reading committed frames -------------------------------------------------
+
+
+def iter_commits(buf: bytes | memoryview) -> Iterator[list[dict[str, Any]]]:
+    """The events of every whole, verified commit of a log buffer, in order.
+
+    Stops silently at the first frame that is incomplete, damaged, or out of
+    commit/seq sequence: whatever follows is a torn tail or corruption, and
+    neither is committed history. A newer frame version raises
+    ``UnsupportedFormat`` (like every other reader).
+    """
+    view = memoryview(buf)
+    offset, commit, seq, size = 0, 1, 1, len(view)
+    while offset < size:
+        try:
+            frame = decode_frame(view, offset)
+        except (Incomplete, InvalidFrame):
+            return
+        if frame.commit != commit:
+            return
+        events = frame.events
+        for event in events:
+            if type(event) is not dict or event.get("seq") != seq:
+                return
+            seq += 1
+        yield events
+        offset = frame.end
+        commit += 1
+
+
+def read_log_bytes(path: Path) -> bytes:
+    """The whole log file (a missing log is an empty one)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def load_source_manifest(directory: Path, session_id: str) -> Manifest:
+    """A source's manifest; a missing session is ``source_not_found``."""
+    try:
+        return load_manifest(directory)
+    except SessionNotFound as exc:
+        raise SourceNotFound(f"no session {session_id} to fork", sessionId=session_id) from exc
+
+
+def fork_targets(store: SessionStore, session_id: str) -> ForkTargetSet:
+    """Every turn of a session as a fork target (§3.1), from committed frames only.
+
+    Takes no lease and writes nothing. The manifest is read before and after
+    the log: if a log replacement (a generation bump) raced the read, the
+    read is repeated, so the answer's generation always describes its turns.
+
+    Raises:
+        SourceNotFound: no such session.
+        StaleSource: the log kept being replaced while it was read.
+    """
+    directory = store.session_dir(session_id)
+    for _ in range(_STABLE_READ_ATTEMPTS):
+        before = load_source_manifest(directory, session_id)
+        tracker = TurnTracker()
+        for events in iter_commits(read_log_bytes(directory / "events.log")):
+            tracker.apply(events)
+        after = load_source_manifest(directory, session_id)
+        if after.generation == before.generation:
+            return target_set(session_id, after.generation, tracker.turns, tracker.verifiable)
+    raise StaleSource(
+        f"session {session_id} kept changing generation while it was read",
+        sessionId=session_id,
+    )
