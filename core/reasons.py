@@ -37,6 +37,7 @@ REASONS: Mapping[str, str] = {
     ),
     "unknown_turn": N_("This turn could not be found in the conversation."),
     "duplicate_child": N_("A conversation with the new branch's id already exists."),
+    "invalid_fork_request": N_("This branch request is not valid."),
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
     "fork_created": N_("Branch created: {title}"),
