@@ -118,9 +118,7 @@ def user_message(message_id: str, content: str) -> Event:
     return {"type": EventType.MESSAGE_USER.value, "messageId": message_id, "content": content}
 
 
-def assistant_message(
-    message_id: str, content: str, model: str, *, partial: bool = False
-) -> Event:
+def assistant_message(message_id: str, content: str, model: str, *, partial: bool = False) -> Event:
     """A step's assistant text; ``partial`` marks a mid-stream checkpoint of it."""
     event: Event = {
         "type": EventType.MESSAGE_ASSISTANT.value,

@@ -180,7 +180,9 @@ def load_manifest(session_dir: Path) -> Manifest:
     try:
         raw = (session_dir / "manifest.json").read_bytes()
     except FileNotFoundError as exc:
-        raise SessionNotFound(f"no session in {session_dir.name}", sessionId=session_dir.name) from exc
+        raise SessionNotFound(
+            f"no session in {session_dir.name}", sessionId=session_dir.name
+        ) from exc
     return parse_manifest(raw)
 
 

@@ -231,7 +231,9 @@ class Projection:
         message_id = event["messageId"]
         message = self._by_message.get(message_id)
         if message is None:
-            message = Message(message_id, role, event["content"], turn_id, False, None, event["seq"])
+            message = Message(
+                message_id, role, event["content"], turn_id, False, None, event["seq"]
+            )
             self.messages.append(message)
             self._by_message[message_id] = message
         else:
@@ -243,7 +245,11 @@ class Projection:
         self.open_tool_calls[event["callId"]] = event["name"]
         args = event.get("args")
         self._put(
-            {"messageId": event["callId"], "content": f"{event['name']}({args})", "seq": event["seq"]},
+            {
+                "messageId": event["callId"],
+                "content": f"{event['name']}({args})",
+                "seq": event["seq"],
+            },
             "tool",
             self._current_turn_id(),
         )
@@ -272,7 +278,11 @@ class Projection:
             role = item.get("role", "user") if isinstance(item, dict) else "user"
             content = item.get("content", "") if isinstance(item, dict) else str(item)
             self._put(
-                {"messageId": f"legacy-{event['seq']}-{number}", "content": content, "seq": event["seq"]},
+                {
+                    "messageId": f"legacy-{event['seq']}-{number}",
+                    "content": content,
+                    "seq": event["seq"],
+                },
                 role if role in ("user", "assistant") else "user",
                 None,
             )

@@ -195,7 +195,9 @@ class TurnRunner:
         if self._text_len == self._committed_len:
             return
         text = self.text
-        self._commit([ev.assistant_message(self.message_id, text, self.provider.model, partial=True)])
+        self._commit(
+            [ev.assistant_message(self.message_id, text, self.provider.model, partial=True)]
+        )
         self._committed_len = len(text)
 
     @property

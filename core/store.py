@@ -175,7 +175,7 @@ class SessionStore:
                     exc.details.setdefault("sessionId", entry.name)
                     yield exc
 
-    def list(self) -> list[Manifest]:
+    def list_sessions(self) -> list[Manifest]:
         """Readable sessions, newest first."""
         found = [m for m in self.iter_manifests() if isinstance(m, Manifest)]
         return sorted(found, key=lambda m: (m.created_at, m.session_id), reverse=True)

@@ -17,15 +17,22 @@ def test_new_say_show_list_verify(tmp_path: Path) -> None:
     assert said["endReason"] == "completed"
     _, shown = run_cli(root, "session", "show", session_id)
     assert shown["title"] == "Plans" and shown["generation"] == 1 and shown["parent"] is None
-    assert shown["turns"] == [{k: said[k] for k in ("turnId", "messageId", "boundarySequence", "endReason")}]
+    assert shown["turns"] == [
+        {k: said[k] for k in ("turnId", "messageId", "boundarySequence", "endReason")}
+    ]
     assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
     assert shown["messages"][1]["messageId"] == said["messageId"]
     assert shown["usage"]["outputTokens"] > 0
     _, listed = run_cli(root, "session", "list")
     assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
     _, verified = run_cli(root, "session", "verify", session_id)
-    assert verified == {"ok": True, "commits": 3, "lastSeq": said["boundarySequence"],
-                        "tornTail": None, "corruption": None}
+    assert verified == {
+        "ok": True,
+        "commits": 3,
+        "lastSeq": said["boundarySequence"],
+        "tornTail": None,
+        "corruption": None,
+    }
 
 
 def test_say_streams_text_before_the_json_result(tmp_path: Path) -> None:
@@ -35,9 +42,20 @@ def test_say_streams_text_before_the_json_result(tmp_path: Path) -> None:
     root = tmp_path / "root"
     _, created = run_cli(root, "session", "new")
     out = subprocess.run(
-        [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root),
-         "session", "say", created["sessionId"], "stream it"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "branchwise.desktop.entry",
+            "--data-dir",
+            str(root),
+            "session",
+            "say",
+            created["sessionId"],
+            "stream it",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.splitlines()
     assert "stream it" in out[0] and out[-1].startswith('{"sessionId"')
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import stat
 from pathlib import Path
 
 import orjson
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from branchwise.core.errors import (
     BranchwiseError,
     InvalidManifest,
@@ -18,11 +16,32 @@ from branchwise.core.errors import (
     UnsupportedFormat,
 )
 from branchwise.core.ids import new_session_id, validate_session_id
-from branchwise.core.manifest import Manifest, ParentLink, load_manifest, parse_manifest, save_manifest
+from branchwise.core.manifest import (
+    Manifest,
+    ParentLink,
+    load_manifest,
+    parse_manifest,
+    save_manifest,
+)
 from branchwise.core.store import SessionStore
+from hypothesis import given
+from hypothesis import strategies as st
 
-BAD_IDS = ["../x", "/etc/passwd", "", "a" * 65, "short", "UPPERCASE-ID", "abc/defgh", "..", ".hidden-id",
-           "-leading-dash", "nul\x00byte-id", "space in id", "ünïcode-id"]
+BAD_IDS = [
+    "../x",
+    "/etc/passwd",
+    "",
+    "a" * 65,
+    "short",
+    "UPPERCASE-ID",
+    "abc/defgh",
+    "..",
+    ".hidden-id",
+    "-leading-dash",
+    "nul\x00byte-id",
+    "space in id",
+    "ünïcode-id",
+]
 
 
 @pytest.mark.parametrize("bad", BAD_IDS)
@@ -61,9 +80,15 @@ def test_unknown_session_is_typed(store: SessionStore) -> None:
 
 def test_manifest_round_trip_and_atomic_replace(tmp_path: Path) -> None:
     manifest = Manifest(
-        session_id="child-0001", title="t", kind="fork", created_at=1.5, generation=3,
-        parent=ParentLink("parent-001", "fork", "turn_x", 12, 2), root_session_id="parent-001",
-        seed_length=12, created_by_operation="op_1",
+        session_id="child-0001",
+        title="t",
+        kind="fork",
+        created_at=1.5,
+        generation=3,
+        parent=ParentLink("parent-001", "fork", "turn_x", 12, 2),
+        root_session_id="parent-001",
+        seed_length=12,
+        created_by_operation="op_1",
     )
     save_manifest(tmp_path, manifest)
     assert load_manifest(tmp_path) == manifest
@@ -75,11 +100,20 @@ def test_newer_manifest_format_is_unsupported() -> None:
         parse_manifest(orjson.dumps({"format": 2, "sessionId": "abcdefgh", "title": ""}))
 
 
-@pytest.mark.parametrize("raw", [b"", b"[]", b"{", b'{"format": 1}', b'{"format": true}',
-                                 b'{"format":1,"sessionId":"../etc/x","title":""}',
-                                 b'{"format":1,"sessionId":"abcdefgh","title":3}',
-                                 b'{"format":1,"sessionId":"abcdefgh","title":"","generation":0}',
-                                 b'{"format":1,"sessionId":"abcdefgh","title":"","parent":{"kind":"fork","sessionId":"/x"}}'])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"[]",
+        b"{",
+        b'{"format": 1}',
+        b'{"format": true}',
+        b'{"format":1,"sessionId":"../etc/x","title":""}',
+        b'{"format":1,"sessionId":"abcdefgh","title":3}',
+        b'{"format":1,"sessionId":"abcdefgh","title":"","generation":0}',
+        b'{"format":1,"sessionId":"abcdefgh","title":"","parent":{"kind":"fork","sessionId":"/x"}}',
+    ],
+)
 def test_malformed_manifests_are_typed(raw: bytes) -> None:
     with pytest.raises(InvalidManifest):
         parse_manifest(raw)
@@ -87,21 +121,38 @@ def test_malformed_manifests_are_typed(raw: bytes) -> None:
 
 @given(st.binary(max_size=200))
 def test_random_manifest_bytes_give_only_typed_errors(raw: bytes) -> None:
-    try:
+    with contextlib.suppress(BranchwiseError):
         parse_manifest(raw)
-    except BranchwiseError:
-        pass
 
 
-@given(st.dictionaries(st.sampled_from(["format", "sessionId", "title", "kind", "generation",
-                                        "parent", "rootSessionId", "seedLength", "createdAt"]),
-                       st.one_of(st.none(), st.integers(), st.text(max_size=70), st.booleans(),
-                                 st.floats(allow_nan=False), st.dictionaries(st.text(max_size=5), st.integers()))))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "format",
+                "sessionId",
+                "title",
+                "kind",
+                "generation",
+                "parent",
+                "rootSessionId",
+                "seedLength",
+                "createdAt",
+            ]
+        ),
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.text(max_size=70),
+            st.booleans(),
+            st.floats(allow_nan=False),
+            st.dictionaries(st.text(max_size=5), st.integers()),
+        ),
+    )
+)
 def test_random_manifest_json_gives_only_typed_errors(data: dict) -> None:
-    try:
+    with contextlib.suppress(BranchwiseError):
         Manifest.from_json(data)
-    except BranchwiseError:
-        pass
 
 
 def test_broken_manifest_does_not_hide_other_sessions(store: SessionStore) -> None:
@@ -114,4 +165,4 @@ def test_broken_manifest_does_not_hide_other_sessions(store: SessionStore) -> No
     assert [m.title for m in items if isinstance(m, Manifest)] == ["good"]
     errors = [e for e in items if isinstance(e, BranchwiseError)]
     assert errors[0].details["sessionId"] == "broken-session-1"
-    assert [m.session_id for m in store.list()] == [good.session_id]
+    assert [m.session_id for m in store.list_sessions()] == [good.session_id]

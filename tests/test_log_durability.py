@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from branchwise.core import events as ev
 from branchwise.core.errors import DiskFull, DurabilityError, LeaseHeld, WriterClosed
 from branchwise.core.log import OS_FILE_OPS, scan_log
@@ -27,8 +26,9 @@ class FailingOps:
     for any of our code.
     """
 
-    def __init__(self, fail: str, at: int, err: int, persistent: bool = False,
-                 partial: bool = False) -> None:
+    def __init__(
+        self, fail: str, at: int, err: int, persistent: bool = False, partial: bool = False
+    ) -> None:
         self.fail, self.at, self.err = fail, at, err
         self.persistent, self.partial = persistent, partial
         self.calls = {"write": 0, "fsync": 0}
@@ -123,7 +123,8 @@ def test_sigkilled_writer_loses_no_reported_commit(tmp_path: Path) -> None:
     for _ in range(30):
         proc = subprocess.Popen(
             [sys.executable, str(WORKER), str(root), session_id, "400"],
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         assert proc.stdout is not None
         durable = 0
@@ -148,7 +149,9 @@ def test_second_writer_refused_until_holder_is_killed(tmp_path: Path) -> None:
     session_id = _new_session(root)
     holder = subprocess.Popen(
         [sys.executable, str(WORKER), str(root), session_id, "hold"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
     store = SessionStore(root)
@@ -200,7 +203,8 @@ def test_reader_sees_whole_frames_while_another_process_appends(tmp_path: Path) 
     session_id = _new_session(root)
     proc = subprocess.Popen(
         [sys.executable, str(WORKER), str(root), session_id, "600"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     store = SessionStore(root)
     seen = 0

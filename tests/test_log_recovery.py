@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from branchwise.core import events as ev
 from branchwise.core.errors import BranchwiseError, CorruptLog, InvalidFrame, UnsupportedFormat
 from branchwise.core.frames import HEADER_SIZE, Incomplete, decode_frame, encode_frame
 from branchwise.core.log import LogScan, LogWriter, scan_bytes, scan_log
 from branchwise.core.store import SessionStore
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 
 def _build(store: SessionStore, turns: int) -> tuple[str, Path]:
@@ -21,8 +21,12 @@ def _build(store: SessionStore, turns: int) -> tuple[str, Path]:
         for n in range(turns):
             turn = f"turn-{n}"
             writer.commit([ev.turn_start(turn), ev.user_message(f"u{n}", f"question {n} ✓")])
-            writer.commit([ev.assistant_message(f"a{n}", f"answer {n} 分支", "demo"),
-                           ev.turn_end(turn, "completed")])
+            writer.commit(
+                [
+                    ev.assistant_message(f"a{n}", f"answer {n} 分支", "demo"),
+                    ev.turn_end(turn, "completed"),
+                ]
+            )
         return writer.session_id, writer.directory / "events.log"
 
 
@@ -111,10 +115,8 @@ def test_newer_frame_version_is_refused_as_unsupported() -> None:
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_random_bytes_give_only_typed_errors(data: bytes) -> None:
-    try:
+    with contextlib.suppress(Incomplete, BranchwiseError):
         decode_frame(data, 0)
-    except (Incomplete, BranchwiseError):
-        pass
     scan = scan_bytes(data)
     assert isinstance(scan, LogScan)
 
@@ -122,7 +124,9 @@ def test_random_bytes_give_only_typed_errors(data: bytes) -> None:
 @settings(max_examples=200)
 @given(st.binary(min_size=1, max_size=64), st.integers(min_value=0))
 def test_random_bytes_after_good_frames_never_break_the_scan(junk: bytes, seed: int) -> None:
-    good = encode_frame(1, [{"seq": 1, "type": "session/created", "ts": 0, "title": "", "kind": "root"}])
+    good = encode_frame(
+        1, [{"seq": 1, "type": "session/created", "ts": 0, "title": "", "kind": "root"}]
+    )
     scan = scan_bytes(good + junk)
     assert len(scan.frames) == 1
     assert scan.corruption is None or isinstance(scan.corruption, CorruptLog)

@@ -3,24 +3,25 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
 from branchwise.core import events as ev
 from branchwise.core.errors import InvalidEvent
 from branchwise.core.projection import Projection
 from branchwise.core.store import SessionStore
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 def test_turn_boundary_is_the_last_seq_of_the_closing_commit(store: SessionStore) -> None:
     with store.create("p") as writer:
         writer.commit([ev.turn_start("t1"), ev.user_message("u1", "hi")])
         writer.commit([ev.assistant_message("a1", "part", "demo", partial=True)])
-        closing = writer.commit([
-            ev.assistant_message("a1", "hello", "demo"),
-            ev.turn_end("t1", "completed"),
-            ev.usage(3, 4, "demo"),
-        ])
+        closing = writer.commit(
+            [
+                ev.assistant_message("a1", "hello", "demo"),
+                ev.turn_end("t1", "completed"),
+                ev.usage(3, 4, "demo"),
+            ]
+        )
         turn = writer.projection.turns[0]
     assert turn.boundary_sequence == closing[-1]["seq"] != closing[1]["seq"]
     assert turn.message_id == "a1" and turn.user_message_id == "u1"
@@ -59,16 +60,20 @@ def test_open_turn_is_closed_as_interrupted_on_reopen(store: SessionStore) -> No
 def test_open_authority_and_spill_are_recorded(store: SessionStore) -> None:
     with store.create("p") as writer:
         writer.commit([ev.turn_start("t1"), ev.user_message("u1", "hi")])
-        writer.commit([
-            {"type": "tool/call", "callId": "c1", "name": "ls", "args": {}},
-            ev.turn_end("t1", "completed"),
-        ])
+        writer.commit(
+            [
+                {"type": "tool/call", "callId": "c1", "name": "ls", "args": {}},
+                ev.turn_end("t1", "completed"),
+            ]
+        )
         writer.commit([ev.turn_start("t2"), ev.user_message("u2", "again")])
-        writer.commit([
-            {"type": "tool/result", "callId": "c1", "output": "ok"},
-            ev.turn_end("t2", "completed"),
-            ev.turn_start("t3"),
-        ])
+        writer.commit(
+            [
+                {"type": "tool/result", "callId": "c1", "output": "ok"},
+                ev.turn_end("t2", "completed"),
+                ev.turn_start("t3"),
+            ]
+        )
         t1, t2, t3 = writer.projection.turns
     assert t1.open_authority == ("c1",)
     assert t2.open_authority == () and t2.closing_commit_spills
@@ -77,18 +82,33 @@ def test_open_authority_and_spill_are_recorded(store: SessionStore) -> None:
 
 def test_legacy_history_is_not_verifiable(store: SessionStore) -> None:
     with store.create("legacy") as writer:
-        writer.commit([{"type": "legacy/import", "messages": [
-            {"role": "user", "content": "old q"}, {"role": "assistant", "content": "old a"}]}])
+        writer.commit(
+            [
+                {
+                    "type": "legacy/import",
+                    "messages": [
+                        {"role": "user", "content": "old q"},
+                        {"role": "assistant", "content": "old a"},
+                    ],
+                }
+            ]
+        )
         assert not writer.projection.verifiable
         assert [m.role for m in writer.projection.messages] == ["user", "assistant"]
 
 
-@pytest.mark.parametrize("event", [
-    {"type": "no/such"}, {"type": "turn/end", "turnId": "t"},
-    {"type": "turn/end", "turnId": "t", "reason": "exploded"},
-    {"type": "message/user", "messageId": "m", "content": "x", "seq": 4},
-])
-def test_invalid_events_are_refused_and_nothing_is_written(store: SessionStore, event: dict) -> None:
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"type": "no/such"},
+        {"type": "turn/end", "turnId": "t"},
+        {"type": "turn/end", "turnId": "t", "reason": "exploded"},
+        {"type": "message/user", "messageId": "m", "content": "x", "seq": 4},
+    ],
+)
+def test_invalid_events_are_refused_and_nothing_is_written(
+    store: SessionStore, event: dict
+) -> None:
     with store.create("p") as writer:
         before = (writer.directory / "events.log").read_bytes()
         with pytest.raises(InvalidEvent):
@@ -116,14 +136,21 @@ def test_replay_equals_incremental_projection(layout: list[tuple[int, bool]]) ->
         for k in range(extra):
             commits.append(stamp([ev.assistant_message(f"a{n}", "x" * k, "m", partial=True)]))
         if closed or n < len(layout) - 1:
-            commits.append(stamp([ev.assistant_message(f"a{n}", "done", "m"), ev.turn_end(turn, "completed")]))
+            commits.append(
+                stamp([ev.assistant_message(f"a{n}", "done", "m"), ev.turn_end(turn, "completed")])
+            )
     for commit in commits:
         live.apply(commit)
     replayed = Projection.replay(commits)
     assert [(t.turn_id, t.boundary_sequence, t.end_reason) for t in replayed.turns] == [
-        (t.turn_id, t.boundary_sequence, t.end_reason) for t in live.turns]
+        (t.turn_id, t.boundary_sequence, t.end_reason) for t in live.turns
+    ]
     assert replayed.model_messages() == live.model_messages()
     for turn in replayed.turns:
         if turn.boundary_sequence is not None:
-            closing = next(c for c in commits if any(e.get("type") == "turn/end" and e["turnId"] == turn.turn_id for e in c))
+            closing = next(
+                c
+                for c in commits
+                if any(e.get("type") == "turn/end" and e["turnId"] == turn.turn_id for e in c)
+            )
             assert turn.boundary_sequence == closing[-1]["seq"]

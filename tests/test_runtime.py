@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-
 from branchwise.core.providers.demo import DemoProvider, demo_answer, split_chunks
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store import SessionStore
@@ -55,7 +54,10 @@ def test_a_whole_turn_is_streamed_and_committed(store: SessionStore) -> None:
     assert snapshot.manifest.title == "Hello there"
     turn = snapshot.projection.turns[0]
     assert (turn.turn_id, turn.message_id, turn.boundary_sequence) == (
-        result.turn_id, result.message_id, result.boundary_sequence)
+        result.turn_id,
+        result.message_id,
+        result.boundary_sequence,
+    )
     assert snapshot.projection.output_tokens == len(recorder.chunks)
 
 

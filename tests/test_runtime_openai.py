@@ -12,18 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_openai_server import FakeOpenAIServer
-from test_runtime import Recorder
-
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.runtime import TurnResult, TurnRunner
 from branchwise.core.store import SessionStore
+from fake_openai_server import FakeOpenAIServer
+from test_runtime import Recorder
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 
 
-def _run(store: SessionStore, text: str = "hi", read_timeout: float = 5.0,
-         recorder: Recorder | None = None, **knobs: Any) -> tuple[TurnResult, SessionStore]:
+def _run(
+    store: SessionStore,
+    text: str = "hi",
+    read_timeout: float = 5.0,
+    recorder: Recorder | None = None,
+    **knobs: Any,
+) -> tuple[TurnResult, SessionStore]:
     async def go() -> TurnResult:
         async with FakeOpenAIServer(**knobs) as server:
             provider = OpenAIProvider(server.base_url, "fake-model", read_timeout=read_timeout)
@@ -48,7 +52,11 @@ def test_streamed_chunks_arrive_in_order_and_are_committed(store: SessionStore) 
 @pytest.mark.parametrize(
     ("knobs", "code", "words"),
     [
-        ({"status": 500, "error_message": "CUDA out of memory"}, "provider_http_error", "CUDA out of memory"),
+        (
+            {"status": 500, "error_message": "CUDA out of memory"},
+            "provider_http_error",
+            "CUDA out of memory",
+        ),
         ({"status": 401}, "provider_auth", "key"),
         ({"stall_after": 2, "stall": 10.0}, "provider_timeout", "read timeout"),
         ({"cut_after": 3}, "provider_stream_cut", ""),
@@ -99,14 +107,28 @@ def test_runner_process_killed_mid_stream_reopens_as_interrupted(tmp_path: Path)
         session_id = writer.session_id
     with subprocess.Popen(
         [sys.executable, str(FAKE_SERVER), "--port", "0", "--chunks", "400", "--delay", "0.02"],
-        stdout=subprocess.PIPE, text=True,
+        stdout=subprocess.PIPE,
+        text=True,
     ) as server:
         assert server.stdout is not None
         base_url = server.stdout.readline().strip()
         with subprocess.Popen(
-            [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root),
-             "session", "say", session_id, "story", "--base-url", base_url,
-             "--model", "fake-model", "--quiet"],
+            [
+                sys.executable,
+                "-m",
+                "branchwise.desktop.entry",
+                "--data-dir",
+                str(root),
+                "session",
+                "say",
+                session_id,
+                "story",
+                "--base-url",
+                base_url,
+                "--model",
+                "fake-model",
+                "--quiet",
+            ],
         ) as runner:
             deadline = time.monotonic() + 30
             partial = None

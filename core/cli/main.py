@@ -32,13 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="branchwise",
         description="Branchwise: branch any finished turn into a new conversation.",
     )
-    parser.add_argument("--data-dir", type=Path, help="data root (default: $BRANCHWISE_HOME "
-                        "or the platform's user data folder)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="data root (default: $BRANCHWISE_HOME or the platform's user data folder)",
+    )
     parser.add_argument("--lang", help="interface language: en, zh_Hans or zh_Hant")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
     session = top.add_parser("session", help="work with sessions headlessly (JSON output)")
-    session_sub = session.add_subparsers(dest="session_command", metavar="SUBCOMMAND",
-                                         required=True)
+    session_sub = session.add_subparsers(
+        dest="session_command", metavar="SUBCOMMAND", required=True
+    )
     for name in SESSION_COMMAND_MODULES:
         module = _optional_module(name)
         if module is not None:

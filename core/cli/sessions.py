@@ -58,7 +58,7 @@ def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Every readable session's manifest, newest first."""
-    return {"sessions": [m.to_json() for m in store.list()]}
+    return {"sessions": [m.to_json() for m in store.list_sessions()]}
 
 
 def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:

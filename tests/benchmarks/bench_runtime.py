@@ -23,12 +23,11 @@ from pathlib import Path
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
-from common import report  # noqa: E402
-
 from branchwise.core.providers.base import TextChunk  # noqa: E402
 from branchwise.core.providers.openai import OpenAIProvider  # noqa: E402
 from branchwise.core.runtime import TurnListener, TurnRunner  # noqa: E402
 from branchwise.core.store import SessionStore  # noqa: E402
+from common import report  # noqa: E402
 
 
 class Counting(TurnListener):
@@ -65,9 +64,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
     server = subprocess.Popen(
-        [sys.executable, str(HERE.parent / "fake_openai_server.py"), "--port", "0",
-         "--chunks", str(args.chunks)],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            str(HERE.parent / "fake_openai_server.py"),
+            "--port",
+            "0",
+            "--chunks",
+            str(args.chunks),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert server.stdout is not None
@@ -84,10 +90,16 @@ def main() -> None:
                 return ours, floor
 
             ours, floor = asyncio.run(rounds())
-        report(f"runner vs bare provider, {args.chunks} chunks",
-               statistics.median(ours), statistics.median(floor), 1.2)
-        print(f"    per chunk: runner {statistics.median(ours) / args.chunks * 1e6:.1f} us, "
-              f"bare {statistics.median(floor) / args.chunks * 1e6:.1f} us")
+        report(
+            f"runner vs bare provider, {args.chunks} chunks",
+            statistics.median(ours),
+            statistics.median(floor),
+            1.2,
+        )
+        print(
+            f"    per chunk: runner {statistics.median(ours) / args.chunks * 1e6:.1f} us, "
+            f"bare {statistics.median(floor) / args.chunks * 1e6:.1f} us"
+        )
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait()

@@ -38,17 +38,26 @@ def build_session(root: Path, turns: int, title: str = "benchmark") -> str:
     frame([{"type": "session/created", "title": title, "kind": "root"}])
     for n in range(turns):
         turn = f"turn_{n:06d}"
-        frame([
-            {"type": "turn/start", "turnId": turn},
-            {"type": "message/user", "messageId": f"u{n}", "content": f"Question number {n}?"},
-            {"type": "step/start", "stepId": f"s{n}"},
-        ])
-        frame([
-            {"type": "message/assistant", "messageId": f"a{n}", "content": ANSWER, "model": "demo"},
-            {"type": "step/end", "stepId": f"s{n}"},
-            {"type": "usage", "inputTokens": 10, "outputTokens": 300, "model": "demo"},
-            {"type": "turn/end", "turnId": turn, "reason": "completed"},
-        ])
+        frame(
+            [
+                {"type": "turn/start", "turnId": turn},
+                {"type": "message/user", "messageId": f"u{n}", "content": f"Question number {n}?"},
+                {"type": "step/start", "stepId": f"s{n}"},
+            ]
+        )
+        frame(
+            [
+                {
+                    "type": "message/assistant",
+                    "messageId": f"a{n}",
+                    "content": ANSWER,
+                    "model": "demo",
+                },
+                {"type": "step/end", "stepId": f"s{n}"},
+                {"type": "usage", "inputTokens": 10, "outputTokens": 300, "model": "demo"},
+                {"type": "turn/end", "turnId": turn, "reason": "completed"},
+            ]
+        )
     with open(directory / "events.log", "wb") as handle:
         handle.write(b"".join(chunks))
         os.fsync(handle.fileno())
@@ -69,5 +78,7 @@ def report(name: str, ours: float, floor: float, target: float) -> None:
     """Print one side-by-side measurement and whether it meets its target."""
     ratio = ours / floor if floor else float("inf")
     verdict = "ok" if ratio <= target else "OVER TARGET"
-    print(f"{name:<48} ours {ours * 1000:9.2f} ms  floor {floor * 1000:9.2f} ms  "
-          f"ratio {ratio:5.2f} (target <= {target})  {verdict}")
+    print(
+        f"{name:<48} ours {ours * 1000:9.2f} ms  floor {floor * 1000:9.2f} ms  "
+        f"ratio {ratio:5.2f} (target <= {target})  {verdict}"
+    )
