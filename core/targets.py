@@ -257,7 +257,7 @@ class TurnTracker:
     def apply(self, events: list[dict[str, Any]]) -> None:
         """Apply one whole commit."""
         turns = self.turns
-        trailing = turns[-1] if turns and turns[-1].end_reason is None else None
+        trailing: Turn | None = turns[-1] if turns and turns[-1].end_reason is None else None
         closed: list[Turn] = []
         for event in events:
             kind = event["type"]
@@ -268,13 +268,13 @@ class TurnTracker:
                 for turn in closed:
                     turn.closing_commit_spills = True
             elif kind == _TURN_END:
-                turn = self._by_turn.get(event["turnId"])
-                if turn is not None:
-                    if turn.end_reason is None:
-                        turn.end_reason = event["reason"]
-                        turn.error = event.get("error")
-                    closed.append(turn)
-                    if turn is trailing:
+                ended = self._by_turn.get(event["turnId"])
+                if ended is not None:
+                    if ended.end_reason is None:
+                        ended.end_reason = event["reason"]
+                        ended.error = event.get("error")
+                    closed.append(ended)
+                    if ended is trailing:
                         trailing = None
             elif kind == _ASSISTANT:
                 if trailing is not None:

@@ -1,0 +1,103 @@
+"""``branchwise session targets|fork|child|lineage|tree`` (DESIGN §3, §8)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..fork import fork
+from ..ids import new_id, validate_session_id
+from ..lineage import create_child, lineage, tree
+from ..store import SessionStore
+from ..targets import fork_targets
+
+
+def register(session_sub: argparse._SubParsersAction) -> None:
+    """Add the fork and lineage subcommands under ``session``."""
+    targets = session_sub.add_parser("targets", help="fork targets of every turn (§3.1)")
+    targets.add_argument("session_id")
+    targets.set_defaults(func=cmd_targets)
+
+    fork_cmd = session_sub.add_parser("fork", help="fork a session at a finished turn")
+    fork_cmd.add_argument("session_id")
+    fork_cmd.add_argument("--turn", required=True, help="the turn id to fork at")
+    fork_cmd.add_argument(
+        "--boundary", type=int, help="boundary sequence (default: the turn's current one)"
+    )
+    fork_cmd.add_argument(
+        "--generation", type=int, help="expected source generation (default: the current one)"
+    )
+    fork_cmd.add_argument(
+        "--operation-id", help="idempotency key; reuse it to retry (default: a new one)"
+    )
+    fork_cmd.add_argument("--child-id", help="the child's session id (default: generated)")
+    fork_cmd.set_defaults(func=cmd_fork)
+
+    child = session_sub.add_parser("child", help="start a linked child session (no history)")
+    child.add_argument("session_id")
+    child.add_argument("--title", required=True)
+    child.add_argument("--turn", help="the parent's turn the child is spawned from")
+    child.add_argument("--tool-call", help="the parent's tool call the child is spawned from")
+    child.add_argument("--child-id", help="the child's session id (default: generated)")
+    child.set_defaults(func=cmd_child)
+
+    lineage_cmd = session_sub.add_parser("lineage", help="ancestors of a session up to its root")
+    lineage_cmd.add_argument("session_id")
+    lineage_cmd.set_defaults(func=cmd_lineage)
+
+    tree_cmd = session_sub.add_parser("tree", help="forks and children below a session")
+    tree_cmd.add_argument("session_id")
+    tree_cmd.set_defaults(func=cmd_tree)
+
+
+def cmd_targets(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """The §3.1 answer for one session."""
+    return fork_targets(store, validate_session_id(args.session_id)).to_json()
+
+
+def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Fork; a missing boundary or generation is taken from the current targets.
+
+    When the turn is not a listed target the defaults are left impossible
+    (boundary 0) so the fork itself refuses with its precise reason.
+    """
+    source_id = validate_session_id(args.session_id)
+    boundary, generation = args.boundary, args.generation
+    if boundary is None or generation is None:
+        current = fork_targets(store, source_id)
+        target = current.target(args.turn)
+        if boundary is None:
+            boundary = target.boundary_sequence if target and target.boundary_sequence else 0
+        if generation is None:
+            generation = current.generation
+    result = fork(
+        store,
+        source_id,
+        args.turn,
+        boundary,
+        generation,
+        args.operation_id or new_id("op"),
+        args.child_id,
+    )
+    return result.to_json()
+
+
+def cmd_child(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Create a child session linked from both sides."""
+    spawned: dict[str, Any] = {"turnId": args.turn}
+    if args.tool_call:
+        spawned["toolCallId"] = args.tool_call
+    result = create_child(
+        store, validate_session_id(args.session_id), spawned, args.title, child_id=args.child_id
+    )
+    return result.to_json()
+
+
+def cmd_lineage(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """A session's ancestors, nearest first."""
+    return lineage(store, validate_session_id(args.session_id)).to_json()
+
+
+def cmd_tree(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """The descendant tree of a session, flat and depth-first."""
+    return tree(store, validate_session_id(args.session_id)).to_json()

@@ -1,0 +1,327 @@
+"""Child sessions, and walking lineage up (to the root) and down (the tree) (§3.3).
+
+A child does not inherit history: it starts empty and is tied to its parent
+by one ``session/child`` link event written, identically, into both logs.
+Relations are also in every manifest (``parent``, ``rootSessionId``), so
+walking them never reads a log: ``lineage`` follows parent links upward with
+cycle detection, and ``tree`` indexes one scan of all manifests by parent.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import BranchwiseError, InvalidManifest, SessionExists, SessionNotFound
+from .events import EventType, session_created, validate_event
+from .fork import publish_new_session
+from .generation import encode_commits
+from .ids import new_session_id, validate_session_id
+from .manifest import Manifest, ParentLink, load_manifest
+from .store import SessionStore, SessionWriter
+from .targets import DuplicateChild, UnknownTurn
+
+
+class LineageCycle(BranchwiseError):
+    """Damaged manifests whose parent links loop; the walk stops instead of hanging."""
+
+    code = "lineage_cycle"
+
+
+class InvalidSpawnedFrom(BranchwiseError):
+    """``spawnedFrom`` is not ``{turnId?, toolCallId?}`` of strings."""
+
+    code = "invalid_spawned_from"
+
+
+class WrongParentWriter(BranchwiseError):
+    """The writer handed to :func:`create_child` belongs to another session."""
+
+    code = "wrong_parent_writer"
+
+
+# -- child sessions -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ChildResult:
+    """A created child session and the link event both logs hold.
+
+    Attributes:
+        child_session_id: the new child.
+        parent_session_id: its parent.
+        root_session_id: the root of the parent's lineage (and now the child's).
+        spawned_from: ``{"turnId": …, "toolCallId"?: …}``.
+    """
+
+    child_session_id: str
+    parent_session_id: str
+    root_session_id: str
+    spawned_from: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase form for the CLI."""
+        return {
+            "childSessionId": self.child_session_id,
+            "parentSessionId": self.parent_session_id,
+            "rootSessionId": self.root_session_id,
+            "spawnedFrom": self.spawned_from,
+        }
+
+
+def _spawned_from(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    value = dict(value or {})
+    unknown = set(value) - {"turnId", "toolCallId"}
+    turn, call = value.get("turnId"), value.get("toolCallId")
+    if unknown or not (turn is None or isinstance(turn, str)):
+        raise InvalidSpawnedFrom("spawnedFrom takes turnId and toolCallId only")
+    if not (call is None or isinstance(call, str)):
+        raise InvalidSpawnedFrom("spawnedFrom.toolCallId must be a string")
+    spawned: dict[str, Any] = {"turnId": turn}
+    if call is not None:
+        spawned["toolCallId"] = call
+    return spawned
+
+
+def create_child(
+    store: SessionStore,
+    parent_id: str,
+    spawned_from: Mapping[str, Any] | None,
+    title: str,
+    *,
+    parent_writer: SessionWriter | None = None,
+    child_id: str | None = None,
+) -> ChildResult:
+    """Start a child session of ``parent_id`` and link the two with one event in each log.
+
+    Writing into the parent needs the parent's writer. A caller that already
+    holds it (the host running the parent's turn) passes it as
+    ``parent_writer``; otherwise this opens one for the duration, which
+    fails with ``LeaseHeld`` — before anything is created — when another
+    writer (this or another process) holds the parent.
+
+    The child is published first, whole, with its link event; then the link
+    is committed to the parent. A crash between the two leaves a child whose
+    manifest and log name the parent (so ``tree`` shows it) while the
+    parent's log lacks the link; never a parent pointing at nothing.
+
+    Raises:
+        SessionNotFound: no such parent.
+        LeaseHeld: the parent is being written elsewhere.
+        UnknownTurn: ``spawned_from.turnId`` is not a turn of the parent.
+        DuplicateChild: ``child_id`` is already taken.
+    """
+    validate_session_id(parent_id)
+    child_id = validate_session_id(child_id or new_session_id())
+    spawned = _spawned_from(spawned_from)
+    if parent_writer is not None and parent_writer.session_id != parent_id:
+        raise WrongParentWriter(
+            f"the writer given is for {parent_writer.session_id}, not {parent_id}",
+            sessionId=parent_id,
+        )
+    if store.exists(child_id):
+        raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id)
+    writer = parent_writer or store.open_writer(parent_id)
+    try:
+        turn_id = spawned["turnId"]
+        if turn_id is not None and writer.projection.turn(turn_id) is None:
+            raise UnknownTurn(f"session {parent_id} has no turn {turn_id}", turnId=turn_id)
+        root_id = writer.manifest.root_session_id or parent_id
+        link = validate_event(
+            {
+                "type": EventType.SESSION_CHILD.value,
+                "parentSessionId": parent_id,
+                "childSessionId": child_id,
+                "rootSessionId": root_id,
+                "spawnedFrom": spawned,
+            }
+        )
+        manifest = Manifest(
+            session_id=child_id,
+            title=title,
+            kind="child",
+            created_at=time.time(),
+            parent=ParentLink(parent_id, "child", turn_id=turn_id),
+            root_session_id=root_id,
+        )
+        log = encode_commits([[session_created(title, "child")], [link]])
+        try:
+            publish_new_session(store, manifest, log)
+        except SessionExists as exc:
+            raise DuplicateChild(exc.message, sessionId=child_id) from exc
+        writer.commit([dict(link)])
+    finally:
+        if parent_writer is None:
+            writer.close()
+    return ChildResult(child_id, parent_id, root_id, spawned)
+
+
+# -- lineage (upward) ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """A session and its ancestors, nearest first.
+
+    Attributes:
+        session_id: where the walk started.
+        chain: manifests from the session itself up to the furthest ancestor read.
+        broken: an ancestor that could not be read (``{"sessionId", "code"}``), if any;
+            then the chain ends below it and ``root_session_id`` is unknown.
+    """
+
+    session_id: str
+    chain: tuple[Manifest, ...]
+    broken: dict[str, Any] | None = None
+
+    @property
+    def root_session_id(self) -> str | None:
+        """The root reached, if the walk reached one."""
+        return None if self.broken else self.chain[-1].session_id
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase form for the CLI."""
+        return {
+            "sessionId": self.session_id,
+            "rootSessionId": self.root_session_id,
+            "complete": self.broken is None,
+            "broken": self.broken,
+            "lineage": [_summary(manifest) for manifest in self.chain],
+        }
+
+
+def _summary(manifest: Manifest) -> dict[str, Any]:
+    return {
+        "sessionId": manifest.session_id,
+        "title": manifest.title,
+        "kind": manifest.kind,
+        "createdAt": manifest.created_at,
+        "parent": manifest.parent.to_json() if manifest.parent else None,
+    }
+
+
+def lineage(store: SessionStore, session_id: str) -> Lineage:
+    """Walk parent links from ``session_id`` to its root.
+
+    A missing or unreadable ancestor ends the walk (reported in ``broken``);
+    a loop ends it with ``LineageCycle``. Never more steps than sessions exist.
+
+    Raises:
+        SessionNotFound: ``session_id`` itself does not exist.
+        LineageCycle: the parent links loop.
+    """
+    chain = [load_manifest(store.session_dir(session_id))]
+    seen = {session_id}
+    while (link := chain[-1].parent) is not None:
+        parent_id = link.session_id
+        if parent_id in seen:
+            raise LineageCycle(
+                f"the lineage of {session_id} loops back to {parent_id}",
+                sessionId=session_id,
+                cycle=[m.session_id for m in chain] + [parent_id],
+            )
+        seen.add(parent_id)
+        try:
+            chain.append(load_manifest(store.session_dir(parent_id)))
+        except (SessionNotFound, InvalidManifest) as exc:
+            return Lineage(session_id, tuple(chain), {"sessionId": parent_id, "code": exc.code})
+    return Lineage(session_id, tuple(chain))
+
+
+# -- the tree (downward) ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    """One session in a lineage tree and its forks and children, oldest first."""
+
+    manifest: Manifest
+    children: tuple[TreeNode, ...] = field(default=())
+
+    def walk(self) -> Iterator[tuple[TreeNode, int]]:
+        """Every node with its depth, depth-first in order (no recursion)."""
+        stack: list[tuple[TreeNode, int]] = [(self, 0)]
+        while stack:
+            node, depth = stack.pop()
+            yield node, depth
+            stack.extend((child, depth + 1) for child in reversed(node.children))
+
+    def to_json(self) -> dict[str, Any]:
+        """A flat, depth-first list (a fork chain may be deeper than JSON nesting allows)."""
+        sessions = []
+        for node, depth in self.walk():
+            entry = _summary(node.manifest)
+            entry["depth"] = depth
+            entry["childSessionIds"] = [c.manifest.session_id for c in node.children]
+            sessions.append(entry)
+        return {"rootSessionId": self.manifest.session_id, "sessions": sessions}
+
+
+def _index_by_parent(store: SessionStore) -> tuple[dict[str, Manifest], dict[str, list[Manifest]]]:
+    """One scan of every manifest: by id, and the children of each parent, oldest first."""
+    by_id: dict[str, Manifest] = {}
+    children: dict[str, list[Manifest]] = {}
+    for manifest in store.iter_manifests():
+        if not isinstance(manifest, Manifest):
+            continue  # a damaged manifest is not part of any tree
+        by_id[manifest.session_id] = manifest
+        if manifest.parent is not None:
+            children.setdefault(manifest.parent.session_id, []).append(manifest)
+    for siblings in children.values():
+        siblings.sort(key=lambda m: (m.created_at, m.session_id))
+    return by_id, children
+
+
+def _build(
+    top: Manifest, children: dict[str, list[Manifest]], placed: set[str]
+) -> TreeNode:
+    """Build the subtree under ``top`` bottom-up, without recursion, each session once."""
+    placed.add(top.session_id)
+    order: list[Manifest] = []
+    stack = [top]
+    while stack:
+        manifest = stack.pop()
+        order.append(manifest)
+        for child in children.get(manifest.session_id, ()):
+            if child.session_id not in placed:  # a damaged loop never repeats a node
+                placed.add(child.session_id)
+                stack.append(child)
+    nodes: dict[str, TreeNode] = {}
+    for manifest in reversed(order):
+        below = children.get(manifest.session_id, ())
+        kids = tuple(nodes[c.session_id] for c in below if c.session_id in nodes)
+        nodes[manifest.session_id] = TreeNode(manifest, kids)
+    return nodes[top.session_id]
+
+
+def tree(store: SessionStore, session_id: str) -> TreeNode:
+    """The whole descendant tree (forks and children) of ``session_id``, in one manifest scan.
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    validate_session_id(session_id)
+    by_id, children = _index_by_parent(store)
+    top = by_id.get(session_id)
+    if top is None:
+        load_manifest(store.session_dir(session_id))  # the precise error: missing or damaged
+        raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
+    return _build(top, children, set())
+
+
+def forest(store: SessionStore) -> list[TreeNode]:
+    """Every session as one forest (the sidebar), in one manifest scan.
+
+    Roots are sessions without a parent, or whose parent is gone; sessions
+    caught in a damaged parent loop still appear, each loop under one of its
+    members, so no session is ever hidden.
+    """
+    by_id, children = _index_by_parent(store)
+    placed: set[str] = set()
+    ordered = sorted(by_id.values(), key=lambda m: (m.created_at, m.session_id))
+    roots = [m for m in ordered if m.parent is None or m.parent.session_id not in by_id]
+    trees = [_build(root, children, placed) for root in roots]
+    trees.extend(_build(m, children, placed) for m in ordered if m.session_id not in placed)
+    return trees
