@@ -48,6 +48,21 @@ REASONS: Mapping[str, str] = {
         "The branch was not confirmed. Click the same turn again to retry; "
         "it will not create a second branch."
     ),
+    # Lineage and child sessions.
+    "lineage_cycle": N_(
+        "This conversation's branch history loops back on itself; the damaged link was skipped."
+    ),
+    "invalid_spawned_from": N_("The origin of this sub-conversation is not valid."),
+    "wrong_parent_writer": N_("The sub-conversation was started from the wrong conversation."),
+    # A remote Branchwise server.
+    "invalid_request": N_("The server rejected the request as not valid."),
+    "unauthorized": N_("The server did not accept the access token."),
+    "session_mismatch": N_(
+        "The server answered for a different conversation than the one asked for."
+    ),
+    "remote_unavailable": N_(
+        "Could not reach the Branchwise server, or its reply could not be read."
+    ),
     # The session store.
     "lease_held": N_("Another window or process is writing to this conversation."),
     "corrupt_log": N_(

@@ -83,7 +83,8 @@ def test_every_error_code_in_core_has_a_reason() -> None:
         cls = pending.pop()
         codes.add(cls.code)
         pending += cls.__subclasses__()
-    assert codes - reasons.known_codes() == set()
+    missing = sorted(codes - reasons.known_codes())
+    assert missing == [], f"add these codes to core/reasons.py REASONS: {missing}"
 
 
 def test_unknown_codes_get_the_generic_reason() -> None:
