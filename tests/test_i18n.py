@@ -13,10 +13,11 @@ from datetime import UTC, datetime
 from importlib import import_module
 from pathlib import Path
 
-import branchwise.core
 import pytest
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
+
+import branchwise.core
 from branchwise.core import i18n, reasons
 from branchwise.core.errors import BranchwiseError, LeaseHeld
 from branchwise.core.i18n import _, ngettext, set_language

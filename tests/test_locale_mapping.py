@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from branchwise.core import i18n
 from branchwise.core.i18n import (
     SUPPORTED,
@@ -12,8 +15,6 @@ from branchwise.core.i18n import (
     resolve_locale,
     system_locale,
 )
-from hypothesis import given
-from hypothesis import strategies as st
 
 SIMPLIFIED = [
     "zh_CN", "zh_SG", "zh_Hans", "zh_Hans_CN", "zh_Hans_SG", "zh-Hans", "zh-CN", "zh-cn",
