@@ -23,7 +23,7 @@ SESSION_COMMAND_MODULES = (
     "branchwise.core.cli.sessions",
     "branchwise.core.cli.forking",
 )
-TOP_COMMAND_MODULES = ("branchwise.core.cli.models",)
+TOP_COMMAND_MODULES = ("branchwise.core.cli.models", "branchwise.core.cli.serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

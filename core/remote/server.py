@@ -1,0 +1,137 @@
+"""``branchwise serve``: the store over HTTP on 127.0.0.1, behind a bearer token.
+
+Neither endpoint touches a source's lease or its running turn: fork targets
+and forks read committed frames only, so a session being written by the
+desktop can be forked remotely while it streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from ..errors import BranchwiseError
+from ..fork import fork
+from ..ids import validate_session_id
+from ..store import SessionStore
+from ..targets import fork_targets
+from .protocol import (
+    CAPABILITIES,
+    EXPECTED_SESSION_HEADER,
+    MAX_BODY,
+    STATUS_FOR_CODE,
+    InvalidRequest,
+    SessionMismatch,
+    Unauthorized,
+    validate_fork_body,
+)
+
+TOKEN_FILE = "serve-token"
+
+
+def load_or_create_token(root: Path) -> str:
+    """The server's bearer token: created on first run in a 0600 file."""
+    path = root / TOKEN_FILE
+    try:
+        token = path.read_text().strip()
+        if token:
+            return token
+    except FileNotFoundError:
+        pass
+    token = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    return token
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
+
+
+def _error(exc: BranchwiseError) -> web.Response:
+    status = STATUS_FOR_CODE.get(exc.code, 400)
+    return _json({"error": {"code": exc.code, "message": exc.message}}, status)
+
+
+def build_app(store: SessionStore, token: str) -> web.Application:
+    """The aiohttp application serving ``store``."""
+
+    @web.middleware
+    async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
+        try:
+            header = request.headers.get("Authorization", "")
+            given = header[7:] if header.startswith("Bearer ") else ""
+            if not hmac.compare_digest(given.encode(), token.encode()):
+                raise Unauthorized("a valid bearer token is required")
+            return await handler(request)
+        except BranchwiseError as exc:
+            return _error(exc)
+        except web.HTTPRequestEntityTooLarge:
+            return _json({"error": {"code": "body_too_large", "message": "body too large"}}, 413)
+        except web.HTTPNotFound:
+            return _json({"error": {"code": "not_found", "message": "no such endpoint"}}, 404)
+        except web.HTTPMethodNotAllowed:
+            return _json(
+                {"error": {"code": "invalid_request", "message": "method not allowed"}}, 405
+            )
+
+    async def capabilities(request: web.Request) -> web.Response:
+        return _json({"capabilities": list(CAPABILITIES)})
+
+    async def targets(request: web.Request) -> web.Response:
+        session_id = validate_session_id(request.match_info["session_id"])
+        if request.headers.get(EXPECTED_SESSION_HEADER) != session_id:
+            raise SessionMismatch(f"{EXPECTED_SESSION_HEADER} must name {session_id}")
+        answer = await asyncio.to_thread(fork_targets, store, session_id)
+        return _json(answer.to_json())
+
+    async def fork_session(request: web.Request) -> web.Response:
+        raw = await request.read()
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise InvalidRequest("the body is not valid JSON") from exc
+        body = validate_fork_body(body)
+        result = await asyncio.to_thread(
+            fork,
+            store,
+            body["sourceSessionId"],
+            body["turnId"],
+            body["boundarySequence"],
+            body["expectedGeneration"],
+            body["operationId"],
+        )
+        return _json({"childSessionId": result.child_session_id, "created": result.created})
+
+    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
+    app.router.add_get("/capabilities", capabilities)
+    app.router.add_get("/sessions/{session_id}/fork-targets", targets)
+    app.router.add_post("/fork-session", fork_session)
+    return app
+
+
+async def serve(store: SessionStore, host: str, port: int, ready: Any = None) -> None:
+    """Serve until cancelled; ``ready(url)`` is called once listening."""
+    token = load_or_create_token(store.root)
+    runner = web.AppRunner(build_app(store, token), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+    bound = sockets[0].getsockname()[1] if sockets else port
+    if ready is not None:
+        ready(f"http://{host}:{bound}")
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
