@@ -1,16 +1,100 @@
-"""Starting the desktop app on the qasync loop (bare window until the UI lands)."""
+"""Starting the desktop app: synchronous setup, then the async main on the qasync loop.
+
+Start-up lists manifests and nothing more (no conversation's log is read
+until its tab opens), sweeps half-built session folders, picks the language
+(``--lang``, else the saved setting, else the system's), shows the window,
+and then resumes fork operations a crash left unfinished.
+
+Closing the window stops running turns (each commits as ``cancelled``) and
+releases every writer before the loop ends. ``BRANCHWISE_EXIT_AFTER_SHOW=1``
+makes the app print one JSON line once the window is shown and close
+itself: the smoke test and the start-up benchmark use it.
+"""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import orjson
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QApplication
+
+from branchwise.core.i18n import choose_language, set_language, system_locale
+from branchwise.core.store import default_data_root
+
+from .host import Host
+from .notices import Level, NoticeCenter
+from .qt_i18n import LanguageBridge
+from .qt_loop import report_loop_errors, run_on_qt_loop
+from .style import apply_style
+from .window import MainWindow
+
+EXIT_AFTER_SHOW = "BRANCHWISE_EXIT_AFTER_SHOW"
+
+
+def data_root(args: argparse.Namespace) -> Path:
+    """``--data-dir``, else ``$BRANCHWISE_HOME``, else the platform's data folder."""
+    value = getattr(args, "data_dir", None)
+    return Path(value) if value else default_data_root()
 
 
 def run_app(args: argparse.Namespace) -> int:
-    """Open the main window and run until it closes."""
-    from PySide6.QtWidgets import QApplication, QMainWindow
+    """Open the main window and run until it closes; returns the exit status."""
+    started = time.perf_counter()
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setApplicationName("Branchwise")
+    app.setApplicationDisplayName("Branchwise")
+    app.setDesktopFileName("branchwise")
+    app.setQuitOnLastWindowClosed(False)  # the async main quits after shutting down
+    apply_style(app)
+    root = data_root(args)
+    return run_on_qt_loop(lambda: run_window(app, root, getattr(args, "lang", None), started))
 
-    app = QApplication.instance() or QApplication([])
-    window = QMainWindow()
-    window.setWindowTitle("Branchwise")
+
+async def run_window(
+    app: QApplication, root: Path, lang: str | None, started: float | None = None
+) -> int:
+    """The async main: build host and window, show it, wait for close, shut down."""
+    notices = NoticeCenter()
+    report_loop_errors(asyncio.get_running_loop(), notices)
+    host = Host(root, notices=notices)
+    code, language_notice = choose_language(lang, host.settings.language, system_locale())
+    set_language(code)
+    if language_notice is not None:
+        notices.post(language_notice.code, Level.WARNING, **language_notice.params)
+    bridge = LanguageBridge(app)
+    host.start()
+    window = MainWindow(host)
+    bridge.register(window)
+    window.language_chosen.connect(lambda chosen: _choose_language(window, chosen))
+    closed = asyncio.Event()
+    window.closed.connect(closed.set)
+    app.aboutToQuit.connect(closed.set)
     window.show()
-    return int(app.exec())
+    if os.environ.get(EXIT_AFTER_SHOW):
+        QTimer.singleShot(0, lambda: _report_shown(window, host, started))
+    host.spawn(host.recover(), "resume branch operations")
+    await closed.wait()
+    await host.shutdown()
+    bridge.close()
+    return 0
+
+
+def _choose_language(window: MainWindow, code: str) -> None:
+    """A language picked in the menu or the settings: switch live, and remember it."""
+    set_language(code or system_locale())
+    window.remember_language(code)
+
+
+def _report_shown(window: MainWindow, host: Host, started: float | None) -> None:
+    elapsed = time.perf_counter() - started if started is not None else None
+    line = {"shown": window.isVisible(), "sessions": len(host.index), "seconds": elapsed}
+    sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
+    sys.stdout.buffer.flush()
+    window.close()
