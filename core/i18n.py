@@ -297,8 +297,11 @@ _listeners: list[Callable[[], Callable[[str], object] | None]] = []
 
 
 def _translations() -> gettext.NullTranslations:
+    global _active
     active = _active
-    return active if active is not None else _translations_for(_active_code)
+    if active is None:  # first lookup, or after reload_catalogs()
+        active = _active = _translations_for(_active_code)
+    return active
 
 
 def _(message: str) -> str:
