@@ -17,7 +17,6 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from babel.messages.pofile import read_po, write_po
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -228,15 +227,17 @@ def test_sync_then_translate_is_the_whole_workflow(
         ("zh_Hant/messages.po", "Pin conversation"),
     }, _report(problems)
     assert {p.kind for p in problems} <= {"empty", "fuzzy"}
-    _translate(_po(repo_copy, "zh_Hans"), "Pin conversation", "置顶对话")
-    _translate(_po(repo_copy, "zh_Hant"), "Pin conversation", "釘選對話")
+    work = tool.todo(repo_copy)
+    assert set(work) == {"Pin conversation"}
+    assert {"zh_Hans": "", "zh_Hant": ""}.items() <= work["Pin conversation"].items()
+    work["Pin conversation"].update(zh_Hans="置顶对话", zh_Hant="釘選對話")
+    assert tool.translate({**work, "Not a msgid": {"zh_Hans": "无"}}, repo_copy) == ["Not a msgid"]
     assert tool.check(repo_copy) == []
+    assert tool.todo(repo_copy) == {}
 
 
-def _translate(po: Path, msgid: str, text: str) -> None:
-    with po.open("rb") as f:
-        catalog = read_po(f)
-    catalog[msgid].string = text
-    catalog[msgid].flags.discard("fuzzy")
-    with po.open("wb") as f:
-        write_po(f, catalog, width=0)
+def test_translate_fills_every_plural_form(repo_copy: Path) -> None:
+    _edit(_po(repo_copy, "zh_Hant"), 'msgstr[0] "{n} 個分支"', 'msgstr[0] ""')
+    assert tool.todo(repo_copy) == {"{n} branch": {"zh_Hant": "", "_plural": "{n} branches"}}
+    tool.translate({"{n} branch": {"zh_Hant": "{n} 個分支"}}, repo_copy)
+    assert tool.check_catalogs(repo_copy) == []

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
-"""Catalog tasks for Branchwise: extract, update, compile, check (and sync).
+"""Catalog tasks for Branchwise: extract, update, compile, check (sync, todo, translate).
 
-    python tools/i18n.py sync      # extract + update: after adding or changing strings
-    python tools/i18n.py check     # the parity lint (also run by the test suite)
-    python tools/i18n.py compile   # .mo files for packaged builds (gitignored)
+    python tools/i18n.py sync                 # extract + update, after adding/changing strings
+    python tools/i18n.py todo > todo.json     # what the Chinese catalogs still need
+    python tools/i18n.py translate todo.json  # write the filled-in texts (clears fuzzy)
+    python tools/i18n.py check                # the parity lint (also run by the tests)
+    python tools/i18n.py compile              # .mo files for packaged builds (gitignored)
 
 ``extract`` rewrites ``locales/messages.pot`` only when a message or location
 changed (not for a new creation date), so re-running it is free. ``update``
 merges the template into every catalog (a changed string keeps its old
 translation, marked fuzzy), drops obsolete entries, and keeps the English
 catalog equal to the source strings. (No ``--previous``: Babel writes ``#|``
-lines but reads them back as plain comments, so they would pile up.) New or changed entries in the
-Chinese catalogs are then empty or ``#, fuzzy``: translate them, delete the
-fuzzy flag, and ``check`` passes.
+lines but reads them back as plain comments, so they would pile up.)
+
+New or changed entries in the Chinese catalogs are then empty or ``#, fuzzy``.
+Translate them in the ``.po`` files (and delete the fuzzy flag), or round-trip
+through JSON: ``todo`` prints ``{msgid: {"zh_Hans": "", "zh_Hant": ""}}`` for
+every entry that needs work (keys starting with ``_`` are context), and
+``translate FILE`` writes the non-empty texts back. Then ``check`` passes.
 
 The check functions are imported by ``tests/test_catalog_parity.py``.
 """
@@ -21,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import json
+import os
 import re
 import string
 import sys
@@ -43,6 +51,7 @@ TEMPLATE = f"{LOCALES}/messages.pot"
 DOMAIN = "messages"
 LANGUAGES = ("en", "zh_Hans", "zh_Hant")
 SOURCE_DIRS = ("core", "desktop")
+TASKS = ("extract", "update", "sync", "todo", "translate", "check", "compile")
 # The one definition of our gettext keywords (babel.cfg cannot carry them).
 KEYWORDS: Mapping[str, tuple[int, ...] | None] = {"_": None, "N_": None, "ngettext": (1, 2)}
 TRANSLATOR_TAG = "TRANSLATORS:"
@@ -112,8 +121,7 @@ def update(root: Path = ROOT) -> None:
 def _fill_english(path: Path) -> None:
     # English is the source language: its msgstr is the msgid, never fuzzy, so
     # the parity rules hold for it like for any other catalog.
-    with path.open("rb") as f:
-        catalog = read_po(f, domain=DOMAIN)
+    catalog = _read(path, "en")
     for message in catalog:
         if not message.id:
             continue
@@ -123,6 +131,60 @@ def _fill_english(path: Path) -> None:
     write_po(buffer, catalog, width=0, ignore_obsolete=True)
     if buffer.getvalue() != path.read_bytes():
         path.write_bytes(buffer.getvalue())
+
+
+def _po_path(root: Path, language: str) -> Path:
+    return root / LOCALES / language / "LC_MESSAGES" / f"{DOMAIN}.po"
+
+
+def _read(path: Path, language: str) -> Catalog:
+    with path.open("rb") as f:
+        return read_po(f, locale=language, domain=DOMAIN)
+
+
+def todo(root: Path = ROOT) -> dict[str, dict[str, str]]:
+    """Entries a translator still has to write: empty or fuzzy, per language."""
+    work: dict[str, dict[str, str]] = {}
+    for language in LANGUAGES[1:]:
+        for message in _read(_po_path(root, language), language):
+            if not message.id or (all(_forms(message)) and not message.fuzzy):
+                continue
+            entry = work.setdefault(_key(message)[1], {})
+            entry[language] = ""
+            if _plural_id(message):
+                entry["_plural"] = str(_plural_id(message))
+            if message.fuzzy and _forms(message)[0]:
+                entry[f"_{language}_guess"] = _forms(message)[0]
+            if message.auto_comments:
+                entry["_comment"] = " ".join(message.auto_comments)
+    return work
+
+
+def translate(texts: Mapping[str, Mapping[str, str]], root: Path = ROOT) -> list[str]:
+    """Write ``{msgid: {language: text}}`` into the catalogs; returns unknown msgids.
+
+    Empty texts and ``_`` keys are skipped; a written entry loses its fuzzy flag.
+    """
+    unknown: set[str] = set()
+    for language in LANGUAGES[1:]:
+        path = _po_path(root, language)
+        catalog = _read(path, language)
+        for msgid, by_language in texts.items():
+            text = by_language.get(language)
+            if not text:
+                continue
+            message = catalog.get(msgid)
+            if message is None or not message.id:
+                unknown.add(msgid)
+                continue
+            plural = not isinstance(message.id, str)
+            message.string = (text,) * catalog.num_plurals if plural else text
+            message.flags.discard("fuzzy")
+        buffer = io.BytesIO()
+        write_po(buffer, catalog, width=0, ignore_obsolete=True)
+        if buffer.getvalue() != path.read_bytes():
+            path.write_bytes(buffer.getvalue())
+    return sorted(unknown)
 
 
 def compile_catalogs() -> None:
@@ -325,29 +387,32 @@ def check(root: Path = ROOT) -> list[Problem]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the named tasks in order, from the repository root."""
-    import os
-
+    """Run one task from the repository root; non-zero when ``check`` finds problems."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "tasks", nargs="+", choices=["extract", "update", "sync", "compile", "check"]
-    )
+    parser.add_argument("task", choices=TASKS)
+    parser.add_argument("file", nargs="?", type=Path, help="translate: the filled-in JSON")
     args = parser.parse_args(argv)
-    os.chdir(ROOT)  # pybabel writes relative locations
-    for task in args.tasks:
-        if task in ("extract", "sync"):
-            extract()
-        if task in ("update", "sync"):
-            update()
-        if task == "compile":
-            compile_catalogs()
-        if task == "check":
-            problems = check()
-            for problem in problems:
-                print(problem)
-            print(f"{len(problems)} problem(s)" if problems else "catalogs are in parity")
-            if problems:
-                return 1
+    if args.task == "translate" and args.file is None:
+        parser.error("translate needs the JSON file written by todo")
+    texts = json.loads(args.file.read_text(encoding="utf-8")) if args.file else {}
+    os.chdir(ROOT)  # pybabel writes locations relative to the working directory
+    if args.task in ("extract", "sync"):
+        extract()
+    if args.task in ("update", "sync"):
+        update()
+    if args.task == "compile":
+        compile_catalogs()
+    if args.task == "todo":
+        print(json.dumps(todo(), ensure_ascii=False, indent=2))
+    if args.task == "translate":
+        for msgid in translate(texts):
+            print(f"not in the catalogs (run sync first?): {msgid!r}")
+    if args.task == "check":
+        problems = check()
+        for problem in problems:
+            print(problem)
+        print(f"{len(problems)} problem(s)" if problems else "catalogs are in parity")
+        return 1 if problems else 0
     return 0
 
 
