@@ -241,3 +241,14 @@ def test_translate_fills_every_plural_form(repo_copy: Path) -> None:
     assert tool.todo(repo_copy) == {"{n} branch": {"zh_Hant": "", "_plural": "{n} branches"}}
     tool.translate({"{n} branch": {"zh_Hant": "{n} 個分支"}}, repo_copy)
     assert tool.check_catalogs(repo_copy) == []
+
+
+def test_an_identical_text_can_be_allowed_explicitly(repo_copy: Path) -> None:
+    _edit(
+        _po(repo_copy, "zh_Hant"), 'msgid "Model"\nmsgstr "模型"', 'msgid "Model"\nmsgstr "Model"'
+    )
+    assert _kinds(tool.check_catalogs(repo_copy)) == {
+        ("zh_Hant/messages.po", "untranslated", "Model")
+    }
+    _edit(_po(repo_copy, "zh_Hant"), 'msgid "Model"', '# same-as-english\nmsgid "Model"')
+    assert tool.check_catalogs(repo_copy) == []
