@@ -269,12 +269,9 @@ class Host:
         """The branch action of one row of an open conversation."""
         session = self._open.get(session_id)
         table = session.targets if session is not None else None
-        if session is not None and row.turn_id == session.running_turn_id:
-            table = None
-        state = branch_state(
+        return branch_state(
             row, table, in_flight=self._in_flight, server_supported=self.server_supported
         )
-        return state
 
     def branch_in_flight(self, target: BranchTarget) -> bool:
         """A branch from this turn is being created right now."""

@@ -85,6 +85,7 @@ class OpenSession(TurnListener):
         self._live_parts: dict[str, list[str]] = {}
         self._runner: TurnRunner | None = None
         self._turn_task: asyncio.Task[TurnResult] | None = None
+        self._running_turn: str | None = None
         self._loaded = asyncio.get_event_loop().create_future()
         self._targets_task: asyncio.Task[None] | None = None
         self._targets_stale = False
@@ -119,13 +120,13 @@ class OpenSession(TurnListener):
 
     @property
     def running(self) -> bool:
-        """A turn is running in this session."""
-        return self._turn_task is not None and not self._turn_task.done()
+        """A turn is running: its question is committed and its closing commit is not."""
+        return self._running_turn is not None
 
     @property
     def running_turn_id(self) -> str | None:
         """The running turn, if any."""
-        return self._runner.turn_id if self._runner is not None and self.running else None
+        return self._running_turn
 
     def row(self, row_id: str) -> Row | None:
         """The row with this id."""
@@ -271,7 +272,7 @@ class OpenSession(TurnListener):
         await self.wait_loaded()
         if self.writer is None:
             raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
-        if self.running:
+        if self._turn_task is not None and not self._turn_task.done():
             raise BranchwiseError("a turn is already running in this conversation")
         self._runner = TurnRunner(self.writer, self._host.provider, self)
         self._turn_task = asyncio.ensure_future(self._runner.run(text))
@@ -283,11 +284,12 @@ class OpenSession(TurnListener):
 
     def stop(self) -> None:
         """Stop the running turn (it ends ``cancelled`` and keeps its partial answer)."""
-        if self._runner is not None and self.running:
+        if self._runner is not None and self._turn_task is not None and not self._turn_task.done():
             self._runner.cancel()
 
     def turn_started(self, turn_id: str, user_message_id: str, message_id: str) -> None:
         """TurnListener: the question is committed; show the running row."""
+        self._running_turn = turn_id
         self._live[turn_id] = (message_id, "")
         self._live_parts[turn_id] = []
         self._update_row(turn_id)
@@ -318,6 +320,7 @@ class OpenSession(TurnListener):
 
     def turn_ended(self, result: TurnResult) -> None:
         """TurnListener: the closing commit is durable; re-read targets, report failures."""
+        self._running_turn = None
         self._live.pop(result.turn_id, None)
         self._live_parts.pop(result.turn_id, None)
         if self.writer is not None:

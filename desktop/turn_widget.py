@@ -202,6 +202,16 @@ class TurnWidget(QFrame):
                 self._messages.addWidget(label)
             label.set_content(label.content + "".join(parts))
 
+    def shown_messages(self) -> list[tuple[str, str]]:
+        """``(role, text)`` of every message label, in display order, as displayed."""
+        self._flush_text()
+        shown = []
+        for position in range(self._messages.count()):
+            label = self._messages.itemAt(position).widget()
+            if isinstance(label, MessageLabel):
+                shown.append((label.role, label.text()))
+        return shown
+
     def answer_text(self) -> str:
         """The answer as currently shown (streamed text included)."""
         self._flush_text()
