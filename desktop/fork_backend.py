@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeGuard
 
 from branchwise.core.errors import BranchwiseError, InvalidSessionId
 from branchwise.core.fork import ForkResult, fork
@@ -36,6 +36,7 @@ DEFINITIVE_CODES = frozenset(
         "unverifiable",
         "duplicate_child",
         "operation_conflict",
+        "invalid_fork_request",
         # The source cannot be read as it is; retrying the same bytes cannot help.
         "corrupt_log",
         "invalid_manifest",
@@ -121,7 +122,7 @@ class LocalForkBackend:
             return False
 
 
-def is_definitive(exc: BaseException) -> bool:
+def is_definitive(exc: BaseException) -> TypeGuard[BranchwiseError]:
     """Whether ``exc`` is a refusal that retrying the same request cannot change."""
     return isinstance(exc, BranchwiseError) and exc.code in DEFINITIVE_CODES
 

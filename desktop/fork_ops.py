@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, InvalidSessionId
 from branchwise.core.ids import new_id, validate_session_id
 
 from .fork_backend import (
@@ -69,6 +69,9 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+# Refusals meaning the record's source session is gone (reported as dropped).
+SOURCE_GONE = frozenset({"source_not_found", "session_not_found"})
 
 
 class BranchStatus(StrEnum):
@@ -167,6 +170,7 @@ class ForkCoordinator:
         self._clock = clock
         self._journal = OperationsJournal(self.root, clock)
         self._loaded: JournalLoad | None = None
+        self._unreported = False  # records dropped at load, not yet in a notice
         self._in_flight: dict[ForkRequest, asyncio.Task[BranchOutcome]] = {}
 
     # -- public API ----------------------------------------------------------
@@ -186,14 +190,17 @@ class ForkCoordinator:
 
     async def recover(self) -> RecoverySummary:
         """Resume every record a previous run left; post one summary notice."""
-        loaded = self._ensure_loaded()
+        loaded = self._ensure_loaded(report_dropped=False)
         opened: list[str] = []
         pending: list[str] = []
         refused: list[tuple[str, str]] = []
         failed: list[str] = []
-        dropped: list[DroppedRecord] = []
+        dropped: list[DroppedRecord] = list(loaded.dropped) if self._unreported else []
+        self._unreported = False
         for record in self._journal.records():
-            gone = await self._missing_session(record)
+            if self._journal.get(record.operation_id) is None:
+                continue  # a click resolved it while recovery ran
+            gone = await self._missing_child(record)
             if gone is not None:
                 dropped.append(gone)
                 await self._remove_quietly(record.operation_id)
@@ -203,6 +210,8 @@ class ForkCoordinator:
                 continue  # a click resolved it while recovery ran
             if outcome.status is BranchStatus.OPENED:
                 opened.append(str(outcome.child_session_id))
+            elif outcome.reason in SOURCE_GONE:
+                dropped.append(DroppedRecord(record.operation_id, "source_missing", "source gone"))
             elif outcome.status is BranchStatus.REFUSED:
                 refused.append((record.operation_id, str(outcome.reason)))
             elif outcome.status is BranchStatus.ATTACH_FAILED:
@@ -290,7 +299,7 @@ class ForkCoordinator:
                 result = await asyncio.wait_for(attempt, self._fork_timeout)
             else:
                 result = await attempt
-            child = validate_session_id(result.child_session_id)
+            child = _reply_child(result)
         except Exception as exc:
             if is_definitive(exc):
                 await self._remove_quietly(op)
@@ -353,7 +362,7 @@ class ForkCoordinator:
 
     # -- helpers ---------------------------------------------------------------
 
-    def _ensure_loaded(self) -> JournalLoad:
+    def _ensure_loaded(self, *, report_dropped: bool = True) -> JournalLoad:
         if self._loaded is None:
             self._loaded = self._journal.load()
             if self._loaded.was_reset:
@@ -364,22 +373,30 @@ class ForkCoordinator:
                     path=str(self._loaded.moved_aside or self._journal.path),
                     reason=self._loaded.reset_reason,
                 )
+            self._unreported = bool(self._loaded.dropped)
+        if report_dropped and self._unreported:
+            self._unreported = False
             self._report_dropped(list(self._loaded.dropped))
         return self._loaded
 
-    async def _missing_session(self, record: OperationRecord) -> DroppedRecord | None:
-        if record.state is OperationState.PENDING:
-            session, reason = record.request.source_session_id, "source_missing"
-        else:
-            session, reason = str(record.child_session_id), "child_missing"
+    async def _missing_child(self, record: OperationRecord) -> DroppedRecord | None:
+        """A completed record whose child is gone: nothing to open, nothing to keep.
+
+        Pending records need no such check: their retry is answered from the
+        operation's reservation first (so a child made before the source was
+        deleted is still found), and a gone source is a definitive refusal.
+        """
+        if record.state is not OperationState.COMPLETED:
+            return None
+        child = str(record.child_session_id)
         try:
-            exists = await self.backend.session_exists(session)
+            exists = await self.backend.session_exists(child)
         except Exception:
-            log.exception("could not check session %s; resuming anyway", session)
+            log.exception("could not check session %s; resuming anyway", child)
             return None
         if exists:
             return None
-        return DroppedRecord(record.operation_id, reason, f"session {session} does not exist")
+        return DroppedRecord(record.operation_id, "child_missing", f"session {child} is gone")
 
     async def _remove_quietly(self, operation_id: str) -> None:
         try:
@@ -431,6 +448,14 @@ class ForkCoordinator:
             refused=len(summary.refused),
             failed=len(summary.attach_failed),
         )
+
+
+def _reply_child(result: ForkResult) -> str:
+    """The child id of a reply; a malformed one is an undecodable reply, not a refusal."""
+    try:
+        return validate_session_id(result.child_session_id)
+    except InvalidSessionId as exc:
+        raise ValueError(f"the fork reply names a malformed child: {exc.message}") from exc
 
 
 def _retrieve(task: asyncio.Task[BranchOutcome]) -> None:

@@ -25,9 +25,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
+
 from branchwise.core.atomic import atomic_write_bytes, fsync_dir
 from branchwise.core.errors import InvalidSessionId
 from branchwise.core.ids import validate_session_id
@@ -182,7 +183,7 @@ class OperationRecord:
         if data.get("requestHash") != request.request_hash:
             raise InvalidRecord("record requestHash does not match its request")
         try:
-            state = OperationState(data.get("state"))
+            state = OperationState(str(data.get("state")))
         except ValueError as exc:
             raise InvalidRecord(f"record state {data.get('state')!r} is unknown") from exc
         child = data.get("childSessionId")
@@ -391,9 +392,9 @@ def read_journal_document(root: Path) -> dict[str, Any] | None:
     return None
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)

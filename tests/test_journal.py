@@ -9,6 +9,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from branchwise.desktop.journal import (
     JOURNAL_NAME,
     ForkRequest,
@@ -18,8 +21,6 @@ from branchwise.desktop.journal import (
     OperationState,
     read_journal_document,
 )
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 SOURCE = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 CHILD = "0190a1b2-c3d4-7e5f-8a9b-ffffffffffff"
