@@ -72,7 +72,6 @@ async def run_window(
     host.start()
     window = MainWindow(host)
     bridge.register(window)
-    window.language_chosen.connect(lambda chosen: _choose_language(window, chosen))
     closed = asyncio.Event()
     window.closed.connect(closed.set)
     app.aboutToQuit.connect(closed.set)
@@ -84,12 +83,6 @@ async def run_window(
     await host.shutdown()
     bridge.close()
     return 0
-
-
-def _choose_language(window: MainWindow, code: str) -> None:
-    """A language picked in the menu or the settings: switch live, and remember it."""
-    set_language(code or system_locale())
-    window.remember_language(code)
 
 
 def _report_shown(window: MainWindow, host: Host, started: float | None) -> None:

@@ -24,7 +24,14 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.errors import BranchwiseError
-from branchwise.core.i18n import DISPLAY_NAMES, SUPPORTED, _, current_language
+from branchwise.core.i18n import (
+    DISPLAY_NAMES,
+    SUPPORTED,
+    _,
+    current_language,
+    set_language,
+    system_locale,
+)
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.reasons import fill
 
@@ -89,6 +96,7 @@ class MainWindow(QMainWindow):
         self.provider_label.setObjectName("providerLabel")
         self.statusBar().addPermanentWidget(self.provider_label)
         self._build_menus()
+        self.language_chosen.connect(self.choose_language)
         self._unsubscribe = [host.subscribe(self.apply_changes), host.subscribe_text(self._text)]
         self.resize(1100, 720)
         self.retranslate_ui()
@@ -293,8 +301,9 @@ class MainWindow(QMainWindow):
         if language_changed:
             self.language_chosen.emit(settings.language or SYSTEM_LANGUAGE)
 
-    def remember_language(self, code: str) -> None:
-        """Store the chosen language in the settings ("" follows the system)."""
+    def choose_language(self, code: str) -> None:
+        """Switch the whole app to ``code`` ("" = the system's) live, and remember it."""
+        set_language(code or system_locale())
         language = code or None
         if self.host.settings.language != language:
             self.host.update_settings(dataclasses.replace(self.host.settings, language=language))

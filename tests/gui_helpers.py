@@ -9,6 +9,9 @@ Sessions are seeded by committing the same commits the turn runner writes
 (question commit, then one closing commit), before the app opens them, so the
 tests exercise the cold-restore path; turns run live through the UI use the
 demo responder with a per-chunk delay to stay running long enough to watch.
+
+Test modules import the fixtures by their function names (``make_app_fixture``,
+``qloop_fixture``) and request them as ``make_app`` / ``qloop``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from branchwise.core import events as ev
+from branchwise.core.i18n import set_language
 from branchwise.core.ids import new_id
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DEMO_MODEL, DemoProvider, demo_answer
@@ -32,6 +36,7 @@ from branchwise.core.settings import Settings
 from branchwise.core.store import SessionStore
 from branchwise.desktop.conversation_tab import ConversationTab
 from branchwise.desktop.host import Host
+from branchwise.desktop.qt_i18n import LanguageBridge
 from branchwise.desktop.turn_widget import TurnWidget
 from branchwise.desktop.window import MainWindow
 
@@ -42,8 +47,8 @@ TURN_OPEN = "This turn has not finished yet, so it has no boundary to branch fro
 WAIT_MS = 10_000
 
 
-@pytest.fixture
-def qloop(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
+@pytest.fixture(name="qloop")
+def qloop_fixture(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
     """An asyncio loop on Qt's loop for one test; unhandled loop errors fail the test."""
     loop = qasync.QEventLoop(qapp, already_running=True)
     asyncio.set_event_loop(loop)
@@ -103,11 +108,14 @@ class App:
         return self.window.notice_area.visible_texts()
 
 
-@pytest.fixture
-def make_app(
+@pytest.fixture(name="make_app")
+def make_app_fixture(
     qtbot: QtBot, qloop: asyncio.AbstractEventLoop, tmp_path: Path
 ) -> Iterator[Callable[..., App]]:
-    """Build the app on a data root: ``make_app(delay=0.0, provider=None, root=None)``.
+    """Build the app on a data root: ``make_app(delay=0.0, provider=None, root=None, …)``.
+
+    By default the demo responder answers (with ``delay`` seconds per chunk);
+    ``provider_factory=choose_provider`` makes the settings decide, as in the app.
 
     At teardown the host shuts down (running turns commit as cancelled,
     writers are released) and no "internal_error" notice may have appeared.
@@ -115,27 +123,37 @@ def make_app(
     made: list[App] = []
 
     def factory(
-        delay: float = 0.0, provider: Provider | None = None, root: Path | None = None
+        delay: float = 0.0,
+        provider: Provider | None = None,
+        root: Path | None = None,
+        provider_factory: Callable[[Settings], Provider] | None = None,
     ) -> App:
         data = root or tmp_path / "root"
 
         def provider_for(_settings: Settings) -> Provider:
             return provider if provider is not None else DemoProvider(delay=delay)
 
-        host = Host(data, provider_factory=provider_for)
+        host = Host(data, provider_factory=provider_factory or provider_for)
         host.start()
         window = MainWindow(host)
+        bridge.register(window)
         qtbot.addWidget(window)
         window.show()
         app = App(host, window, data)
         made.append(app)
         return app
 
-    yield factory
-    for app in made:
-        run(qtbot, app.host.shutdown())
-        internal = [n for n in app.host.notices.history if n.code == "internal_error"]
-        assert not internal, internal
+    set_language("en")
+    bridge = LanguageBridge()
+    try:
+        yield factory
+        for app in made:
+            run(qtbot, app.host.shutdown())
+            internal = [n for n in app.host.notices.history if n.code == "internal_error"]
+            assert not internal, internal
+    finally:
+        set_language("en")
+        bridge.close()
 
 
 def seed_session(

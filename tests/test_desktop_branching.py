@@ -10,8 +10,8 @@ from gui_helpers import (
     TURN_OPEN,
     WAIT_MS,
     App,
-    make_app,  # noqa: F401 - fixture
-    qloop,  # noqa: F401 - fixture
+    make_app_fixture,  # noqa: F401 - fixture
+    qloop_fixture,  # noqa: F401 - fixture
     seed_legacy_session,
     seed_session,
     user_texts,
