@@ -195,7 +195,7 @@ def _forker(root: Path, session_id: str, turn: str, boundary: int, generation: i
     print("ready", flush=True)
     n = 0
     while True:
-        op = f"op-{n}"
+        op = f"op-{os.getpid()}-{n}"
         print(f"op {op}", flush=True)
         result = fork(store, session_id, turn, boundary, generation, op)
         print(f"child {result.child_session_id}", flush=True)
