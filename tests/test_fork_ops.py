@@ -479,3 +479,34 @@ def test_records_are_inspectable(store: SessionStore, source: Source) -> None:
     host = Host(store)
     [record] = host.coordinator.records()
     assert record.operation_id == "op_left" and record.request == request
+
+
+# -- the UI loop stays responsive ------------------------------------------------------
+
+
+def test_the_local_fork_runs_off_the_event_loop(store: SessionStore) -> None:
+    from branchwise.core import events as ev
+
+    with store.create("big") as writer:
+        for i in range(40):
+            writer.commit([ev.turn_start(f"turn_{i}"), ev.user_message(f"u{i}", "x" * 200_000)])
+            writer.commit([ev.turn_end(f"turn_{i}", ev.EndReason.COMPLETED)])
+        big = Source(writer.session_id, tuple(f"turn_{i}" for i in range(40)))
+    host = Host(store)
+    request = request_for(store, big, 39)
+
+    async def click_with_heartbeat() -> tuple[Any, float, float]:
+        loop = asyncio.get_running_loop()
+        click = asyncio.ensure_future(host.coordinator.branch(request))
+        started = last = loop.time()
+        longest = 0.0
+        while not click.done():
+            await asyncio.sleep(0.001)
+            now = loop.time()
+            longest, last = max(longest, now - last), now
+        return await click, longest, last - started
+
+    outcome, longest_gap, took = run(click_with_heartbeat())
+    assert outcome.opened
+    # A fork on the loop thread would stall the heartbeat for most of the click.
+    assert longest_gap < took / 2, (longest_gap, took)
