@@ -20,14 +20,12 @@ the same child; it never makes a second one.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
-import re
 import secrets
-import shutil
+import struct
 import time
-from collections.abc import Iterable
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,10 +35,11 @@ import orjson
 from .atomic import fsync_dir
 from .errors import BranchwiseError, InvalidManifest, SessionExists, SessionNotFound
 from .events import EventType, validate_event
-from .frames import encode_frame
+from .frames import FRAME_VERSION, MAGIC, encode_frame
+from .generation import publish_new_session
 from .ids import new_session_id, validate_session_id
-from .manifest import Manifest, ParentLink, load_manifest, save_manifest
-from .store import TEMP_PREFIX, SessionStore, publish_dir
+from .manifest import Manifest, ParentLink, load_manifest
+from .store import SessionStore
 from .targets import (
     REFUSAL_FOR_REASON,
     DuplicateChild,
@@ -67,12 +66,12 @@ __all__ = [
     "UnknownTurn",
     "Unverifiable",
     "fork",
-    "publish_new_session",
 ]
 
 _USAGE = EventType.USAGE.value
 _CHECKPOINT = EventType.CHECKPOINT.value
-_BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+_HEAD = struct.Struct("<3sBII")  # magic, version, length, payload crc (see frames.py)
+_CRC = struct.Struct("<I")
 MAX_OPERATION_ID = 200
 INDEX_DIR = "fork-index"
 
@@ -234,39 +233,42 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
     The prefix is encoded while it is read (one pass, no second decode);
     whether the cut is acceptable is decided afterwards from the complete
     turn state, the same state :func:`~branchwise.core.targets.fork_targets`
-    answers from.
+    answers from. Frames are encoded exactly as
+    :func:`~branchwise.core.frames.encode_frame` does, straight into the
+    output buffer (a test pins the bytes).
     """
     tracker = TurnTracker()
     out = bytearray()
     seq = commits = 0
     blobs: list[str] = []
     cutting, splits_commit = True, False
-    apply = tracker.apply
+    apply, dumps, crc32 = tracker.apply, orjson.dumps, zlib.crc32
+    pack_head, pack_crc = _HEAD.pack, _CRC.pack
     for events in iter_commits(buf):
         apply(events)  # before renumbering: the tracker reads the source's seqs
         if not cutting:
             continue
-        if events:
-            first, last = events[0]["seq"], events[-1]["seq"]
-            kept = []
-            for event in events:
-                kind = event["type"]
-                if kind == _USAGE:
-                    continue
-                if kind == _CHECKPOINT:
-                    blobs.extend(event["blobs"])
-                seq += 1
-                event["seq"] = seq
-                kept.append(event)
-            if kept:
-                commits += 1
-                out += encode_frame(commits, kept)
-            if last >= boundary:
-                cutting = False
-                splits_commit = first <= boundary < last
-        else:
+        first, last = (events[0]["seq"], events[-1]["seq"]) if events else (0, 0)
+        kept = []
+        for event in events:
+            kind = event["type"]
+            if kind == _USAGE:
+                continue
+            if kind == _CHECKPOINT:
+                blobs.extend(event["blobs"])
+            seq += 1
+            event["seq"] = seq
+            kept.append(event)
+        if kept or not events:  # a commit of usage only leaves nothing to inherit
             commits += 1
-            out += encode_frame(commits, events)
+            payload = dumps({"commit": commits, "events": kept})
+            head = pack_head(MAGIC, FRAME_VERSION, len(payload), crc32(payload))
+            out += head
+            out += pack_crc(crc32(head))
+            out += payload
+        if events and last >= boundary:
+            cutting = False
+            splits_commit = first <= boundary < last
     return _Cut(out, commits, seq, blobs, tracker, splits_commit)
 
 
@@ -305,82 +307,6 @@ def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
             openAuthority=list(turn.open_authority),
             **details,
         )
-
-
-# -- publishing a new session folder --------------------------------------------
-
-
-def _write_file(path: Path, data: bytes | bytearray) -> None:
-    """Create ``path`` with ``data``: one sequential write, then fsync."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
-    """Hard-link (or, across devices or without permission, copy) immutable blobs."""
-    target_blobs.mkdir(mode=0o700)
-    for name in dict.fromkeys(names):
-        if not isinstance(name, str) or not _BLOB_NAME.fullmatch(name):
-            continue  # not a content address: never let a log name a path
-        src, dst = source_blobs / name, target_blobs / name
-        try:
-            os.link(src, dst)
-        except FileNotFoundError:
-            continue  # the parent lacks it too; its rewind would be as incomplete
-        except OSError:
-            shutil.copyfile(src, dst)
-            fd = os.open(dst, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    fsync_dir(target_blobs)
-
-
-def publish_new_session(
-    store: SessionStore,
-    manifest: Manifest,
-    log: bytes | bytearray,
-    blobs: tuple[Path, Iterable[str]] | None = None,
-) -> None:
-    """Build a session folder under a temporary name and publish it with one rename.
-
-    Args:
-        store: the store to publish into.
-        manifest: the new session's manifest (its id names the folder).
-        log: the complete ``events.log`` bytes.
-        blobs: a source ``blobs/`` folder and the blob names to bring along.
-
-    Raises:
-        SessionExists: a session with this id was published first.
-    """
-    final = store.session_dir(manifest.session_id)
-    tmp = store.sessions_dir / (
-        f"{TEMP_PREFIX}{manifest.session_id}-{os.getpid()}-{secrets.token_hex(4)}"
-    )
-    tmp.mkdir(mode=0o700)
-    try:
-        _write_file(tmp / "events.log", log)
-        if blobs is not None:
-            _link_blobs(blobs[0], tmp / "blobs", blobs[1])
-        save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
-        try:
-            publish_dir(tmp, final)
-        except OSError as exc:
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
-            raise SessionExists(
-                f"session {manifest.session_id} already exists", sessionId=manifest.session_id
-            ) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 # -- fork -----------------------------------------------------------------------

@@ -1,4 +1,10 @@
-"""Session generations: the fence that makes forks of a replaced log fail as stale.
+"""Writing a session's log as a whole, rather than appending to it.
+
+Two cases: a brand-new session folder (a fork, a child) built under a
+temporary name and published with one rename; and a replaced log, which
+bumps the session's generation.
+
+Generations are the fence that makes forks of a replaced log fail as stale.
 
 A log is append-only except when a session is rewritten as a whole (a rewind
 to an earlier point, a repair). Whatever replaces ``events.log`` bumps the
@@ -13,17 +19,25 @@ log, the bump had already happened and its second read sees it.
 
 from __future__ import annotations
 
+import errno
 import os
+import re
+import secrets
+import shutil
 import time
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from .atomic import fsync_dir
+from .errors import SessionExists
 from .events import validate_event
 from .frames import encode_frame
 from .lease import WriterLease
-from .manifest import load_manifest, save_manifest
-from .store import SessionStore
+from .manifest import Manifest, load_manifest, save_manifest
+from .store import TEMP_PREFIX, SessionStore, publish_dir
+
+_BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 
 
 def bump_generation(store: SessionStore, session_id: str) -> int:
@@ -94,3 +108,79 @@ def replace_log(
     finally:
         lease.release()
     return generation
+
+
+# -- publishing a new session folder ----------------------------------------------
+
+
+def _write_file(path: Path, data: bytes | bytearray) -> None:
+    """Create ``path`` with ``data``: one sequential write, then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
+    """Hard-link (or, across devices or without permission, copy) immutable blobs."""
+    target_blobs.mkdir(mode=0o700)
+    for name in dict.fromkeys(names):
+        if not isinstance(name, str) or not _BLOB_NAME.fullmatch(name):
+            continue  # not a content address: never let a log name a path
+        src, dst = source_blobs / name, target_blobs / name
+        try:
+            os.link(src, dst)
+        except FileNotFoundError:
+            continue  # the parent lacks it too; its rewind would be as incomplete
+        except OSError:
+            shutil.copyfile(src, dst)
+            fd = os.open(dst, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fsync_dir(target_blobs)
+
+
+def publish_new_session(
+    store: SessionStore,
+    manifest: Manifest,
+    log: bytes | bytearray,
+    blobs: tuple[Path, Iterable[str]] | None = None,
+) -> None:
+    """Build a session folder under a temporary name and publish it with one rename.
+
+    Args:
+        store: the store to publish into.
+        manifest: the new session's manifest (its id names the folder).
+        log: the complete ``events.log`` bytes.
+        blobs: a source ``blobs/`` folder and the blob names to bring along.
+
+    Raises:
+        SessionExists: a session with this id was published first.
+    """
+    final = store.session_dir(manifest.session_id)
+    tmp = store.sessions_dir / (
+        f"{TEMP_PREFIX}{manifest.session_id}-{os.getpid()}-{secrets.token_hex(4)}"
+    )
+    tmp.mkdir(mode=0o700)
+    try:
+        _write_file(tmp / "events.log", log)
+        if blobs is not None:
+            _link_blobs(blobs[0], tmp / "blobs", blobs[1])
+        save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
+        try:
+            publish_dir(tmp, final)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise SessionExists(
+                f"session {manifest.session_id} already exists", sessionId=manifest.session_id
+            ) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

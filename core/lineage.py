@@ -16,8 +16,7 @@ from typing import Any
 
 from .errors import BranchwiseError, InvalidManifest, SessionExists, SessionNotFound
 from .events import EventType, session_created, validate_event
-from .fork import publish_new_session
-from .generation import encode_commits
+from .generation import encode_commits, publish_new_session
 from .ids import new_session_id, validate_session_id
 from .manifest import Manifest, ParentLink, load_manifest
 from .store import SessionStore, SessionWriter

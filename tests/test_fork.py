@@ -38,6 +38,7 @@ from branchwise.core.fork import (
     OperationIndex,
     fork,
 )
+from branchwise.core.frames import encode_frame
 from branchwise.core.generation import replace_log
 from branchwise.core.log import scan_log
 from branchwise.core.store import SessionStore
@@ -108,6 +109,9 @@ def test_cold_fork_inherits_exactly_the_prefix_through_the_target_turn(
     }
     assert manifest.seed_length == len(seqs) - 1 and manifest.created_by_operation == "op-1"
     assert commits_of(store, source) == parent  # the source is never written
+    raw = (store.session_dir(result.child_session_id) / "events.log").read_bytes()
+    frames = scan_log(store.session_dir(result.child_session_id) / "events.log").frames
+    assert b"".join(encode_frame(f.commit, f.events) for f in frames) == raw  # same encoder
 
 
 def test_child_context_equals_the_parent_at_the_boundary(store: SessionStore) -> None:

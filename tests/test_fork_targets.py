@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -19,9 +20,12 @@ from helpers_fork import (
     write_layout,
 )
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from branchwise.core import events as ev
-from branchwise.core.errors import InvalidSessionId
+from branchwise.core.errors import InvalidSessionId, UnsupportedFormat
+from branchwise.core.frames import FRAME_VERSION, encode_frame
+from branchwise.core.log import scan_bytes
 from branchwise.core.projection import Projection
 from branchwise.core.store import SessionStore
 from branchwise.core.targets import (
@@ -198,3 +202,34 @@ def test_turn_tracker_agrees_with_the_projection(layout: list[list[dict[str, obj
         snapshot = store.read(session_id)
         expected = targets_from_projection(snapshot.projection, snapshot.manifest)
         assert fork_targets(store, session_id) == expected
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    layout=session_layouts(max_turns=3),
+    cut=st.floats(0, 1),
+    flip=st.one_of(st.none(), st.tuples(st.floats(0, 1), st.integers(1, 255))),
+)
+def test_the_fast_reader_gives_the_verdicts_of_the_log_scanner(
+    layout: list[list[dict[str, object]]], cut: float, flip: tuple[float, int] | None
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SessionStore(Path(tmp))
+        session_id = write_layout(store, layout)  # type: ignore[arg-type]
+        data = bytearray((store.session_dir(session_id) / "events.log").read_bytes())
+    if flip is not None:
+        data[int(flip[0] * (len(data) - 1))] ^= flip[1]
+    data = data[: int(len(data) * cut)] if cut < 0.9 else data
+    expected = [frame.events for frame in scan_bytes(bytes(data)).frames]
+    assert list(iter_commits(bytes(data))) == expected
+
+
+def test_a_newer_frame_version_is_refused_by_both_readers() -> None:
+    frame = bytearray(encode_frame(1, [{"seq": 1, "ts": 1.0, "type": "session/title",
+                                        "title": "x"}]))
+    frame[3] = FRAME_VERSION + 1
+    frame[12:16] = zlib.crc32(bytes(frame[:12])).to_bytes(4, "little")
+    with pytest.raises(UnsupportedFormat):
+        scan_bytes(bytes(frame))
+    with pytest.raises(UnsupportedFormat):
+        list(iter_commits(bytes(frame)))
