@@ -203,10 +203,12 @@ class OperationIndex:
             os.link(tmp, final)
         except FileExistsError:
             winner = self.lookup(operation_id)
-            if winner is None:
-                raise
-            return winner
-        finally:
+            if winner is not None:
+                os.unlink(tmp)
+                return winner
+            # A damaged reservation names no child we could find; ours replaces it.
+            os.replace(tmp, final)
+        else:
             os.unlink(tmp)
         fsync_dir(self.directory)
         return request

@@ -434,3 +434,15 @@ def test_any_available_target_forks_to_the_parent_prefix(
                     fork(store, source, target.turn_id, seq, 1, "op-random")
                 assert caught.value.code in {"stale_source", "boundary_not_atomic",
                                              target.reason}
+
+
+def test_a_damaged_reservation_is_replaced_not_fatal(store: SessionStore) -> None:
+    source = session_with_turns(store, 1)
+    boundary = fork_targets(store, source).targets[0].boundary_sequence or 0
+    index = OperationIndex(store.root)
+    index.directory.mkdir()
+    index._path("op-1").write_bytes(b"{torn")
+    first = fork(store, source, "t0", boundary, 1, "op-1")
+    assert first.created and fork(store, source, "t0", boundary, 1, "op-1") == ForkResult(
+        first.child_session_id, False, "op-1"
+    )
