@@ -77,7 +77,7 @@ async def run_window(
     app.aboutToQuit.connect(closed.set)
     window.show()
     if os.environ.get(EXIT_AFTER_SHOW):
-        QTimer.singleShot(0, lambda: _report_shown(window, host, started))
+        QTimer.singleShot(0, window, lambda: _report_shown(window, host, started))
     host.spawn(host.recover(), "resume branch operations")
     await closed.wait()
     await host.shutdown()

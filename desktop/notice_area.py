@@ -87,7 +87,11 @@ class NoticeRow(QFrame):
         layout.addWidget(self.action_button)
         layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         if notice.level not in PERSISTENT:
-            QTimer.singleShot(OUTCOME_MS, lambda: area.dismiss(self))
+            # Owned by the row, so it dies with it and never fires on a deleted one.
+            self._fade = QTimer(self)
+            self._fade.setSingleShot(True)
+            self._fade.timeout.connect(lambda: area.dismiss(self))
+            self._fade.start(OUTCOME_MS)
         self.retranslate_ui()
 
     @property

@@ -115,13 +115,22 @@ class TranscriptView(QScrollArea):
         wanted = rows[window.start : window.end]
         wanted_ids = {row.row_id for row in wanted}
         for row_id in [r for r in self._widgets if r not in wanted_ids]:
-            self._widgets.pop(row_id).deleteLater()
+            gone = self._widgets.pop(row_id)
+            self._layout.removeWidget(gone)
+            gone.hide()
+            gone.deleteLater()
         for offset, row in enumerate(wanted):
             widget = self._widgets.get(row.row_id)
             if widget is None:
                 widget = self._make(row)
-            elif widget.row != row:
-                widget.set_row(row)
+            else:
+                if widget.row != row:
+                    widget.set_row(row)
+                if self._layout.indexOf(widget) == 1 + offset:
+                    continue
+                # Re-inserting a widget that is still in the layout would leave a
+                # second layout item pointing at it; take it out first.
+                self._layout.removeWidget(widget)
             self._layout.insertWidget(1 + offset, widget)
         self.refresh_branch_states()
         self.refresh_branches()
@@ -198,7 +207,7 @@ class TranscriptView(QScrollArea):
         # Keep the turn the user was reading in place once the new widgets are laid out.
         self._stick = False
         self.widget().adjustSize()
-        QTimer.singleShot(0, lambda: bar.setValue(bar.maximum() - distance_from_bottom))
+        QTimer.singleShot(0, self, lambda: bar.setValue(bar.maximum() - distance_from_bottom))
         return len(new_rows)
 
     def _update_earlier_button(self) -> None:
@@ -214,7 +223,7 @@ class TranscriptView(QScrollArea):
         at_top = value == bar.minimum() and bar.maximum() > 0
         if at_top and self._window.start > 0 and not self._loading_earlier:
             self._loading_earlier = True
-            QTimer.singleShot(0, self._load_earlier_from_scroll)
+            QTimer.singleShot(0, self, self._load_earlier_from_scroll)
 
     def _load_earlier_from_scroll(self) -> None:
         self._loading_earlier = False

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import pytest
 import qasync
+import shiboken6
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
@@ -70,6 +71,13 @@ def qloop_fixture(qapp: QApplication) -> Iterator[asyncio.AbstractEventLoop]:
         asyncio.events._set_running_loop(None)
         loop.close()
         asyncio.set_event_loop(None)
+        # The closed loop's Qt helpers (its timer object, its call-soon signaller) would
+        # otherwise be freed whenever Python's GC next runs — possibly in a worker
+        # thread of a later test, where deleting a QObject corrupts Qt's timer list.
+        # Delete them here, on the GUI thread.
+        for helper in (loop._timer, loop._QEventLoop__call_soon_signaller):  # type: ignore[attr-defined]
+            if shiboken6.isValid(helper):
+                shiboken6.delete(helper)
     if errors:
         context = errors[0]
         exc = context.get("exception")
@@ -154,6 +162,7 @@ def make_app_fixture(
     finally:
         set_language("en")
         bridge.close()
+        bridge.deleteLater()
 
 
 def seed_session(
@@ -211,3 +220,27 @@ def seed_legacy_session(store: SessionStore, title: str = "Imported chat") -> st
 def user_texts(widgets: list[TurnWidget]) -> list[str]:
     """The user messages shown, in order."""
     return [text for w in widgets for role, text in w.shown_messages() if role == "user"]
+
+
+def seed_long_session(store: SessionStore, turns: int, title: str = "A long conversation") -> str:
+    """A session of ``turns`` finished turns, one commit each (fast to write, same boundaries)."""
+    with store.create(title) as writer:
+        for number in range(1, turns + 1):
+            turn_id = new_id("turn")
+            step = new_id("step")
+            writer.commit(
+                [
+                    ev.turn_start(turn_id),
+                    ev.user_message(new_id("msg"), f"Question number {number}?"),
+                    ev.step_start(step),
+                    ev.assistant_message(
+                        new_id("msg"),
+                        f"Answer **{number}**: a short paragraph that stands in for a "
+                        "real reply, long enough to wrap once or twice in the window.",
+                        DEMO_MODEL,
+                    ),
+                    ev.step_end(step),
+                    ev.turn_end(turn_id, "completed"),
+                ]
+            )
+        return writer.session_id
