@@ -49,7 +49,7 @@ from .targets import (
     TurnTracker,
     UnknownTurn,
     Unverifiable,
-    iter_commits,
+    iter_frames,
     load_source_manifest,
     read_log_bytes,
     target_of,
@@ -235,39 +235,46 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
     The prefix is encoded while it is read (one pass, no second decode);
     whether the cut is acceptable is decided afterwards from the complete
     turn state, the same state :func:`~branchwise.core.targets.fork_targets`
-    answers from. Frames are encoded exactly as
-    :func:`~branchwise.core.frames.encode_frame` does, straight into the
-    output buffer (a test pins the bytes).
+    answers from. Until the first ``usage`` event is left out nothing needs
+    renumbering, so those frames are copied byte for byte; later ones are
+    encoded as :func:`~branchwise.core.frames.encode_frame` does, straight
+    into the output buffer (a test pins the bytes).
     """
     tracker = TurnTracker()
     out = bytearray()
     seq = commits = 0
     blobs: list[str] = []
-    cutting, splits_commit = True, False
+    cutting, splits_commit, shifted = True, False, False
     apply, dumps, crc32 = tracker.apply, orjson.dumps, zlib.crc32
     pack_head, pack_crc = _HEAD.pack, _CRC.pack
-    for events in iter_commits(buf):
+    view = memoryview(buf)
+    for events, offset, end in iter_frames(view):
         apply(events)  # before renumbering: the tracker reads the source's seqs
         if not cutting:
             continue
         first, last = (events[0]["seq"], events[-1]["seq"]) if events else (0, 0)
-        kept = []
-        for event in events:
-            kind = event["type"]
-            if kind == _USAGE:
-                continue
-            if kind == _CHECKPOINT:
-                blobs.extend(event["blobs"])
-            seq += 1
-            event["seq"] = seq
-            kept.append(event)
-        if kept or not events:  # a commit of usage only leaves nothing to inherit
+        kinds = [event["type"] for event in events]
+        if _CHECKPOINT in kinds:
+            blobs.extend(b for e in events if e["type"] == _CHECKPOINT for b in e["blobs"])
+        if not shifted and _USAGE not in kinds:
+            out += view[offset:end]  # same commit number, same seqs: the same bytes
+            seq += len(events)
             commits += 1
-            payload = dumps({"commit": commits, "events": kept})
-            head = pack_head(MAGIC, FRAME_VERSION, len(payload), crc32(payload))
-            out += head
-            out += pack_crc(crc32(head))
-            out += payload
+        else:
+            shifted = True
+            kept = []
+            for event, kind in zip(events, kinds, strict=True):
+                if kind != _USAGE:
+                    seq += 1
+                    event["seq"] = seq
+                    kept.append(event)
+            if kept or not events:  # a commit of usage only leaves nothing to inherit
+                commits += 1
+                payload = dumps({"commit": commits, "events": kept})
+                head = pack_head(MAGIC, FRAME_VERSION, len(payload), crc32(payload))
+                out += head
+                out += pack_crc(crc32(head))
+                out += payload
         if events and last >= boundary:
             cutting = False
             splits_commit = first <= boundary < last

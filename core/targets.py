@@ -328,7 +328,13 @@ class TurnTracker:
 
 
 def iter_commits(buf: bytes | memoryview) -> Iterator[list[dict[str, Any]]]:
-    """The events of every whole, verified commit of a log buffer, in order.
+    """The events of every whole, verified commit of a log buffer, in order (see below)."""
+    for events, _, _ in iter_frames(buf):
+        yield events
+
+
+def iter_frames(buf: bytes | memoryview) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
+    """Every whole, verified commit of a log buffer: ``(events, offset, end)``, in order.
 
     Stops silently at the first frame that is incomplete, damaged, or out of
     commit/seq sequence: whatever follows is a torn tail or corruption, and
@@ -369,7 +375,7 @@ def iter_commits(buf: bytes | memoryview) -> Iterator[list[dict[str, Any]]]:
                 return
         except (orjson.JSONDecodeError, KeyError, TypeError):
             return
-        yield events
+        yield events, offset, end
         offset, commit, seq = end, commit + 1, seq + count
 
 

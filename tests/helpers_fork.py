@@ -135,8 +135,12 @@ def read_only(directory: Path) -> Iterator[bool]:
             path.chmod(mode)
 
 
-def write_big_session(store: SessionStore, turns: int, answer_words: int) -> str:
-    """A long closed session written straight as frames (fast, for benchmarks)."""
+def write_big_session(
+    store: SessionStore, turns: int, answer_words: int, *, usage: bool = True
+) -> str:
+    """A long closed session written straight as frames (fast, for benchmarks).
+
+    ``usage=False`` mimics providers that report no token usage."""
     words = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit")
     answer = " ".join(words[n % len(words)] for n in range(answer_words))
     with store.create("big") as writer:
@@ -163,10 +167,10 @@ def write_big_session(store: SessionStore, turns: int, answer_words: int) -> str
         if n % 4 == 0:  # long answers also commit partial text while streaming
             chunks.append(frame([ev.assistant_message(f"a_{n}", answer[:200], "demo",
                                                       partial=True)]))
-        chunks.append(
-            frame([ev.assistant_message(f"a_{n}", answer, "demo"), ev.step_end(step),
-                   ev.usage(100, 200, "demo"), ev.turn_end(turn, "completed")])
-        )
+        closing = [ev.assistant_message(f"a_{n}", answer, "demo"), ev.step_end(step)]
+        if usage:
+            closing.append(ev.usage(100, 200, "demo"))
+        chunks.append(frame([*closing, ev.turn_end(turn, "completed")]))
     (directory / "events.log").write_bytes(b"".join(chunks))
     return session_id
 

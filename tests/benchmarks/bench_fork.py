@@ -9,8 +9,8 @@
 (c) ``tree`` over 5,000 sessions vs. one directory listing plus reading and
     parsing 5,000 manifests.
 
-Each number is the best of ``--repeat`` runs (this measures the code, not
-the neighbours on a shared machine).
+Each number is the best of ``--repeat`` runs, ours and the baseline
+alternating, so load from neighbours on a shared machine hits both alike.
 """
 
 from __future__ import annotations
@@ -39,16 +39,24 @@ from branchwise.core.store import SessionStore  # noqa: E402
 from branchwise.core.targets import fork_targets  # noqa: E402
 
 
-def best(repeat: int, call: Callable[[], Any], cleanup: Callable[[Any], Any] | None = None) -> float:
-    """Best wall time of ``repeat`` calls, in seconds (``cleanup`` runs untimed after each)."""
-    times = []
+def side_by_side(
+    repeat: int,
+    ours: Callable[[], Any],
+    base: Callable[[], Any],
+    cleanup: Callable[[Any], Any] = lambda _: None,
+) -> tuple[float, float]:
+    """Best wall times of ``ours`` and ``base``, run alternately so both see the same machine.
+
+    ``cleanup`` gets each call's result and runs untimed.
+    """
+    times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeat):
-        start = time.perf_counter()
-        result = call()
-        times.append(time.perf_counter() - start)
-        if cleanup is not None:
+        for call, kept in ((ours, times[0]), (base, times[1])):
+            start = time.perf_counter()
+            result = call()
+            kept.append(time.perf_counter() - start)
             cleanup(result)
-    return min(times)
+    return min(times[0]), min(times[1])
 
 
 def row(name: str, ours: float, base: float, base_name: str) -> None:
@@ -68,36 +76,56 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     assert last.available and last.boundary_sequence is not None
     copy = root / "copy.log"
 
-    def copyfile() -> None:
+    def copyfile() -> Path:
         shutil.copyfile(log, copy)
+        return copy
 
-    def copyfile_fsync() -> None:
+    def copyfile_fsync() -> Path:
         copyfile()
         fd = os.open(copy, os.O_RDONLY)
         os.fsync(fd)
         os.close(fd)
+        return copy
 
     ops = iter(range(10**6))
 
-    def fork_last() -> str:
-        return fork(store, source, last.turn_id, last.boundary_sequence or 0,
-                    answer.generation, f"op-{next(ops)}").child_session_id
+    def fork_last() -> Path:
+        child = fork(store, source, last.turn_id, last.boundary_sequence or 0,
+                     answer.generation, f"op-{next(ops)}").child_session_id
+        return store.session_dir(child)
 
-    # Both sides delete their output between runs, so both reuse freed page-cache pages.
-    t_fork = best(repeat, fork_last, lambda child: shutil.rmtree(store.session_dir(child)))
-    t_copy = best(repeat, copyfile, lambda _: copy.unlink())
-    t_copy_sync = best(repeat, copyfile_fsync, lambda _: copy.unlink())
+    def remove(path: Path) -> None:
+        # Both sides delete their output, so both reuse freed page-cache pages.
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
     print("(a) fork at the last turn")
+    t_fork, t_copy = side_by_side(repeat, fork_last, copyfile, remove)
     row("fork (decode, renumber, fsync)", t_fork, t_copy, "shutil.copyfile")
+    t_fork, t_copy_sync = side_by_side(repeat, fork_last, copyfile_fsync, remove)
     row("fork (decode, renumber, fsync)", t_fork, t_copy_sync, "shutil.copyfile + fsync")
 
+    plain = write_big_session(store, turns, answer_words=300, usage=False)
+    plain_last = fork_targets(store, plain).targets[-1]
+
+    def fork_plain() -> Path:
+        child = fork(store, plain, plain_last.turn_id, plain_last.boundary_sequence or 0, 1,
+                     f"op-{next(ops)}").child_session_id
+        return store.session_dir(child)
+
+    t_plain, t_copy_sync = side_by_side(repeat, fork_plain, copyfile_fsync, remove)
+    row("fork, log without usage events", t_plain, t_copy_sync, "shutil.copyfile + fsync")
+
     print("(b) fork targets on a cold session")
-    t_targets = best(repeat, lambda: fork_targets(store, source))
-    t_read = best(max(1, repeat // 2), lambda: store.read(source))
+    t_targets, t_read = side_by_side(repeat, lambda: fork_targets(store, source),
+                                     lambda: store.read(source))
+    row("fork_targets (read+verify+turns)", t_targets, t_read, "SessionStore.read (scan+replay)")
     frames = store.read(source).scan.frames
-    t_replay = best(max(1, repeat // 2), lambda: Projection.replay(f.events for f in frames))
-    row("fork_targets (cold, whole log)", t_targets, t_read, "SessionStore.read (scan+replay)")
-    row("fork_targets (cold, whole log)", t_targets, t_replay, "Projection.replay alone")
+    t_targets, t_replay = side_by_side(repeat, lambda: fork_targets(store, source),
+                                       lambda: Projection.replay(f.events for f in frames))
+    row("fork_targets (read+verify+turns)", t_targets, t_replay, "Projection.replay (no I/O)")
 
 
 def bench_tree(root: Path, sessions: int, repeat: int) -> None:
@@ -116,8 +144,7 @@ def bench_tree(root: Path, sessions: int, repeat: int) -> None:
         for name in os.listdir(store.sessions_dir):
             orjson.loads((store.sessions_dir / name / "manifest.json").read_bytes())
 
-    t_tree = best(repeat, lambda: tree(store, ids[0]))
-    t_base = best(repeat, baseline)
+    t_tree, t_base = side_by_side(repeat, lambda: tree(store, ids[0]), baseline)
     size = sum(1 for _ in tree(store, ids[0]).walk())
     print(f"(c) tree over {sessions} sessions ({size} in the measured tree)")
     row("tree (one manifest scan)", t_tree, t_base, "listdir + read/parse manifests")
@@ -127,7 +154,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=20_000)
     parser.add_argument("--sessions", type=int, default=5_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=7)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         bench_fork(Path(tmp), args.turns, args.repeat)
