@@ -11,30 +11,23 @@ The child is built in a temporary folder under ``sessions/`` (swept on start
 if a crash leaves it) and published with one rename: a crash leaves either no
 child or a whole one.
 
-Idempotency: before anything is published, the operation id is *reserved*
-in ``<root>/fork-index/`` with the request and the child id it will use.
-Publishing is the last step, so after a crash a retry either finds the
-published child (``created: false``) or the reservation alone and finishes
-the same child; it never makes a second one.
+Idempotency per operation id: see :mod:`~branchwise.core.fork_index`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import secrets
+import dataclasses
 import struct
 import time
 import zlib
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .atomic import fsync_dir
 from .errors import BranchwiseError, InvalidManifest, SessionExists, SessionNotFound
 from .events import EventType, validate_event
+from .fork_index import ForkRequest, OperationIndex
 from .frames import FRAME_VERSION, MAGIC, encode_frame
 from .generation import publish_new_session
 from .ids import new_session_id, validate_session_id
@@ -73,7 +66,6 @@ _CHECKPOINT = EventType.CHECKPOINT.value
 _HEAD = struct.Struct("<3sBII")  # magic, version, length, payload crc (see frames.py)
 _CRC = struct.Struct("<I")
 MAX_OPERATION_ID = 200
-INDEX_DIR = "fork-index"
 
 
 class InvalidForkRequest(BranchwiseError):
@@ -103,115 +95,6 @@ class ForkResult:
             "created": self.created,
             "operationId": self.operation_id,
         }
-
-
-@dataclass(frozen=True, slots=True)
-class ForkRequest:
-    """What an operation id stands for; a retry must ask for the same thing.
-
-    Attributes:
-        source_session_id: the session forked.
-        turn_id: the turn forked at.
-        boundary_sequence: the boundary the caller saw.
-        expected_generation: the source generation the caller saw.
-        child_session_id: the child id asked for (``None``: any).
-    """
-
-    source_session_id: str
-    turn_id: str
-    boundary_sequence: int
-    expected_generation: int
-    child_session_id: str | None = None
-
-    def same_as(self, other: ForkRequest) -> bool:
-        """Whether two requests ask for the same fork (an unnamed child matches any)."""
-        children = (self.child_session_id, other.child_session_id)
-        return (
-            self.source_session_id == other.source_session_id
-            and self.turn_id == other.turn_id
-            and self.boundary_sequence == other.boundary_sequence
-            and self.expected_generation == other.expected_generation
-            and (None in children or children[0] == children[1])
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """camelCase form kept in the operation index."""
-        return {
-            "sourceSessionId": self.source_session_id,
-            "turnId": self.turn_id,
-            "boundarySequence": self.boundary_sequence,
-            "expectedGeneration": self.expected_generation,
-            "childSessionId": self.child_session_id,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> ForkRequest:
-        """Inverse of :meth:`to_json` (raises ``KeyError``/``TypeError`` if malformed)."""
-        return cls(
-            source_session_id=data["sourceSessionId"],
-            turn_id=data["turnId"],
-            boundary_sequence=data["boundarySequence"],
-            expected_generation=data["expectedGeneration"],
-            child_session_id=data["childSessionId"],
-        )
-
-
-# -- the operation index --------------------------------------------------------
-
-
-class OperationIndex:
-    """Durable ``operation id -> (request, child id)`` reservations of one data root.
-
-    One small file per operation (named by a hash of the id, so any id is a
-    safe name), created exclusively with ``link``: two processes racing the
-    same operation agree on one child id without a lock.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.directory = Path(root) / INDEX_DIR
-
-    def _path(self, operation_id: str) -> Path:
-        digest = hashlib.sha256(operation_id.encode()).hexdigest()
-        return self.directory / f"{digest}.json"
-
-    def lookup(self, operation_id: str) -> ForkRequest | None:
-        """The reservation of this operation (its request names the child), if any."""
-        try:
-            data = orjson.loads(self._path(operation_id).read_bytes())
-            if data["operationId"] != operation_id:
-                return None
-            return ForkRequest.from_json(data["request"])
-        except FileNotFoundError:
-            return None
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            # A damaged reservation is only a lost hint: the child (if any) is still whole.
-            return None
-
-    def reserve(self, operation_id: str, request: ForkRequest) -> ForkRequest:
-        """Durably reserve ``request`` (with its child id); return the winning reservation."""
-        self.directory.mkdir(mode=0o700, exist_ok=True)
-        final = self._path(operation_id)
-        tmp = self.directory / f".{final.name}.{os.getpid()}-{secrets.token_hex(4)}"
-        body = orjson.dumps({"operationId": operation_id, "request": request.to_json()})
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, final)
-        except FileExistsError:
-            winner = self.lookup(operation_id)
-            if winner is not None:
-                os.unlink(tmp)
-                return winner
-            # A damaged reservation names no child we could find; ours replaces it.
-            os.replace(tmp, final)
-        else:
-            os.unlink(tmp)
-        fsync_dir(self.directory)
-        return request
 
 
 # -- building the child's log ---------------------------------------------------
@@ -255,7 +138,9 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
         first, last = (events[0]["seq"], events[-1]["seq"]) if events else (0, 0)
         kinds = [event["type"] for event in events]
         if _CHECKPOINT in kinds:
-            blobs.extend(b for e in events if e["type"] == _CHECKPOINT for b in e["blobs"])
+            for event in events:
+                if event["type"] == _CHECKPOINT and isinstance(event["blobs"], list):
+                    blobs.extend(event["blobs"])
         if not shifted and _USAGE not in kinds:
             out += view[offset:end]  # same commit number, same seqs: the same bytes
             seq += len(events)
@@ -321,7 +206,11 @@ def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
 # -- fork -----------------------------------------------------------------------
 
 
-def _validate_request(operation_id: object, boundary: object, generation: object) -> None:
+def _validate_request(
+    turn_id: object, operation_id: object, boundary: object, generation: object
+) -> None:
+    if not isinstance(turn_id, str):
+        raise InvalidForkRequest("turnId must be a string", field="turnId")
     if not isinstance(operation_id, str) or not 0 < len(operation_id) <= MAX_OPERATION_ID:
         raise InvalidForkRequest(f"operation id must be 1-{MAX_OPERATION_ID} characters")
     for name, value in (("boundarySequence", boundary), ("expectedGeneration", generation)):
@@ -329,10 +218,17 @@ def _validate_request(operation_id: object, boundary: object, generation: object
             raise InvalidForkRequest(f"{name} must be an integer", field=name)
 
 
+def _conflict(operation_id: str) -> OperationConflict:
+    return OperationConflict(
+        f"operation {operation_id} was used for a different fork request",
+        operationId=operation_id,
+    )
+
+
 def _existing_child(
-    store: SessionStore, child_id: str, operation_id: str
+    store: SessionStore, child_id: str, request: ForkRequest, operation_id: str
 ) -> ForkResult | None:
-    """The result for a child already published by this operation; refuse foreign ones."""
+    """The result for a child this operation already published; refuse anyone else's."""
     try:
         manifest = load_manifest(store.session_dir(child_id))
     except SessionNotFound:
@@ -341,7 +237,55 @@ def _existing_child(
         raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id) from exc
     if manifest.created_by_operation != operation_id:
         raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id)
+    link = manifest.parent
+    made = link and ForkRequest(
+        link.session_id, str(link.turn_id), link.boundary_sequence or 0, link.generation or 0
+    )
+    if not made or not request.same_as(made):
+        raise _conflict(operation_id)
     return ForkResult(child_id, False, operation_id)
+
+
+def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, _Cut]:
+    """The source's manifest and the checked cut, from one consistent read of its log."""
+    source_id = request.source_session_id
+    source_dir = store.session_dir(source_id)
+    before = load_source_manifest(source_dir, source_id)
+    if before.generation != request.expected_generation:
+        raise StaleSource(
+            f"session {source_id} is at generation {before.generation}, "
+            f"not {request.expected_generation}",
+            sessionId=source_id,
+            generation=before.generation,
+        )
+    cut = _cut_prefix(read_log_bytes(source_dir / "events.log"), request.boundary_sequence)
+    _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
+    if load_source_manifest(source_dir, source_id).generation != before.generation:
+        raise StaleSource(
+            f"session {source_id} was replaced while it was forked", sessionId=source_id
+        )
+    return before, cut
+
+
+def _child_manifest(
+    source: Manifest, request: ForkRequest, child_id: str, cut: _Cut, operation_id: str
+) -> Manifest:
+    return Manifest(
+        session_id=child_id,
+        title=source.title,
+        kind="fork",
+        created_at=time.time(),
+        parent=ParentLink(
+            source.session_id,
+            "fork",
+            request.turn_id,
+            request.boundary_sequence,
+            source.generation,
+        ),
+        root_session_id=source.root_session_id or source.session_id,
+        seed_length=cut.events,
+        created_by_operation=operation_id,
+    )
 
 
 def fork(
@@ -368,82 +312,47 @@ def fork(
     validate_session_id(source_id)
     if child_id is not None:
         validate_session_id(child_id)
-    _validate_request(operation_id, boundary_sequence, expected_generation)
+    _validate_request(turn_id, operation_id, boundary_sequence, expected_generation)
     request = ForkRequest(source_id, turn_id, boundary_sequence, expected_generation, child_id)
     index = OperationIndex(store.root)
     reserved = index.lookup(operation_id)
-    if reserved is not None:
-        if not request.same_as(reserved):
-            raise OperationConflict(
-                f"operation {operation_id} was used for a different fork request",
-                operationId=operation_id,
-                reserved=reserved.to_json(),
-            )
-        child_id = reserved.child_session_id
-    if child_id is not None:
-        earlier = _existing_child(store, child_id, operation_id)
+    if reserved is not None and not request.same_as(reserved):
+        raise _conflict(operation_id)
+    named = reserved.child_session_id if reserved else child_id
+    if named is not None:
+        earlier = _existing_child(store, named, request, operation_id)
         if earlier is not None:
             return earlier
 
-    source_dir = store.session_dir(source_id)
-    before = load_source_manifest(source_dir, source_id)
-    if before.generation != expected_generation:
-        raise StaleSource(
-            f"session {source_id} is at generation {before.generation}, "
-            f"not {expected_generation}",
-            sessionId=source_id,
-            generation=before.generation,
-        )
-    cut = _cut_prefix(read_log_bytes(source_dir / "events.log"), boundary_sequence)
-    _check_cut(cut, source_id, turn_id, boundary_sequence)
-    after = load_source_manifest(source_dir, source_id)
-    if after.generation != before.generation:
-        raise StaleSource(
-            f"session {source_id} was replaced while it was forked", sessionId=source_id
-        )
-
-    if reserved is None:
-        child_id = child_id or new_session_id()
-        mine = ForkRequest(source_id, turn_id, boundary_sequence, expected_generation, child_id)
+    source, cut = _read_and_cut(store, request)
+    if reserved is None:  # reserve before publishing: a crash after publish still finds it
+        mine = dataclasses.replace(request, child_session_id=child_id or new_session_id())
         reserved = index.reserve(operation_id, mine)
         if not request.same_as(reserved):
-            raise OperationConflict(
-                f"operation {operation_id} was used for a different fork request",
-                operationId=operation_id,
-            )
-        child_id = reserved.child_session_id
-    assert child_id is not None
+            raise _conflict(operation_id)
+    child = str(reserved.child_session_id)
 
-    now = time.time()
     fork_event = validate_event(
         {
             "type": EventType.SESSION_FORK.value,
             "parentSessionId": source_id,
-            "parentGeneration": before.generation,
+            "parentGeneration": source.generation,
             "turnId": turn_id,
             "boundarySequence": boundary_sequence,
             "seedLength": cut.events,
             "operationId": operation_id,
         }
     )
-    cut.frames += encode_frame(cut.commits + 1, [{"seq": cut.events + 1, "ts": now, **fork_event}])
-    manifest = Manifest(
-        session_id=child_id,
-        title=before.title,
-        kind="fork",
-        created_at=now,
-        parent=ParentLink(source_id, "fork", turn_id, boundary_sequence, before.generation),
-        root_session_id=before.root_session_id or before.session_id,
-        seed_length=cut.events,
-        created_by_operation=operation_id,
-    )
-    blobs = (source_dir / "blobs", cut.blobs) if cut.blobs else None
+    manifest = _child_manifest(source, request, child, cut, operation_id)
+    stamped = {"seq": cut.events + 1, "ts": manifest.created_at, **fork_event}
+    cut.frames += encode_frame(cut.commits + 1, [stamped])
+    blobs = (store.session_dir(source_id) / "blobs", cut.blobs) if cut.blobs else None
     try:
         publish_new_session(store, manifest, cut.frames, blobs)
     except SessionExists:
-        # Another call of the same operation published first; a foreign child refuses.
-        earlier = _existing_child(store, child_id, operation_id)
+        # Another call of the same operation published first; anyone else's child refuses.
+        earlier = _existing_child(store, child, request, operation_id)
         if earlier is None:
             raise
         return earlier
-    return ForkResult(child_id, True, operation_id)
+    return ForkResult(child, True, operation_id)

@@ -273,9 +273,7 @@ def _index_by_parent(store: SessionStore) -> tuple[dict[str, Manifest], dict[str
     return by_id, children
 
 
-def _build(
-    top: Manifest, children: dict[str, list[Manifest]], placed: set[str]
-) -> TreeNode:
+def _build(top: Manifest, children: dict[str, list[Manifest]], placed: set[str]) -> TreeNode:
     """Build the subtree under ``top`` bottom-up, without recursion, each session once."""
     placed.add(top.session_id)
     order: list[Manifest] = []

@@ -36,9 +36,7 @@ from branchwise.core.store import SessionStore, SessionWriter
 HELPER = Path(__file__)
 
 
-def complete_turn(
-    writer: SessionWriter, turn_id: str, text: str = "hi", *, tokens: int = 5
-) -> int:
+def complete_turn(writer: SessionWriter, turn_id: str, text: str = "hi", *, tokens: int = 5) -> int:
     """Commit a whole turn the way the runner does; return its boundary sequence."""
     writer.commit([ev.turn_start(turn_id), ev.user_message(f"u-{turn_id}", text)])
     closing = writer.commit(
@@ -161,12 +159,18 @@ def write_big_session(
         turn = f"turn_{n:08d}"
         step = f"step_{n:08d}"
         chunks.append(
-            frame([ev.turn_start(turn), ev.user_message(f"u_{n}", f"question {n}"),
-                   ev.step_start(step)])
+            frame(
+                [
+                    ev.turn_start(turn),
+                    ev.user_message(f"u_{n}", f"question {n}"),
+                    ev.step_start(step),
+                ]
+            )
         )
         if n % 4 == 0:  # long answers also commit partial text while streaming
-            chunks.append(frame([ev.assistant_message(f"a_{n}", answer[:200], "demo",
-                                                      partial=True)]))
+            chunks.append(
+                frame([ev.assistant_message(f"a_{n}", answer[:200], "demo", partial=True)])
+            )
         closing = [ev.assistant_message(f"a_{n}", answer, "demo"), ev.step_end(step)]
         if usage:
             closing.append(ev.usage(100, 200, "demo"))
@@ -239,8 +243,9 @@ def session_layouts(draw: st.DrawFn, max_turns: int = 6) -> list[list[dict[str, 
             if draw(st.integers(0, 3)):
                 stream.append({"type": "tool/result", "callId": f"c{n}", "output": "ok"})
         if draw(st.booleans()):
-            stream.append({"type": "interaction/request", "interactionId": f"i{n}",
-                           "kind": "approval"})
+            stream.append(
+                {"type": "interaction/request", "interactionId": f"i{n}", "kind": "approval"}
+            )
             if draw(st.integers(0, 3)):
                 stream.append({"type": "interaction/resolve", "interactionId": f"i{n}"})
         if draw(st.booleans()):

@@ -26,16 +26,39 @@ def test_targets_fork_child_lineage_tree(tmp_path: Path) -> None:
     assert set(first) == {"turnId", "messageId", "boundarySequence", "available", "reason"}
     assert first["available"] and second["available"]
 
-    _, forked = run_cli(root, "session", "fork", source, "--turn", first["turnId"],
-                        "--operation-id", "op-cli")
-    assert forked == {"childSessionId": forked["childSessionId"], "created": True,
-                      "operationId": "op-cli"}
-    _, again = run_cli(root, "session", "fork", source, "--turn", first["turnId"],
-                       "--boundary", str(first["boundarySequence"]), "--generation", "1",
-                       "--operation-id", "op-cli")
+    _, forked = run_cli(
+        root, "session", "fork", source, "--turn", first["turnId"], "--operation-id", "op-cli"
+    )
+    assert forked == {
+        "childSessionId": forked["childSessionId"],
+        "created": True,
+        "operationId": "op-cli",
+    }
+    _, again = run_cli(
+        root,
+        "session",
+        "fork",
+        source,
+        "--turn",
+        first["turnId"],
+        "--boundary",
+        str(first["boundarySequence"]),
+        "--generation",
+        "1",
+        "--operation-id",
+        "op-cli",
+    )
     assert again == {**forked, "created": False}
-    _, generated = run_cli(root, "session", "fork", source, "--turn", second["turnId"],
-                           "--child-id", "0000000000-cli-fork")
+    _, generated = run_cli(
+        root,
+        "session",
+        "fork",
+        source,
+        "--turn",
+        second["turnId"],
+        "--child-id",
+        "0000000000-cli-fork",
+    )
     assert generated["childSessionId"] == "0000000000-cli-fork"
     assert generated["operationId"]  # the CLI made one
 
@@ -43,14 +66,14 @@ def test_targets_fork_child_lineage_tree(tmp_path: Path) -> None:
     _, shown = run_cli(root, "session", "show", fork_id)
     assert len(shown["turns"]) == 1 and shown["usage"] == {"inputTokens": 0, "outputTokens": 0}
 
-    _, child = run_cli(root, "session", "child", fork_id, "--title", "Helper",
-                       "--turn", first["turnId"])
+    _, child = run_cli(
+        root, "session", "child", fork_id, "--title", "Helper", "--turn", first["turnId"]
+    )
     assert child["parentSessionId"] == fork_id and child["rootSessionId"] == source
     assert child["spawnedFrom"] == {"turnId": first["turnId"]}
 
     _, walked = run_cli(root, "session", "lineage", child["childSessionId"])
-    assert [e["sessionId"] for e in walked["lineage"]] == [child["childSessionId"], fork_id,
-                                                           source]
+    assert [e["sessionId"] for e in walked["lineage"]] == [child["childSessionId"], fork_id, source]
     assert walked["rootSessionId"] == source and walked["complete"] is True
 
     _, family = run_cli(root, "session", "tree", source)
@@ -64,13 +87,13 @@ def test_targets_fork_child_lineage_tree(tmp_path: Path) -> None:
 def test_refusals_exit_non_zero_with_a_typed_error(tmp_path: Path) -> None:
     root = tmp_path / "root"
     source = _session_with_two_turns(root)
-    code, unknown = run_cli(root, "session", "fork", source, "--turn", "no-such-turn",
-                            check=False)
+    code, unknown = run_cli(root, "session", "fork", source, "--turn", "no-such-turn", check=False)
     assert code == 1 and unknown["error"]["code"] == "unknown_turn"
     _, targets = run_cli(root, "session", "targets", source)
     turn = targets["targets"][0]
-    code, stale = run_cli(root, "session", "fork", source, "--turn", turn["turnId"],
-                          "--generation", "7", check=False)
+    code, stale = run_cli(
+        root, "session", "fork", source, "--turn", turn["turnId"], "--generation", "7", check=False
+    )
     assert code == 1 and stale["error"]["code"] == "stale_source"
     code, missing = run_cli(root, "session", "targets", "0000000000-nothing", check=False)
     assert code == 1 and missing["error"]["code"] == "source_not_found"

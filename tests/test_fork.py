@@ -31,13 +31,8 @@ from hypothesis import strategies as st
 
 from branchwise.core import events as ev
 from branchwise.core.errors import BranchwiseError
-from branchwise.core.fork import (
-    ForkRequest,
-    ForkResult,
-    InvalidForkRequest,
-    OperationIndex,
-    fork,
-)
+from branchwise.core.fork import ForkResult, InvalidForkRequest, fork
+from branchwise.core.fork_index import ForkRequest, OperationIndex
 from branchwise.core.frames import encode_frame
 from branchwise.core.generation import replace_log
 from branchwise.core.log import scan_log
@@ -205,8 +200,9 @@ def test_authority_left_open_by_the_closing_commit_is_refused(
     )
     with store.create("s") as writer:
         writer.commit([ev.turn_start("t0"), ev.user_message("u0", "hi")])
-        closing = writer.commit([ev.assistant_message("a0", "ok", "demo"), ev.turn_end("t0",
-                                 "completed"), opened])
+        closing = writer.commit(
+            [ev.assistant_message("a0", "ok", "demo"), ev.turn_end("t0", "completed"), opened]
+        )
         source = writer.session_id
     error = refused(
         store, "active_authority", lambda: fork(store, source, "t0", closing[-1]["seq"], 1, "op")
@@ -326,8 +322,12 @@ def test_forking_while_another_process_appends_does_not_disturb_it(store: Sessio
             answer = fork_targets(store, source)
             target = [t for t in answer.targets if t.available][-1]
             result = fork(
-                store, source, target.turn_id, target.boundary_sequence or 0,
-                answer.generation, f"op-{len(children)}",
+                store,
+                source,
+                target.turn_id,
+                target.boundary_sequence or 0,
+                answer.generation,
+                f"op-{len(children)}",
             )
             children.append((result.child_session_id, target.turn_id))
         assert appender.wait(timeout=60) == 0
@@ -350,8 +350,11 @@ def test_a_replaced_log_or_a_moved_boundary_is_stale(store: SessionStore) -> Non
     old = fork_targets(store, source)
     t1 = old.target("t1")
     assert t1 is not None and t1.boundary_sequence is not None
-    refused(store, "stale_source",
-            lambda: fork(store, source, "t1", t1.boundary_sequence - 3, 1, "op-1"))
+    refused(
+        store,
+        "stale_source",
+        lambda: fork(store, source, "t1", t1.boundary_sequence - 3, 1, "op-1"),
+    )
     assert replace_log(store, source, commits_of(store, source)[:-2]) == 2  # a rewind
     error = refused(
         store, "stale_source", lambda: fork(store, source, "t1", t1.boundary_sequence, 1, "op-1")
@@ -369,10 +372,16 @@ def test_missing_source_taken_child_id_and_bad_arguments(store: SessionStore) ->
     source = session_with_turns(store, 1)
     other = session_with_turns(store, 1)
     boundary = fork_targets(store, source).targets[0].boundary_sequence or 0
-    refused(store, "source_not_found",
-            lambda: fork(store, "0000000000-nothing", "t0", boundary, 1, "op-1"))
-    refused(store, "duplicate_child",
-            lambda: fork(store, source, "t0", boundary, 1, "op-1", child_id=other))
+    refused(
+        store,
+        "source_not_found",
+        lambda: fork(store, "0000000000-nothing", "t0", boundary, 1, "op-1"),
+    )
+    refused(
+        store,
+        "duplicate_child",
+        lambda: fork(store, source, "t0", boundary, 1, "op-1", child_id=other),
+    )
     refused(store, "invalid_session_id", lambda: fork(store, "../x", "t0", boundary, 1, "op"))
     for args in [(boundary, 1, ""), (boundary, True, "op"), ("7", 1, "op")]:
         with pytest.raises(InvalidForkRequest):
@@ -422,8 +431,7 @@ def test_any_available_target_forks_to_the_parent_prefix(
             child_state = store.read(child).projection
             assert child_state.model_messages() == parent_then.model_messages()
             assert _child_view(store, child) == [
-                (t.turn_id, t.message_id, t.end_reason, t.open_authority)
-                for t in parent_then.turns
+                (t.turn_id, t.message_id, t.end_reason, t.open_authority) for t in parent_then.turns
             ]
             assert child_state.input_tokens == child_state.output_tokens == 0
         if answer.targets:
@@ -432,8 +440,7 @@ def test_any_available_target_forks_to_the_parent_prefix(
             if seq != target.boundary_sequence:
                 with pytest.raises(BranchwiseError) as caught:
                     fork(store, source, target.turn_id, seq, 1, "op-random")
-                assert caught.value.code in {"stale_source", "boundary_not_atomic",
-                                             target.reason}
+                assert caught.value.code in {"stale_source", "boundary_not_atomic", target.reason}
 
 
 def test_a_damaged_reservation_is_replaced_not_fatal(store: SessionStore) -> None:

@@ -63,8 +63,16 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
     started = time.monotonic()
     for _ in range(KILLS):
         proc = subprocess.Popen(
-            [sys.executable, str(HELPER), "forker", str(store.root), source, "last",
-             str(target.boundary_sequence), "1"],
+            [
+                sys.executable,
+                str(HELPER),
+                "forker",
+                str(store.root),
+                source,
+                "last",
+                str(target.boundary_sequence),
+                "1",
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )

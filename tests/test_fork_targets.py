@@ -118,11 +118,18 @@ def test_open_trailing_turn_disables_only_itself(store: SessionStore) -> None:
 @pytest.mark.parametrize(
     ("closing", "reason"),
     [
-        ([{"type": "interaction/request", "interactionId": "i1", "kind": "approval"}],
-         "active_authority"),
+        (
+            [{"type": "interaction/request", "interactionId": "i1", "kind": "approval"}],
+            "active_authority",
+        ),
         ([{"type": "tool/call", "callId": "c1", "name": "ls", "args": {}}], "active_authority"),
-        ([{"type": "interaction/request", "interactionId": "i1", "kind": "approval"},
-          {"type": "interaction/resolve", "interactionId": "i1"}], None),
+        (
+            [
+                {"type": "interaction/request", "interactionId": "i1", "kind": "approval"},
+                {"type": "interaction/resolve", "interactionId": "i1"},
+            ],
+            None,
+        ),
         ([ev.turn_start("t1")], "boundary_not_atomic"),
     ],
     ids=["open-approval", "open-tool-call", "resolved-in-same-commit", "spills-into-next-turn"],
@@ -225,8 +232,9 @@ def test_the_fast_reader_gives_the_verdicts_of_the_log_scanner(
 
 
 def test_a_newer_frame_version_is_refused_by_both_readers() -> None:
-    frame = bytearray(encode_frame(1, [{"seq": 1, "ts": 1.0, "type": "session/title",
-                                        "title": "x"}]))
+    frame = bytearray(
+        encode_frame(1, [{"seq": 1, "ts": 1.0, "type": "session/title", "title": "x"}])
+    )
     frame[3] = FRAME_VERSION + 1
     frame[12:16] = zlib.crc32(bytes(frame[:12])).to_bytes(4, "little")
     with pytest.raises(UnsupportedFormat):

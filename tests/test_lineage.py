@@ -32,8 +32,10 @@ def _manifest_only(store: SessionStore, session_id: str, parent: str | None) -> 
     directory = store.session_dir(session_id)
     directory.mkdir(exist_ok=True)
     link = ParentLink(parent, "fork", "t0", 3, 1) if parent else None
-    save_manifest(directory, Manifest(session_id, session_id, "fork" if parent else "root",
-                                      created_at=1.0, parent=link))
+    save_manifest(
+        directory,
+        Manifest(session_id, session_id, "fork" if parent else "root", created_at=1.0, parent=link),
+    )
 
 
 def test_child_starts_empty_and_both_logs_hold_the_same_link(store: SessionStore) -> None:
@@ -56,7 +58,10 @@ def test_child_starts_empty_and_both_logs_hold_the_same_link(store: SessionStore
     assert store.read(parent).projection.children[0]["childSessionId"] == child
     manifest = store.manifest(child)
     assert (manifest.kind, manifest.root_session_id, manifest.title) == (
-        "child", parent, "researcher")
+        "child",
+        parent,
+        "researcher",
+    )
     assert manifest.parent == ParentLink(parent, "child", turn_id="t1")
     assert result.to_json()["spawnedFrom"] == {"turnId": "t1"}
     assert not store.is_being_written(parent)  # the writer it opened is closed again
@@ -68,12 +73,14 @@ def test_a_running_parent_passes_its_own_writer(store: SessionStore) -> None:
         writer.commit([ev.turn_start("t1"), ev.user_message("u1", "delegate this")])
         writer.commit([{"type": "tool/call", "callId": "c1", "name": "spawn", "args": {}}])
         result = create_child(
-            store, writer.session_id, {"turnId": "t1", "toolCallId": "c1"}, "specialist",
+            store,
+            writer.session_id,
+            {"turnId": "t1", "toolCallId": "c1"},
+            "specialist",
             parent_writer=writer,
         )
         assert writer.projection.open_turn is not None  # the running turn keeps running
-        assert writer.projection.children[-1]["spawnedFrom"] == {"turnId": "t1",
-                                                                 "toolCallId": "c1"}
+        assert writer.projection.children[-1]["spawnedFrom"] == {"turnId": "t1", "toolCallId": "c1"}
         writer.commit([{"type": "tool/result", "callId": "c1", "output": "spawned"}])
     assert store.manifest(result.child_session_id).root_session_id == writer.session_id
 
@@ -85,7 +92,9 @@ def test_a_parent_written_by_another_process_refuses_and_creates_nothing(
     before = visible_sessions(store)
     with subprocess.Popen(
         [sys.executable, str(HELPER), "hold", str(store.root), parent],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     ) as holder:
         assert holder.stdout is not None and holder.stdout.readline() == "ready\n"
         with pytest.raises(LeaseHeld):
@@ -127,12 +136,16 @@ def test_lineage_walks_forks_and_children_to_the_root(store: SessionStore) -> No
     assert walked.root_session_id == root and walked.broken is None
     answer = orjson.loads(orjson.dumps(walked.to_json()))
     assert answer["complete"] and [e["kind"] for e in answer["lineage"]] == [
-        "child", "fork", "root"]
+        "child",
+        "fork",
+        "root",
+    ]
     assert lineage(store, root).chain[0].session_id == root
 
 
-@pytest.mark.parametrize("loop", [["aaaaaaaa-1", "aaaaaaaa-1"], ["aaaaaaaa-1", "aaaaaaaa-2",
-                                                                  "aaaaaaaa-3", "aaaaaaaa-1"]])
+@pytest.mark.parametrize(
+    "loop", [["aaaaaaaa-1", "aaaaaaaa-1"], ["aaaaaaaa-1", "aaaaaaaa-2", "aaaaaaaa-3", "aaaaaaaa-1"]]
+)
 def test_a_lineage_loop_in_damaged_manifests_is_a_typed_error(
     store: SessionStore, loop: list[str]
 ) -> None:
@@ -180,7 +193,10 @@ def test_tree_holds_forks_and_children_from_one_scan(store: SessionStore) -> Non
     assert flat["rootSessionId"] == "cccccccc-root"
     assert flat["sessions"][0]["childSessionIds"] == ["cccccccc-f1", "cccccccc-f2"]
     assert [s["sessionId"] for s in tree(store, "cccccccc-f1").to_json()["sessions"]] == [
-        "cccccccc-f1", "cccccccc-f1a", "cccccccc-f1a1"]
+        "cccccccc-f1",
+        "cccccccc-f1a",
+        "cccccccc-f1a1",
+    ]
     roots = [t.manifest.session_id for t in forest(store)]
     assert sorted(roots) == ["cccccccc-other", "cccccccc-root"]
     with pytest.raises(BranchwiseError) as caught:

@@ -60,8 +60,10 @@ def side_by_side(
 
 
 def row(name: str, ours: float, base: float, base_name: str) -> None:
-    print(f"{name:<34} {ours * 1000:9.1f} ms   {base_name:<34} {base * 1000:9.1f} ms"
-          f"   ratio {ours / base:6.2f}")
+    print(
+        f"{name:<34} {ours * 1000:9.1f} ms   {base_name:<34} {base * 1000:9.1f} ms"
+        f"   ratio {ours / base:6.2f}"
+    )
 
 
 def bench_fork(root: Path, turns: int, repeat: int) -> None:
@@ -90,8 +92,14 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     ops = iter(range(10**6))
 
     def fork_last() -> Path:
-        child = fork(store, source, last.turn_id, last.boundary_sequence or 0,
-                     answer.generation, f"op-{next(ops)}").child_session_id
+        child = fork(
+            store,
+            source,
+            last.turn_id,
+            last.boundary_sequence or 0,
+            answer.generation,
+            f"op-{next(ops)}",
+        ).child_session_id
         return store.session_dir(child)
 
     def remove(path: Path) -> None:
@@ -111,20 +119,30 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     plain_last = fork_targets(store, plain).targets[-1]
 
     def fork_plain() -> Path:
-        child = fork(store, plain, plain_last.turn_id, plain_last.boundary_sequence or 0, 1,
-                     f"op-{next(ops)}").child_session_id
+        child = fork(
+            store,
+            plain,
+            plain_last.turn_id,
+            plain_last.boundary_sequence or 0,
+            1,
+            f"op-{next(ops)}",
+        ).child_session_id
         return store.session_dir(child)
 
     t_plain, t_copy_sync = side_by_side(repeat, fork_plain, copyfile_fsync, remove)
     row("fork, log without usage events", t_plain, t_copy_sync, "shutil.copyfile + fsync")
 
     print("(b) fork targets on a cold session")
-    t_targets, t_read = side_by_side(repeat, lambda: fork_targets(store, source),
-                                     lambda: store.read(source))
+    t_targets, t_read = side_by_side(
+        repeat, lambda: fork_targets(store, source), lambda: store.read(source)
+    )
     row("fork_targets (read+verify+turns)", t_targets, t_read, "SessionStore.read (scan+replay)")
     frames = store.read(source).scan.frames
-    t_targets, t_replay = side_by_side(repeat, lambda: fork_targets(store, source),
-                                       lambda: Projection.replay(f.events for f in frames))
+    t_targets, t_replay = side_by_side(
+        repeat,
+        lambda: fork_targets(store, source),
+        lambda: Projection.replay(f.events for f in frames),
+    )
     row("fork_targets (read+verify+turns)", t_targets, t_replay, "Projection.replay (no I/O)")
 
 
@@ -134,8 +152,14 @@ def bench_tree(root: Path, sessions: int, repeat: int) -> None:
     for n, session_id in enumerate(ids):
         # Every 10th session is a root; the others fork or spawn from an earlier one.
         parent = None if n % 10 == 0 else ParentLink(ids[(n * 7919) % n], "fork", "t", 3, 1)
-        manifest = Manifest(session_id, f"s{n}", "fork" if parent else "root", float(n),
-                            parent=parent, root_session_id=None)
+        manifest = Manifest(
+            session_id,
+            f"s{n}",
+            "fork" if parent else "root",
+            float(n),
+            parent=parent,
+            root_session_id=None,
+        )
         directory = store.sessions_dir / session_id
         directory.mkdir()
         (directory / "manifest.json").write_bytes(orjson.dumps(manifest.to_json()))
