@@ -27,26 +27,22 @@ import orjson
 
 from .errors import BranchwiseError, InvalidManifest, SessionExists, SessionNotFound
 from .events import EventType, validate_event
+from .fork_errors import (
+    REFUSAL_FOR_REASON,
+    DuplicateChild,
+    OperationConflict,
+    SourceNotFound,
+    StaleSource,
+    UnknownTurn,
+    Unverifiable,
+)
 from .fork_index import ForkRequest, OperationIndex
 from .frames import FRAME_VERSION, MAGIC, encode_frame
 from .generation import publish_new_session
 from .ids import new_session_id, validate_session_id
 from .manifest import Manifest, ParentLink, load_manifest
 from .store import SessionStore
-from .targets import (
-    REFUSAL_FOR_REASON,
-    DuplicateChild,
-    OperationConflict,
-    SourceNotFound,
-    StaleSource,
-    TurnTracker,
-    UnknownTurn,
-    Unverifiable,
-    iter_frames,
-    load_source_manifest,
-    read_log_bytes,
-    target_of,
-)
+from .targets import TurnTracker, iter_frames, load_source_manifest, read_log_bytes, target_of
 
 __all__ = [
     "DuplicateChild",

@@ -16,11 +16,11 @@ from typing import Any
 
 from .errors import BranchwiseError, InvalidManifest, SessionExists, SessionNotFound
 from .events import EventType, session_created, validate_event
+from .fork_errors import DuplicateChild, UnknownTurn
 from .generation import encode_commits, publish_new_session
 from .ids import new_session_id, validate_session_id
 from .manifest import Manifest, ParentLink, load_manifest
 from .store import SessionStore, SessionWriter
-from .targets import DuplicateChild, UnknownTurn
 
 
 class LineageCycle(BranchwiseError):

@@ -10,24 +10,27 @@ replays just that, by the same rules as the projection (a property test keeps
 the two in step). The fork engine feeds the same tracker while it copies, so
 a fork accepts exactly the turns this query lists as available.
 
-This module also holds the typed refusals of the fork vocabulary: a target's
-``reason`` and the error a fork raises for it share one code.
+The typed refusals (and the reasons they share with targets) live in
+:mod:`~branchwise.core.fork_errors`.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 import zlib
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from enum import StrEnum
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from .errors import BranchwiseError, SessionNotFound, UnsupportedFormat
+from .errors import SessionNotFound, UnsupportedFormat
 from .events import EventType
+from .fork_errors import SourceNotFound, StaleSource, TargetReason
 from .frames import FRAME_VERSION, HEADER, HEADER_SIZE, MAGIC, MAX_PAYLOAD
 from .manifest import Manifest, load_manifest
 from .projection import Projection, Turn
@@ -61,80 +64,6 @@ _SEQ = itemgetter("seq")
 
 # A log replaced while it is being read makes us read again; this bounds the retries.
 _STABLE_READ_ATTEMPTS = 5
-
-
-class TargetReason(StrEnum):
-    """Why a turn cannot be forked (the ``reason`` of an unavailable target)."""
-
-    TURN_OPEN = "turn_open"
-    ACTIVE_AUTHORITY = "active_authority"
-    BOUNDARY_NOT_ATOMIC = "boundary_not_atomic"
-    UNVERIFIABLE = "unverifiable"
-
-
-# -- typed refusals -----------------------------------------------------------
-
-
-class SourceNotFound(SessionNotFound):
-    """The session to fork (or to list targets of) does not exist."""
-
-    code = "source_not_found"
-
-
-class StaleSource(BranchwiseError):
-    """The request's generation or boundary no longer matches the source's log."""
-
-    code = "stale_source"
-
-
-class UnknownTurn(BranchwiseError):
-    """No turn with this id in the source (never redirected to another turn)."""
-
-    code = "unknown_turn"
-
-
-class TurnOpen(BranchwiseError):
-    """The turn has not ended, so it has no boundary to branch from."""
-
-    code = "turn_open"
-
-
-class ActiveAuthority(BranchwiseError):
-    """The turn's closing commit leaves an interaction or tool call open."""
-
-    code = "active_authority"
-
-
-class BoundaryNotAtomic(BranchwiseError):
-    """The cut would split a commit."""
-
-    code = "boundary_not_atomic"
-
-
-class Unverifiable(BranchwiseError):
-    """Message-only history with no turn records: no boundary can be confirmed."""
-
-    code = "unverifiable"
-
-
-class DuplicateChild(BranchwiseError):
-    """The requested child session id is already taken."""
-
-    code = "duplicate_child"
-
-
-class OperationConflict(BranchwiseError):
-    """The operation id was already used for a different fork request."""
-
-    code = "operation_conflict"
-
-
-REFUSAL_FOR_REASON: dict[str, type[BranchwiseError]] = {
-    TargetReason.TURN_OPEN: TurnOpen,
-    TargetReason.ACTIVE_AUTHORITY: ActiveAuthority,
-    TargetReason.BOUNDARY_NOT_ATOMIC: BoundaryNotAtomic,
-    TargetReason.UNVERIFIABLE: Unverifiable,
-}
 
 
 # -- values -------------------------------------------------------------------
@@ -333,8 +262,13 @@ def iter_commits(buf: bytes | memoryview) -> Iterator[list[dict[str, Any]]]:
         yield events
 
 
-def iter_frames(buf: bytes | memoryview) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
+def iter_frames(
+    buf: bytes | memoryview, first_commit: int = 1, first_seq: int = 1
+) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
     """Every whole, verified commit of a log buffer: ``(events, offset, end)``, in order.
+
+    ``first_commit``/``first_seq`` are what the buffer's first frame must
+    carry (a buffer holding the tail of a log starts past 1).
 
     Stops silently at the first frame that is incomplete, damaged, or out of
     commit/seq sequence: whatever follows is a torn tail or corruption, and
@@ -347,7 +281,7 @@ def iter_frames(buf: bytes | memoryview) -> Iterator[tuple[list[dict[str, Any]],
     or a targets query. A test pins the two to the same verdicts.
     """
     view = memoryview(buf)
-    offset, commit, seq, size = 0, 1, 1, len(view)
+    offset, commit, seq, size = 0, first_commit, first_seq, len(view)
     unpack, crc32, loads = HEADER.unpack_from, zlib.crc32, orjson.loads
     while size - offset >= HEADER_SIZE:
         magic, version, length, crc, hcrc = unpack(view, offset)
@@ -395,12 +329,98 @@ def load_source_manifest(directory: Path, session_id: str) -> Manifest:
         raise SourceNotFound(f"no session {session_id} to fork", sessionId=session_id) from exc
 
 
+class _TurnScan:
+    """How far one log has been replayed into a tracker: an in-memory, rebuildable cache.
+
+    A log only grows within a generation, so a repeated targets query (the
+    desktop asks after every turn) replays only the frames added since. The
+    cached state is used only for the same file (device and inode), the same
+    generation, and the very bytes replayed before (checksummed: re-reading
+    and checksumming the log costs a fraction of decoding it); so a cached
+    answer is always exactly what a full replay would give.
+    """
+
+    def __init__(self, identity: tuple[int, int], generation: int) -> None:
+        self.lock = threading.Lock()
+        self.restart(identity, generation)
+
+    def restart(self, identity: tuple[int, int], generation: int) -> None:
+        """Forget everything replayed: the next :meth:`advance` starts at byte 0."""
+        self.identity = identity
+        self.generation = generation
+        self.tracker = TurnTracker()
+        self.end = 0
+        self.checksum = zlib.crc32(b"")
+        self.commit = self.seq = 1
+
+    def still_describes(self, data: memoryview, identity: tuple[int, int], generation: int) -> bool:
+        """Whether ``data`` (a whole log) starts with exactly the bytes replayed so far."""
+        return (
+            (identity, generation) == (self.identity, self.generation)
+            and len(data) >= self.end
+            and zlib.crc32(data[: self.end]) == self.checksum
+        )
+
+    def advance(self, data: memoryview) -> None:
+        """Replay the whole frames of ``data`` (the whole log) past ``self.end``."""
+        base, apply, replayed = self.end, self.tracker.apply, 0
+        try:
+            for events, _, end in iter_frames(data[base:], self.commit, self.seq):
+                apply(events)
+                self.commit += 1
+                self.seq += len(events)
+                replayed = end
+        except BaseException:
+            self.restart(self.identity, self.generation)  # never keep a half-replayed state
+            raise
+        self.checksum = zlib.crc32(data[base : base + replayed], self.checksum)
+        self.end = base + replayed
+
+
+_SCANS: OrderedDict[str, _TurnScan] = OrderedDict()
+_SCANS_LOCK = threading.Lock()
+_MAX_SCANS = 16
+
+
+def forget_turn_scans() -> None:
+    """Drop every cached turn scan (the next queries replay their logs in full)."""
+    with _SCANS_LOCK:
+        _SCANS.clear()
+
+
+def _log_targets(path: Path, session_id: str, generation: int) -> ForkTargetSet:
+    """Targets of the log at ``path``, replaying only what the cached scan has not seen."""
+    key = str(path)
+    try:
+        with path.open("rb") as log:
+            status = os.fstat(log.fileno())
+            data = memoryview(log.read())
+    except FileNotFoundError:
+        return target_set(session_id, generation, (), True)
+    identity = (status.st_dev, status.st_ino)
+    with _SCANS_LOCK:
+        scan = _SCANS.get(key)
+        if scan is None or (scan.identity, scan.generation) != (identity, generation):
+            scan = _SCANS[key] = _TurnScan(identity, generation)
+        _SCANS.move_to_end(key)
+        while len(_SCANS) > _MAX_SCANS:
+            _SCANS.popitem(last=False)
+    with scan.lock:
+        if not scan.still_describes(data, identity, generation):
+            scan.restart(identity, generation)
+        scan.advance(data)
+        tracker = scan.tracker
+        return target_set(session_id, generation, tracker.turns, tracker.verifiable)
+
+
 def fork_targets(store: SessionStore, session_id: str) -> ForkTargetSet:
     """Every turn of a session as a fork target (§3.1), from committed frames only.
 
     Takes no lease and writes nothing. The manifest is read before and after
     the log: if a log replacement (a generation bump) raced the read, the
     read is repeated, so the answer's generation always describes its turns.
+    Repeated queries in one process replay only frames committed since the
+    last one (see :class:`_TurnScan`).
 
     Raises:
         SourceNotFound: no such session.
@@ -409,12 +429,10 @@ def fork_targets(store: SessionStore, session_id: str) -> ForkTargetSet:
     directory = store.session_dir(session_id)
     for _ in range(_STABLE_READ_ATTEMPTS):
         before = load_source_manifest(directory, session_id)
-        tracker = TurnTracker()
-        for events in iter_commits(read_log_bytes(directory / "events.log")):
-            tracker.apply(events)
+        answer = _log_targets(directory / "events.log", session_id, before.generation)
         after = load_source_manifest(directory, session_id)
         if after.generation == before.generation:
-            return target_set(session_id, after.generation, tracker.turns, tracker.verifiable)
+            return answer
     raise StaleSource(
         f"session {session_id} kept changing generation while it was read",
         sessionId=session_id,

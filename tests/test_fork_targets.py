@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import threading
 import zlib
 from pathlib import Path
 
@@ -24,13 +25,15 @@ from hypothesis import strategies as st
 
 from branchwise.core import events as ev
 from branchwise.core.errors import InvalidSessionId, UnsupportedFormat
+from branchwise.core.fork_errors import SourceNotFound
 from branchwise.core.frames import FRAME_VERSION, encode_frame
+from branchwise.core.generation import replace_log
 from branchwise.core.log import scan_bytes
 from branchwise.core.projection import Projection
 from branchwise.core.store import SessionStore
 from branchwise.core.targets import (
-    SourceNotFound,
     TurnTracker,
+    forget_turn_scans,
     fork_targets,
     iter_commits,
     targets_from_projection,
@@ -241,3 +244,71 @@ def test_a_newer_frame_version_is_refused_by_both_readers() -> None:
         scan_bytes(bytes(frame))
     with pytest.raises(UnsupportedFormat):
         list(iter_commits(bytes(frame)))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layout=session_layouts())
+def test_repeated_queries_on_a_growing_log_equal_full_replays(
+    layout: list[list[dict[str, object]]],
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SessionStore(Path(tmp))
+        writer = store.create("growing")
+        try:
+            for events in layout:
+                writer.commit([dict(e) for e in events])
+                live = targets_from_projection(writer.projection, writer.manifest)
+                assert fork_targets(store, writer.session_id) == live
+        finally:
+            writer.close()
+
+
+def test_cached_answers_follow_replacement_truncation_and_torn_tails(store: SessionStore) -> None:
+    source = session_with_turns(store, 3)
+    log = store.session_dir(source) / "events.log"
+    assert len(fork_targets(store, source).targets) == 3
+    replace_log(store, source, commits_of(store, source)[:3])  # a rewind: one turn left
+    rewound = fork_targets(store, source)
+    assert (rewound.generation, [t.turn_id for t in rewound.targets]) == (2, ["t0"])
+    with store.open_writer(source) as writer:
+        complete_turn(writer, "t9")
+    assert [t.turn_id for t in fork_targets(store, source).targets] == ["t0", "t9"]
+    whole = log.read_bytes()
+    log.write_bytes(whole[:-10])  # the last commit torn (same file, shorter)
+    assert [t.reason for t in fork_targets(store, source).targets] == [None, "turn_open"]
+    log.write_bytes(whole)
+    assert [t.reason for t in fork_targets(store, source).targets] == [None, None]
+    forget_turn_scans()
+    assert [t.reason for t in fork_targets(store, source).targets] == [None, None]
+
+
+def test_concurrent_queries_while_another_process_appends(store: SessionStore) -> None:
+    source = session_with_turns(store, 1)
+    answers: list[tuple[int, list[str | None]]] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        while not stop.is_set():
+            answer = fork_targets(store, source)
+            answers.append((len(answer.targets), [t.reason for t in answer.targets]))
+
+    with subprocess.Popen(
+        [sys.executable, str(HELPER), "append", str(store.root), source, "60"],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as appender:
+        assert appender.stdout is not None and appender.stdout.readline() == "ready\n"
+        askers = [threading.Thread(target=ask) for _ in range(3)]
+        for thread in askers:
+            thread.start()
+        assert appender.wait(timeout=60) == 0
+        stop.set()
+        for thread in askers:
+            thread.join()
+    for count, reasons in answers:  # every answer is some whole prefix of the log
+        assert count == len(reasons) and all(r is None for r in reasons[:-1])
+        assert reasons[-1] in (None, "turn_open")
+    assert len({count for count, _ in answers}) > 1
+    final = fork_targets(store, source)
+    forget_turn_scans()
+    assert fork_targets(store, source) == final and len(final.targets) == 61
