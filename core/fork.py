@@ -297,7 +297,9 @@ def fork(
 
     Idempotent per ``operation_id``: a retry of the same request returns the
     same child with ``created: false`` (even if the source changed since).
-    Every refusal is a typed error and publishes nothing.
+    Every refusal is a typed error and publishes nothing. Like
+    :func:`~branchwise.core.targets.fork_targets`, it reads committed frames
+    only: a torn tail or damage ends the history it can fork from.
 
     Raises:
         InvalidSessionId, InvalidForkRequest: malformed arguments.

@@ -99,7 +99,9 @@ def create_child(
     holds it (the host running the parent's turn) passes it as
     ``parent_writer``; otherwise this opens one for the duration, which
     fails with ``LeaseHeld`` — before anything is created — when another
-    writer (this or another process) holds the parent.
+    writer (this or another process) holds the parent. Opening it recovers
+    the parent like any writer does (a turn a crash left open is closed as
+    ``interrupted``).
 
     The child is published first, whole, with its link event; then the link
     is committed to the parent. A crash between the two leaves a child whose

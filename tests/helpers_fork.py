@@ -144,7 +144,8 @@ def write_big_session(
     with store.create("big") as writer:
         session_id = writer.session_id
     directory = store.session_dir(session_id)
-    chunks, seq, ts = [], 0, 1.0e9
+    chunks: list[bytes] = []
+    seq, ts = 0, 1.0e9
 
     def frame(events: list[dict[str, Any]]) -> bytes:
         nonlocal seq

@@ -315,7 +315,7 @@ def test_forking_while_another_process_appends_does_not_disturb_it(store: Sessio
         stdout=subprocess.PIPE,
         text=True,
     )
-    children = []
+    children: list[tuple[str, str]] = []
     try:
         assert appender.stdout is not None and appender.stdout.readline() == "ready\n"
         while appender.poll() is None or len(children) < 3:
