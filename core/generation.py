@@ -22,7 +22,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 import shutil
 import time
 from collections.abc import Iterable
@@ -35,7 +34,7 @@ from .events import validate_event
 from .frames import encode_frame
 from .lease import WriterLease
 from .manifest import Manifest, load_manifest, save_manifest
-from .store import TEMP_PREFIX, SessionStore, publish_dir
+from .store import SessionStore, publish_dir
 
 _BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 
@@ -164,9 +163,7 @@ def publish_new_session(
         SessionExists: a session with this id was published first.
     """
     final = store.session_dir(manifest.session_id)
-    tmp = store.sessions_dir / (
-        f"{TEMP_PREFIX}{manifest.session_id}-{os.getpid()}-{secrets.token_hex(4)}"
-    )
+    tmp = store.temp_dir(manifest.session_id)
     tmp.mkdir(mode=0o700)
     try:
         _write_file(tmp / "events.log", log)

@@ -8,6 +8,7 @@ projection; readers take no lock and see whole committed frames only.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Iterator
@@ -106,7 +107,7 @@ class SessionStore:
         if final.exists():
             raise SessionExists(f"session {session_id} already exists", sessionId=session_id)
         manifest = Manifest(session_id=session_id, title=title, created_at=time.time())
-        tmp = self.sessions_dir / f"{TEMP_PREFIX}{session_id}-{os.getpid()}"
+        tmp = self.temp_dir(session_id)
         tmp.mkdir(mode=0o700)
         save_manifest(tmp, manifest)
         lease = WriterLease(tmp, session_id)
@@ -180,15 +181,44 @@ class SessionStore:
         found = [m for m in self.iter_manifests() if isinstance(m, Manifest)]
         return sorted(found, key=lambda m: (m.created_at, m.session_id), reverse=True)
 
+    def temp_dir(self, session_id: str) -> Path:
+        """A fresh folder name for building a session before its publishing rename.
+
+        The name starts with the builder's pid so a sweep can tell a crashed
+        builder's leftovers from a folder another live process is still building.
+        """
+        token = secrets.token_hex(4)
+        return self.sessions_dir / f"{TEMP_PREFIX}{os.getpid()}-{session_id}-{token}"
+
     def sweep_temporary(self) -> list[str]:
-        """Remove half-built session folders a crash left behind; return their names."""
+        """Remove half-built session folders whose builder died; return their names."""
         swept = []
         with os.scandir(self.sessions_dir) as entries:
             for entry in entries:
-                if entry.name.startswith(TEMP_PREFIX) and entry.is_dir():
-                    shutil.rmtree(entry.path, ignore_errors=True)
-                    swept.append(entry.name)
+                if not entry.name.startswith(TEMP_PREFIX) or not entry.is_dir():
+                    continue
+                if _builder_alive(entry.name[len(TEMP_PREFIX) :]):
+                    continue
+                shutil.rmtree(entry.path, ignore_errors=True)
+                swept.append(entry.name)
         return swept
+
+
+def _builder_alive(rest: str) -> bool:
+    """Whether the process named at the start of a temp folder name still runs."""
+    pid_text = rest.split("-", 1)[0]
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True  # this process may be building it right now (a fork in a worker thread)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def publish_dir(tmp: Path, final: Path) -> None:

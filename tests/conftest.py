@@ -11,8 +11,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("BRANCHWISE_HOME", "/nonexistent-branchwise-home-set-by-tests")
 
 import pytest  # noqa: E402
-from branchwise.core.store import SessionStore  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
+
+from branchwise.core.store import SessionStore  # noqa: E402
 
 TESTS_DIR = Path(__file__).parent
 

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from branchwise.core.errors import (
     BranchwiseError,
     InvalidManifest,
@@ -24,8 +27,6 @@ from branchwise.core.manifest import (
     save_manifest,
 )
 from branchwise.core.store import SessionStore
-from hypothesis import given
-from hypothesis import strategies as st
 
 BAD_IDS = [
     "../x",
@@ -166,3 +167,31 @@ def test_broken_manifest_does_not_hide_other_sessions(store: SessionStore) -> No
     errors = [e for e in items if isinstance(e, BranchwiseError)]
     assert errors[0].details["sessionId"] == "broken-session-1"
     assert [m.session_id for m in store.list_sessions()] == [good.session_id]
+
+
+def test_sweep_spares_folders_a_live_process_is_building(store: SessionStore) -> None:
+    import subprocess
+    import sys
+
+    live = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE
+    )
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    try:
+        building = store.sessions_dir / f".tmp-{live.pid}-abcdefgh-1234"
+        crashed = store.sessions_dir / f".tmp-{dead.stdout.strip()}-abcdefgh-5678"
+        unnamed = store.sessions_dir / ".tmp-garbage"
+        for folder in (building, crashed, unnamed):
+            folder.mkdir()
+        swept = store.sweep_temporary()
+        assert sorted(swept) == sorted([crashed.name, unnamed.name])
+        assert building.is_dir()
+    finally:
+        assert live.stdin is not None
+        live.stdin.close()
+        live.wait()

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from branchwise.core import events as ev
 from branchwise.core.errors import DiskFull, DurabilityError, LeaseHeld, WriterClosed
 from branchwise.core.log import OS_FILE_OPS, scan_log

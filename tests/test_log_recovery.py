@@ -7,13 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from branchwise.core import events as ev
 from branchwise.core.errors import BranchwiseError, CorruptLog, InvalidFrame, UnsupportedFormat
 from branchwise.core.frames import HEADER_SIZE, Incomplete, decode_frame, encode_frame
 from branchwise.core.log import LogScan, LogWriter, scan_bytes, scan_log
 from branchwise.core.store import SessionStore
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 
 def _build(store: SessionStore, turns: int) -> tuple[str, Path]:

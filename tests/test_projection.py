@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from branchwise.core import events as ev
 from branchwise.core.errors import InvalidEvent
 from branchwise.core.projection import Projection
 from branchwise.core.store import SessionStore
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 def test_turn_boundary_is_the_last_seq_of_the_closing_commit(store: SessionStore) -> None:

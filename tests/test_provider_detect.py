@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from cli_helpers import run_cli
+from fake_openai_server import FakeOpenAIServer
+
 from branchwise.core.providers.base import TextChunk
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.detect import (
@@ -28,8 +31,6 @@ from branchwise.core.providers.detect import (
 )
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import Settings, save_settings
-from cli_helpers import run_cli
-from fake_openai_server import FakeOpenAIServer
 
 T = TypeVar("T")
 TESTS_DIR = Path(__file__).parent

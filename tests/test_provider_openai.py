@@ -15,10 +15,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from fake_openai_server import FakeOpenAIServer
+
 from branchwise.core.providers.base import ProviderError, StreamItem, TextChunk, Usage
 from branchwise.core.providers.errors import InvalidBaseUrl
 from branchwise.core.providers.openai import OpenAIProvider, normalize_base_url
-from fake_openai_server import FakeOpenAIServer
 
 T = TypeVar("T")
 KEY = "sk-test-SECRET-0123456789abcdef"

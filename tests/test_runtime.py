@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
 from branchwise.core.providers.demo import DemoProvider, demo_answer, split_chunks
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store import SessionStore

@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_openai_server import FakeOpenAIServer
+from test_runtime import Recorder
+
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.runtime import TurnResult, TurnRunner
 from branchwise.core.store import SessionStore
-from fake_openai_server import FakeOpenAIServer
-from test_runtime import Recorder
 
 FAKE_SERVER = Path(__file__).with_name("fake_openai_server.py")
 

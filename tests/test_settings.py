@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+
 from branchwise.core.settings import (
     SETTINGS_FILE,
     InvalidSettings,

@@ -19,9 +19,10 @@ from pathlib import Path
 import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
+from common import ANSWER, best_of, build_session, report  # noqa: E402
+
 from branchwise.core.frames import HEADER, HEADER_SIZE, encode_frame  # noqa: E402
 from branchwise.core.store import SessionStore  # noqa: E402
-from common import ANSWER, best_of, build_session, report  # noqa: E402
 
 
 def bench_append(root: Path, commits: int) -> None:
