@@ -26,6 +26,7 @@ from branchwise.core.manifest import Manifest
 from branchwise.core.projection import Projection
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store import SessionStore, SessionWriter
+from branchwise.core.targets import targets_from_projection
 
 from .changes import Changes
 from .notices import Level
@@ -51,6 +52,7 @@ class SessionMode(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class _Loaded:
+    manifest: Manifest
     writer: SessionWriter | None
     projection: Projection
     rows: list[Row]
@@ -87,8 +89,6 @@ class OpenSession(TurnListener):
         self._turn_task: asyncio.Task[TurnResult] | None = None
         self._running_turn: str | None = None
         self._loaded = asyncio.get_event_loop().create_future()
-        self._targets_task: asyncio.Task[None] | None = None
-        self._targets_stale = False
         self._poll_task: asyncio.Task[None] | None = None
         self._log_size = 0
         self._closed = False
@@ -179,21 +179,23 @@ class OpenSession(TurnListener):
         error: BranchwiseError | None = None
         try:
             writer = self.store.open_writer(self.session_id)
-            projection = writer.projection
+            manifest, projection = writer.manifest, writer.projection
         except (LeaseHeld, CorruptLog) as exc:
             error = exc
-            projection = self.store.read(self.session_id).projection
+            snapshot = self.store.read(self.session_id)
+            manifest, projection = snapshot.manifest, snapshot.projection
         size = log_path.stat().st_size if log_path.exists() else 0
-        return _Loaded(writer, projection, rows_from_projection(projection), error, size)
+        rows = rows_from_projection(projection)
+        return _Loaded(manifest, writer, projection, rows, error, size)
 
     def _install(self, loaded: _Loaded) -> None:
+        self.manifest = loaded.manifest
         self.writer = loaded.writer
         self._projection = None if loaded.writer else loaded.projection
         self._log_size = loaded.log_size
         self._set_rows(loaded.rows)
         if loaded.writer is not None:
             self.mode = SessionMode.WRITABLE
-            self.manifest = loaded.writer.manifest
             if loaded.writer.cut_tail is not None:
                 # Normal crash recovery (the interrupted turn shows it); nothing to ask of anyone.
                 log.info("cut a torn tail of %s: %s", self.session_id, loaded.writer.cut_tail)
@@ -246,24 +248,19 @@ class OpenSession(TurnListener):
     # -- fork targets --------------------------------------------------------
 
     def refresh_targets(self) -> None:
-        """Read fork targets from committed events (coalesced, off the UI thread)."""
-        if self._targets_task is not None and not self._targets_task.done():
-            self._targets_stale = True
+        """Fork targets of the committed events this session shows.
+
+        The writer's projection changes only after a commit is durable and a
+        read-only snapshot holds whole frames only, so this is the answer
+        ``fork_targets`` gives from disk, for exactly the rows on screen,
+        without reading the log a second time.
+        """
+        projection = self.projection
+        if projection is None:
             return
-        self._targets_task = self._host.spawn(self._read_targets(), "fork targets")
-
-    async def _read_targets(self) -> None:
-        from branchwise.core.targets import fork_targets
-
-        while True:
-            self._targets_stale = False
-            answer = await asyncio.to_thread(fork_targets, self.store, self.session_id)
-            if self._closed:
-                return
-            self.targets = TargetTable.from_json(answer.to_json())
-            self._host.emit(Changes(targets=frozenset({self.session_id})))
-            if not self._targets_stale:
-                return
+        answer = targets_from_projection(projection, self.manifest)
+        self.targets = TargetTable.from_json(answer.to_json())
+        self._host.emit(Changes(targets=frozenset({self.session_id})))
 
     # -- turns ---------------------------------------------------------------
 
@@ -363,9 +360,8 @@ class OpenSession(TurnListener):
             self.stop()
             with contextlib.suppress(BaseException):
                 await self._turn_task
-        for task in (self._poll_task, self._targets_task):
-            if task is not None and not task.done():
-                task.cancel()
+        if self._poll_task is not None and not self._poll_task.done():
+            self._poll_task.cancel()
         if self.writer is not None:
             self.writer.close()
             self.writer = None

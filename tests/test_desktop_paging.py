@@ -33,11 +33,12 @@ def test_a_long_session_opens_one_page_and_pages_up(
     assert 0 < len(widgets) <= PAGE_SIZE
     assert user_texts(widgets)[-1] == f"Question number {TURNS}?"
     assert widgets[-1].number_label.text() == "Turn 2,000"
+    # The rest of the page is built after the first paint, a few rows at a time.
+    qtbot.waitUntil(lambda: len(tab.transcript.turn_widgets()) == PAGE_SIZE, timeout=WAIT_MS)
     qtbot.waitUntil(
         lambda: all(w.branch_button.toolTip() == BRANCH for w in tab.transcript.turn_widgets()),
         timeout=WAIT_MS,
     )
-    assert len(tab.transcript.turn_widgets()) == PAGE_SIZE
     first_shown = TURNS - PAGE_SIZE + 1
     assert user_texts(tab.transcript.turn_widgets())[0] == f"Question number {first_shown}?"
     assert tab.transcript.earlier_button.isVisible()
