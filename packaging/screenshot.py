@@ -1,0 +1,171 @@
+"""Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
+
+    python packaging/screenshot.py [--out docs/screenshot.png] [--lang en]
+
+Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
+``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
+a conversation of three turns, a fork made from its first turn (with a turn
+of its own) and a child conversation spawned from its last turn, built with
+the same store, fork and lineage calls the app uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WIDTH, HEIGHT = 1200, 760
+
+TRIP = [
+    (
+        "Plan a three-day trip to Kyoto in late autumn.",
+        "Here is a relaxed plan that follows the autumn colours:\n\n"
+        "1. **Day one — Higashiyama.** Kiyomizu-dera early, then the lanes of "
+        "Sannenzaka down to Yasaka Shrine and Gion at dusk.\n"
+        "2. **Day two — Arashiyama.** The bamboo grove before 8 am, Tenryū-ji's "
+        "garden, and a boat on the Ōi river.\n"
+        "3. **Day three — the north.** Kurama to Kibune on foot, with lunch "
+        "beside the stream.\n\n"
+        "Book rooms near *Shijō* so every day starts within twenty minutes.",
+    ),
+    (
+        "Swap day three for something quieter.",
+        "Try **Ōhara** instead: Sanzen-in's moss garden and Hōsen-in's framed "
+        "maple view are calm even in peak season. Take bus 17 from Kyoto "
+        "Station (about an hour) and keep the afternoon for the "
+        "*Philosopher's Path* on the way back.",
+    ),
+    (
+        "What should I pack?",
+        "Layers matter more than anything:\n\n"
+        "- a light down jacket for mornings around 5 °C\n"
+        "- shoes you can slip off quickly at temples\n"
+        "- an IC card (ICOCA) for buses and trains\n"
+        "- a small bag for shoes inside tatami rooms",
+    ),
+]
+FORK_TURN = (
+    "Make day two about food instead.",
+    "Then spend day two around **Nishiki Market** and Pontochō:\n\n"
+    "- breakfast of *yudofu* near Nanzen-ji\n"
+    "- a mid-morning walk through Nishiki, tasting as you go\n"
+    "- dinner on a *kawadoko* terrace if the weather holds",
+)
+
+
+def build_fixture(root: Path) -> tuple[str, str, str]:
+    """Write the fixture sessions; return (parent, fork, child) ids."""
+    from branchwise.core import events as ev
+    from branchwise.core.fork import fork
+    from branchwise.core.ids import new_id
+    from branchwise.core.lineage import create_child
+    from branchwise.core.store import SessionStore
+
+    store = SessionStore(root)
+
+    def turn(writer: object, question: str, answer: str) -> str:
+        turn_id, step = new_id("turn"), new_id("step")
+        writer.commit(  # type: ignore[attr-defined]
+            [ev.turn_start(turn_id), ev.user_message(new_id("msg"), question), ev.step_start(step)]
+        )
+        writer.commit(  # type: ignore[attr-defined]
+            [
+                ev.assistant_message(new_id("msg"), answer, "demo"),
+                ev.step_end(step),
+                ev.usage(40, 120, "demo"),
+                ev.turn_end(turn_id, "completed"),
+            ]
+        )
+        return turn_id
+
+    with store.create("Kyoto in autumn") as writer:
+        turns = [turn(writer, q, a) for q, a in TRIP]
+        parent = writer.session_id
+        generation = writer.manifest.generation
+        first_boundary = writer.projection.turn(turns[0]).boundary_sequence  # type: ignore[union-attr]
+    forked = fork(store, parent, turns[0], first_boundary, generation, new_id("op"))
+    with store.open_writer(forked.child_session_id) as writer:
+        writer.set_title("Kyoto in autumn — food")
+        turn(writer, *FORK_TURN)
+    child = create_child(store, parent, {"turnId": turns[2]}, "Packing checklist")
+    with store.open_writer(child.child_session_id) as writer:
+        turn(
+            writer,
+            "Turn the packing list into a checklist.",
+            "- [ ] down jacket\n- [ ] slip-on shoes\n- [ ] ICOCA card\n- [ ] shoe bag",
+        )
+    return parent, forked.child_session_id, child.child_session_id
+
+
+async def _shoot(root: Path, out: Path, ids: tuple[str, str, str]) -> int:
+    from PySide6.QtWidgets import QApplication
+
+    from branchwise.desktop.host import Host
+    from branchwise.desktop.notices import Level
+    from branchwise.desktop.window import MainWindow
+
+    app = QApplication.instance()
+    assert app is not None
+    parent, forked, _child = ids
+    host = Host(root)
+    host.start()
+    window = MainWindow(host)
+    window.resize(WIDTH, HEIGHT)
+    window.show()
+    window.open_tab(parent)
+    window.open_tab(forked)
+    host.notices.post("fork_created", Level.SUCCESS, child=forked, created=True)
+    for _ in range(40):  # let the tabs load, lay out and paint
+        await asyncio.sleep(0.05)
+    tab = window.current_tab()
+    assert tab is not None
+    bar = tab.transcript.verticalScrollBar()
+    bar.setValue(bar.maximum())
+    await asyncio.sleep(0.2)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if not window.grab().save(str(out), "PNG"):
+        raise SystemExit(f"could not write {out}")
+    print(out)
+    window.close()
+    await host.shutdown()
+    app.quit()
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshot.png")
+    parser.add_argument("--lang", default="en")
+    args = parser.parse_args()
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        if shutil.which("xvfb-run") is None:
+            raise SystemExit("no display and no xvfb-run: apt-get install -y xvfb")
+        command = ["xvfb-run", "-a", "-s", f"-screen 0 {WIDTH + 80}x{HEIGHT + 80}x24"]
+        return subprocess.call([*command, sys.executable, __file__, *sys.argv[1:]])
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
+    from PySide6.QtWidgets import QApplication
+
+    from branchwise.core.i18n import set_language
+    from branchwise.desktop.qt_loop import run_on_qt_loop
+    from branchwise.desktop.style import apply_style
+
+    set_language(args.lang)
+    app = QApplication(sys.argv[:1])
+    app.setApplicationName("Branchwise")
+    apply_style(app)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "data"
+        ids = build_fixture(root)
+        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
