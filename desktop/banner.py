@@ -34,6 +34,7 @@ class ForkBanner(QFrame):
         self._parent_title = ""
         self._turn: int | None = None
         self._parent_exists = True
+        self._kind = "fork"
         self.label = QLabel(self)
         self.label.setObjectName("forkBannerText")
         self.label.setWordWrap(True)
@@ -48,9 +49,15 @@ class ForkBanner(QFrame):
         self.hide()
 
     def set_origin(
-        self, parent_id: str | None, parent_title: str, turn: int | None, parent_exists: bool
+        self,
+        parent_id: str | None,
+        parent_title: str,
+        turn: int | None,
+        parent_exists: bool,
+        kind: str = "fork",
     ) -> None:
-        """Show the parent (``None`` hides the banner)."""
+        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``."""
+        self._kind = kind
         self._parent_id = parent_id
         self._parent_title = parent_title
         self._turn = turn
@@ -65,7 +72,10 @@ class ForkBanner(QFrame):
     def retranslate_ui(self) -> None:
         """Re-render every localized text."""
         title = untitled(self._parent_title)
-        if self._turn is not None:
+        if self._kind == "child":
+            # A child conversation starts empty: it came from the parent, it is no copy of it.
+            text = fill(_("Started from {title}"), {"title": title})
+        elif self._turn is not None:
             text = fill(
                 _("Branched from {title}, turn {turn}"), {"title": title, "turn": self._turn}
             )

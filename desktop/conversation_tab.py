@@ -140,7 +140,7 @@ class ConversationTab(QWidget):
             turn_number = turn.index if turn is not None else None
         exists = link.session_id in self.host.index.by_id
         self.banner.set_origin(
-            link.session_id, self.host.title(link.session_id), turn_number, exists
+            link.session_id, self.host.title(link.session_id), turn_number, exists, link.kind
         )
 
     def retranslate_ui(self) -> None:
