@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
         self.statusBar().addPermanentWidget(self.provider_label)
+        self._settings_dialog: SettingsDialog | None = None
         self._build_menus()
         self.language_chosen.connect(self.choose_language)
         self._unsubscribe = [host.subscribe(self.apply_changes), host.subscribe_text(self._text)]
@@ -287,8 +288,19 @@ class MainWindow(QMainWindow):
     # -- dialogs ---------------------------------------------------------------
 
     def show_settings(self) -> SettingsDialog:
-        """Open the settings dialog (window-modal; saving applies at once)."""
+        """Open the settings dialog (window-modal; saving applies at once).
+
+        One dialog at a time: an open one is brought forward, a closed one is
+        replaced by a fresh one showing the current settings.
+        """
+        old = self._settings_dialog
+        if old is not None and old.isVisible():
+            old.raise_()
+            return old
+        if old is not None:
+            old.deleteLater()
         dialog = SettingsDialog(self.host.settings, self._save_settings, self)
+        self._settings_dialog = dialog
         dialog.open()
         return dialog
 
@@ -359,4 +371,6 @@ class MainWindow(QMainWindow):
         for tab in self.conversation_tabs():
             tab.retranslate_ui()
             self._render_tab_title(tab)
+        if self._settings_dialog is not None and self._settings_dialog.isVisible():
+            self._settings_dialog.retranslate_ui()
         self._render_window_title()
