@@ -132,23 +132,33 @@ class Host:
         )
 
     def emit(self, changes: Changes) -> Changes:
-        """Broadcast ``changes`` (every listener runs even if one fails) and return them."""
+        """Broadcast ``changes`` and return them.
+
+        Every listener runs even if one fails. A failing view must not break
+        what called ``emit`` — often a turn runner between two commits — so
+        its error is logged and posted as an ``internal_error`` notice instead
+        of being raised into the caller.
+        """
         if changes.empty:
             return changes
-        errors: list[BaseException] = []
         for listener in list(self._listeners):
             try:
                 listener(changes)
-            except Exception as exc:  # noqa: BLE001 - re-raised below, never swallowed
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+            except Exception as exc:  # noqa: BLE001 - reported, never swallowed
+                self._listener_failed("a view refreshing after a change", exc)
         return changes
 
     def emit_text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
-        """Broadcast one streamed chunk."""
+        """Broadcast one streamed chunk (failures are reported like :meth:`emit`'s)."""
         for listener in list(self._text_listeners):
-            listener(session_id, turn_id, message_id, chunk)
+            try:
+                listener(session_id, turn_id, message_id, chunk)
+            except Exception as exc:  # noqa: BLE001 - reported, never swallowed
+                self._listener_failed("a view showing streamed text", exc)
+
+    def _listener_failed(self, what: str, exc: Exception) -> None:
+        log.error("%s failed", what, exc_info=exc)
+        self.notices.post("internal_error", Level.ERROR, detail=f"{what}: {exc!r}")
 
     def spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
         """Run ``coro`` as a task whose failure becomes a notice instead of vanishing."""

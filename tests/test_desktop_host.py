@@ -107,3 +107,22 @@ def test_start_sweeps_half_built_sessions_and_indexes_manifests(tmp_path: Path) 
 
     asyncio.run(scenario())
     assert not (store.sessions_dir / ".tmp-half-built").exists()
+
+
+def test_a_failing_view_never_breaks_a_running_turn(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        host = _host(tmp_path)
+
+        def broken_view(changes: Changes) -> None:
+            raise RuntimeError("view bug")
+
+        host.subscribe(broken_view)
+        session = host.create_session()
+        result = await host.send(session.session_id, "still fine?")
+        assert result.end_reason == "completed"
+        assert session.projection is not None and session.projection.open_turn is None
+        internal = [n for n in host.notices.history if n.code == "internal_error"]
+        assert internal and "view bug" in (internal[0].detail or "")
+        await host.shutdown()
+
+    asyncio.run(scenario())
