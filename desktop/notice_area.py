@@ -165,7 +165,8 @@ class NoticeArea(QFrame):
         """The visible notice rows, oldest first."""
         found = []
         for position in range(self._rows_layout.count()):
-            widget = self._rows_layout.itemAt(position).widget()
+            item = self._rows_layout.itemAt(position)
+            widget = item.widget() if item is not None else None
             if isinstance(widget, NoticeRow):
                 found.append(widget)
         return found

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from branchwise.core.errors import BranchwiseError, CorruptLog, LeaseHeld, ReadOnlySession
 from branchwise.core.manifest import Manifest
@@ -231,7 +231,7 @@ class OpenSession(TurnListener):
             if size == self._log_size and not lease_free:
                 continue
             loaded = await asyncio.to_thread(self._load_blocking)
-            if self._closed:
+            if self.is_closed():
                 if loaded.writer is not None:
                     loaded.writer.close()
                 return
@@ -324,12 +324,14 @@ class OpenSession(TurnListener):
             self.manifest = self.writer.manifest
         self._update_row(result.turn_id)
         if result.error is not None:
+            params: dict[str, Any] = {
+                k: v
+                for k, v in result.error.details.items()
+                if isinstance(v, str | int) and k not in ("detail", "action", "level")
+            }
+            params["title"] = self.title
             self._host.notices.post(
-                result.error.code,
-                Level.ERROR,
-                detail=result.error.message,
-                title=self.title,
-                **{k: v for k, v in result.error.details.items() if isinstance(v, str | int)},
+                result.error.code, Level.ERROR, detail=result.error.message, **params
             )
         self.refresh_targets()
         self._host.turn_finished(self, result)
@@ -350,6 +352,10 @@ class OpenSession(TurnListener):
             self.rows.append(row)
         else:
             self.rows[position] = row
+
+    def is_closed(self) -> bool:
+        """The session was closed (its tab is gone; late results are dropped)."""
+        return self._closed
 
     # -- closing ----------------------------------------------------------------
 

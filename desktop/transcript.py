@@ -97,7 +97,8 @@ class TranscriptView(QScrollArea):
         """The turn widgets in display order."""
         found = []
         for position in range(self._layout.count()):
-            widget = self._layout.itemAt(position).widget()
+            item = self._layout.itemAt(position)
+            widget = item.widget() if item is not None else None
             if isinstance(widget, TurnWidget):
                 found.append(widget)
         return found

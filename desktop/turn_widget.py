@@ -207,7 +207,8 @@ class TurnWidget(QFrame):
         self._flush_text()
         shown = []
         for position in range(self._messages.count()):
-            label = self._messages.itemAt(position).widget()
+            item = self._messages.itemAt(position)
+            label = item.widget() if item is not None else None
             if isinstance(label, MessageLabel):
                 shown.append((label.role, label.text()))
         return shown
