@@ -75,6 +75,10 @@ class TranscriptView(QScrollArea):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         body = QWidget(self)
         body.setObjectName("transcriptBody")
+        # Word-wrapped labels report minimum heights measured at a narrow width; left
+        # as the body's minimum they make it taller than its content (a blank tail
+        # under the last turn). With an explicit minimum, height-for-width decides.
+        body.setMinimumHeight(1)
         self._layout = QVBoxLayout(body)
         self._layout.setContentsMargins(0, 6, 0, 6)
         self._layout.setSpacing(2)

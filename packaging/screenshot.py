@@ -104,7 +104,7 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     return parent, forked.child_session_id, child.child_session_id
 
 
-async def _shoot(root: Path, out: Path, ids: tuple[str, str, str]) -> int:
+async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -> int:
     from PySide6.QtWidgets import QApplication
 
     from branchwise.desktop.host import Host
@@ -121,6 +121,8 @@ async def _shoot(root: Path, out: Path, ids: tuple[str, str, str]) -> int:
     window.show()
     window.open_tab(parent)
     window.open_tab(forked)
+    if front == "parent":
+        window.open_tab(parent)
     host.notices.post("fork_created", Level.SUCCESS, child=forked, created=True)
     for _ in range(40):  # let the tabs load, lay out and paint
         await asyncio.sleep(0.05)
@@ -143,6 +145,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshot.png")
     parser.add_argument("--lang", default="en")
+    parser.add_argument("--front", choices=("fork", "parent"), default="fork", help="tab in front")
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         if shutil.which("xvfb-run") is None:
@@ -164,7 +167,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
         ids = build_fixture(root)
-        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids))
+        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front))
 
 
 if __name__ == "__main__":
