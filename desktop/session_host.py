@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -162,6 +161,11 @@ class OpenSession(TurnListener):
             if not self._loaded.done():
                 self._loaded.set_exception(exc)
                 self._loaded.exception()  # retrieved here; awaiting callers still see it
+            if isinstance(exc, BranchwiseError):
+                # Unreadable after all (e.g. a newer format): say so in the tab, not "Loading…".
+                self.mode = SessionMode.READ_ONLY
+                self.read_only_error = exc
+                self._host.emit(Changes(sessions=frozenset({self.session_id})))
             raise
         if self._closed:
             if loaded.writer is not None:
@@ -373,4 +377,3 @@ class OpenSession(TurnListener):
             self.writer = None
 
 
-ChangeListener = Callable[[Changes], None]
