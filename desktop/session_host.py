@@ -375,5 +375,3 @@ class OpenSession(TurnListener):
         if self.writer is not None:
             self.writer.close()
             self.writer = None
-
-
