@@ -65,6 +65,10 @@ REASONS: Mapping[str, str] = {
     ),
     # The session store.
     "lease_held": N_("Another window or process is writing to this conversation."),
+    "app_running": N_(
+        "Branchwise is already running with this data folder. Switch to that window, "
+        "or start with --data-dir to use another folder."
+    ),
     "corrupt_log": N_(
         "Part of this conversation's history is damaged. "
         "It opens read-only, up to the damaged part."

@@ -22,10 +22,13 @@ from pathlib import Path
 
 import orjson
 from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QMessageBox
 
 from branchwise.core.i18n import choose_language, set_language, system_locale
-from branchwise.core.store import default_data_root
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.instance import InstanceLock
+from branchwise.core.reasons import error_text
+from branchwise.core.store import SessionStore, default_data_root
 
 from .host import Host
 from .notices import Level, NoticeCenter
@@ -54,7 +57,20 @@ def run_app(args: argparse.Namespace) -> int:
     app.setQuitOnLastWindowClosed(False)  # the async main quits after shutting down
     apply_style(app)
     root = data_root(args)
-    return run_on_qt_loop(lambda: run_window(app, root, getattr(args, "lang", None), started))
+    try:
+        SessionStore(root)  # creates the data root (0700) before it is locked
+        instance = InstanceLock(root)
+    except BranchwiseError as exc:
+        sys.stdout.buffer.write(orjson.dumps(exc.to_json()) + b"\n")
+        sys.stdout.buffer.flush()
+        if not os.environ.get(EXIT_AFTER_SHOW):
+            set_language(choose_language(getattr(args, "lang", None), None, system_locale())[0])
+            QMessageBox.warning(None, "Branchwise", error_text(exc))
+        return 1
+    try:
+        return run_on_qt_loop(lambda: run_window(app, root, getattr(args, "lang", None), started))
+    finally:
+        instance.release()
 
 
 async def run_window(

@@ -52,3 +52,19 @@ def test_the_app_creates_a_missing_data_root(tmp_path: Path) -> None:
     assert orjson.loads(done.stdout.splitlines()[-1])["sessions"] == 0
     assert (root / "sessions").is_dir()
     assert oct(root.stat().st_mode & 0o777) == oct(0o700)
+
+
+def test_a_second_app_on_the_same_data_root_is_refused_with_its_reason(tmp_path: Path) -> None:
+    from branchwise.core.instance import InstanceLock
+
+    root = tmp_path / "root"
+    SessionStore(root)
+    first = InstanceLock(root)  # the first app's lock, held by this process
+    try:
+        refused = _start_app(root)
+        assert refused.returncode == 1
+        error = orjson.loads(refused.stdout.splitlines()[-1])["error"]
+        assert error["code"] == "app_running" and str(root) in error["message"]
+    finally:
+        first.release()
+    assert _start_app(root).returncode == 0  # the lock died with its holder

@@ -127,7 +127,7 @@ async def serve(store: SessionStore, host: str, port: int, ready: Any = None) ->
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    sockets = site._server.sockets if site._server else []  # type: ignore[union-attr]
+    sockets = getattr(site._server, "sockets", None) or []
     bound = sockets[0].getsockname()[1] if sockets else port
     if ready is not None:
         ready(f"http://{host}:{bound}")
