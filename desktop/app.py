@@ -24,8 +24,8 @@ import orjson
 from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from branchwise.core.i18n import choose_language, set_language, system_locale
 from branchwise.core.errors import BranchwiseError
+from branchwise.core.i18n import choose_language, set_language, system_locale
 from branchwise.core.instance import InstanceLock
 from branchwise.core.reasons import error_text
 from branchwise.core.store import SessionStore, default_data_root
