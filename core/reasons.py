@@ -30,6 +30,10 @@ REASONS: Mapping[str, str] = {
     "targets_loading": N_("Still checking which turns can be branched…"),
     "creation_in_flight": N_("A branch is already being created from this turn."),
     "server_unsupported": N_("This server does not support branching conversations."),
+    "server_found": N_(
+        "A model server answers at {url} (model {model}). Use it instead of the "
+        "offline demo responder?"
+    ),
     # Fork refusals.
     "source_not_found": N_("The conversation to branch from no longer exists."),
     "stale_source": N_(

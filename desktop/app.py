@@ -30,6 +30,7 @@ from branchwise.core.instance import InstanceLock
 from branchwise.core.reasons import error_text
 from branchwise.core.store import SessionStore, default_data_root
 
+from .first_run import FirstRun
 from .host import Host
 from .notices import Level, NoticeCenter
 from .qt_i18n import LanguageBridge
@@ -86,7 +87,8 @@ async def run_window(
         notices.post(language_notice.code, Level.WARNING, **language_notice.params)
     bridge = LanguageBridge(app)
     host.start()
-    window = MainWindow(host)
+    first_run = FirstRun(host)
+    window = MainWindow(host, first_run=first_run)
     bridge.register(window)
     closed = asyncio.Event()
     window.closed.connect(closed.set)
@@ -95,6 +97,8 @@ async def run_window(
     if os.environ.get(EXIT_AFTER_SHOW):
         QTimer.singleShot(0, window, lambda: _report_shown(window, host, started))
     host.spawn(host.recover(), "resume branch operations")
+    if not os.environ.get(EXIT_AFTER_SHOW):
+        host.spawn(first_run.offer(), "look for a model server")
     await closed.wait()
     await host.shutdown()
     bridge.close()

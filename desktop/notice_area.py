@@ -111,7 +111,10 @@ class NoticeRow(QFrame):
         self.detail_label.setVisible(bool(detail))
         action = self.notice.action
         self.action_button.setVisible(action is not None)
-        if action is not None:
+        if action is not None and action.kind == "use_server":
+            self.action_button.setText(_("Use it"))
+            self.action_button.setToolTip(_("Switch to this model server"))
+        elif action is not None:
             self.action_button.setText(_("Open"))
             self.action_button.setToolTip(_("Open the conversation this notice is about"))
         self.dismiss_button.setToolTip(_("Dismiss"))

@@ -31,12 +31,12 @@ class NoticeAction:
     """Something the user can do from a notice, e.g. open a kept child session.
 
     Attributes:
-        kind: what to do (``open_session``).
-        session_id: the session it concerns.
+        kind: what to do (``open_session``, ``use_server``).
+        session_id: the session it concerns (``open_session``).
     """
 
     kind: str
-    session_id: str
+    session_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ from branchwise.core.reasons import fill
 
 from .changes import Changes
 from .conversation_tab import ConversationTab
+from .first_run import FirstRun
 from .host import Host
 from .notice_area import NoticeArea
 from .notices import Level, NoticeAction
@@ -61,10 +62,13 @@ class MainWindow(QMainWindow):
     closed = Signal()
     language_chosen = Signal(str)
 
-    def __init__(self, host: Host, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, host: Host, parent: QWidget | None = None, first_run: FirstRun | None = None
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.host = host
+        self.first_run = first_run
         host.navigator = self._navigate
         self.sidebar = Sidebar(host, self.open_session, self.new_conversation, self)
         self.tabs = QTabWidget(self)
@@ -214,7 +218,9 @@ class MainWindow(QMainWindow):
         self._render_empty_state()
 
     def _notice_action(self, action: NoticeAction) -> None:
-        if action.kind == "open_session":
+        if action.kind == "use_server" and self.first_run is not None:
+            self.first_run.accept()
+        elif action.kind == "open_session":
             self.host.spawn(self.host.open_kept_child(action.session_id), "open conversation")
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
