@@ -20,15 +20,19 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """Write every byte of ``data`` to ``fd`` (``os.write`` may write less)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data`` atomically and durably."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        write_all(fd, data)
         os.fsync(fd)
     except BaseException:
         os.close(fd)

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from .atomic import fsync_dir
+from .atomic import fsync_dir, write_all
 from .errors import SessionExists
 from .events import validate_event
 from .frames import encode_frame
@@ -94,9 +94,7 @@ def replace_log(
         tmp = directory / f".events.log.replace-{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            write_all(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -116,9 +114,7 @@ def _write_file(path: Path, data: bytes | bytearray) -> None:
     """Create ``path`` with ``data``: one sequential write, then fsync."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

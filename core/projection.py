@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from .events import EventType
 
@@ -161,14 +161,7 @@ class Projection:
                 elif kind == _TURN_START and closed:
                     for turn in closed:
                         turn.closing_commit_spills = True
-        if events:
-            self.last_seq = int(events[-1]["seq"])
-        self.commits += 1
-        if closed:
-            open_now = tuple(self.open_interactions) + tuple(self.open_tool_calls)
-            for turn in closed:
-                turn.boundary_sequence = self.last_seq
-                turn.open_authority = open_now
+        self.last_seq = seal_commit(self, events, closed)
 
     # -- per-type handlers -------------------------------------------------
 
@@ -287,6 +280,31 @@ class Projection:
                 None,
             )
             self.legacy_messages += 1
+
+
+class _CommitState(Protocol):
+    commits: int
+    last_seq: int
+    open_interactions: dict[str, str]
+    open_tool_calls: dict[str, str]
+
+
+def seal_commit(state: _CommitState, events: list[dict[str, Any]], closed: list[Turn]) -> int:
+    """Finish applying one commit: count it and give the turns it closed their boundary.
+
+    A closed turn's boundary is the *last* seq of its closing commit, and its
+    open authority is whatever interactions or tool calls that whole commit
+    left open. Shared by the full projection and the fork engine's turn-only
+    tracker so both read boundaries the same way. Returns the new last seq.
+    """
+    last_seq = int(events[-1]["seq"]) if events else state.last_seq
+    state.commits += 1
+    if closed:
+        open_now = tuple(state.open_interactions) + tuple(state.open_tool_calls)
+        for turn in closed:
+            turn.boundary_sequence = last_seq
+            turn.open_authority = open_now
+    return last_seq
 
 
 _HANDLERS: dict[str, Any] = {

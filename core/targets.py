@@ -33,7 +33,7 @@ from .events import EventType
 from .fork_errors import SourceNotFound, StaleSource, TargetReason
 from .frames import FRAME_VERSION, HEADER, HEADER_SIZE, MAGIC, MAX_PAYLOAD
 from .manifest import Manifest, load_manifest
-from .projection import Projection, Turn
+from .projection import Projection, Turn, seal_commit
 from .store import SessionStore
 
 # The event types the turn bookkeeping reads, as small codes: one dict lookup per
@@ -243,14 +243,7 @@ class TurnTracker:
                 self.open_interactions.pop(event["interactionId"], None)
             else:
                 self.legacy_messages += len(event["messages"])
-        if events:
-            self.last_seq = int(events[-1]["seq"])
-        self.commits += 1
-        if closed:
-            open_now = tuple(self.open_interactions) + tuple(self.open_tool_calls)
-            for turn in closed:
-                turn.boundary_sequence = self.last_seq
-                turn.open_authority = open_now
+        self.last_seq = seal_commit(self, events, closed)
 
 
 # -- reading committed frames -------------------------------------------------
