@@ -4,11 +4,10 @@ The answer is computed from whole committed frames only, never from a
 writer's memory or its lease, so a live session, a session whose writer is
 another process and a cold closed one all give the same answer.
 
-A full :class:`~branchwise.core.projection.Projection` creates an object per
-message; fork targets need only the turn bookkeeping, so :class:`TurnTracker`
-replays just that, by the same rules as the projection (a property test keeps
-the two in step). The fork engine feeds the same tracker while it copies, so
-a fork accepts exactly the turns this query lists as available.
+The turn-only replay is :class:`~branchwise.core.turn_tracker.TurnTracker`
+(the fork engine feeds the same tracker while it copies, so a fork accepts
+exactly the turns this query lists as available); committed frames are read
+by :mod:`~branchwise.core.frame_reader`.
 
 The typed refusals (and the reasons they share with targets) live in
 :mod:`~branchwise.core.fork_errors`.
@@ -20,47 +19,20 @@ import os
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from .errors import SessionNotFound, UnsupportedFormat
-from .events import EventType
+from .errors import SessionNotFound
 from .fork_errors import SourceNotFound, StaleSource, TargetReason
-from .frames import FRAME_VERSION, HEADER, HEADER_SIZE, MAGIC, MAX_PAYLOAD
+from .frame_reader import iter_commits as iter_commits
+from .frame_reader import iter_frames as iter_frames
+from .frame_reader import read_log_bytes as read_log_bytes
 from .manifest import Manifest, load_manifest
-from .projection import Projection, Turn, seal_commit
+from .projection import Projection, Turn
 from .store import SessionStore
-
-# The event types the turn bookkeeping reads, as small codes: one dict lookup per
-# event skips everything else (steps, usage, checkpoints) in the hot loop.
-(
-    _C_TURN_START,
-    _C_TURN_END,
-    _C_USER,
-    _C_ASSISTANT,
-    _C_TOOL_CALL,
-    _C_TOOL_RESULT,
-    _C_REQUEST,
-    _C_RESOLVE,
-    _C_LEGACY,
-) = range(9)
-_CODES: dict[str, int] = {
-    EventType.TURN_START.value: _C_TURN_START,
-    EventType.TURN_END.value: _C_TURN_END,
-    EventType.MESSAGE_USER.value: _C_USER,
-    EventType.MESSAGE_ASSISTANT.value: _C_ASSISTANT,
-    EventType.TOOL_CALL.value: _C_TOOL_CALL,
-    EventType.TOOL_RESULT.value: _C_TOOL_RESULT,
-    EventType.INTERACTION_REQUEST.value: _C_REQUEST,
-    EventType.INTERACTION_RESOLVE.value: _C_RESOLVE,
-    EventType.LEGACY_IMPORT.value: _C_LEGACY,
-}
-_SEQ = itemgetter("seq")
+from .turn_tracker import TurnTracker as TurnTracker
 
 # A log replaced while it is being read makes us read again; this bounds the retries.
 _STABLE_READ_ATTEMPTS = 5
@@ -161,157 +133,6 @@ def targets_from_projection(projection: Projection, manifest: Manifest) -> ForkT
     return target_set(
         manifest.session_id, manifest.generation, projection.turns, projection.verifiable
     )
-
-
-# -- the turn-only replay -----------------------------------------------------
-
-
-class TurnTracker:
-    """The turn bookkeeping of :class:`Projection`, without messages.
-
-    Feed it whole commits in order with :meth:`apply`. ``turns`` holds the
-    same :class:`Turn` records (boundary, end reason, open authority, spill)
-    a projection of the same commits would hold.
-    """
-
-    __slots__ = (
-        "turns",
-        "open_interactions",
-        "open_tool_calls",
-        "legacy_messages",
-        "last_seq",
-        "commits",
-        "_by_turn",
-    )
-
-    def __init__(self) -> None:
-        self.turns: list[Turn] = []
-        self.open_interactions: dict[str, Any] = {}
-        self.open_tool_calls: dict[str, Any] = {}
-        self.legacy_messages = 0
-        self.last_seq = 0
-        self.commits = 0
-        self._by_turn: dict[str, Turn] = {}
-
-    @property
-    def verifiable(self) -> bool:
-        """False for message-only history: messages but no turn records."""
-        return not (self.legacy_messages and not self.turns)
-
-    def turn(self, turn_id: str) -> Turn | None:
-        """The turn with this id (the latest one if a log repeats an id)."""
-        return self._by_turn.get(turn_id)
-
-    def apply(self, events: list[dict[str, Any]]) -> None:
-        """Apply one whole commit."""
-        turns = self.turns
-        trailing: Turn | None = turns[-1] if turns and turns[-1].end_reason is None else None
-        closed: list[Turn] = []
-        code_of = _CODES.get
-        for event in events:
-            code = code_of(event["type"])
-            if code is None:
-                continue
-            if code == _C_ASSISTANT:
-                if trailing is not None:
-                    trailing.message_id = event["messageId"]
-            elif code == _C_TURN_START:
-                trailing = Turn(event["turnId"], len(turns) + 1, event["seq"])
-                turns.append(trailing)
-                self._by_turn[trailing.turn_id] = trailing
-                for turn in closed:
-                    turn.closing_commit_spills = True
-            elif code == _C_TURN_END:
-                ended = self._by_turn.get(event["turnId"])
-                if ended is not None:
-                    if ended.end_reason is None:
-                        ended.end_reason = event["reason"]
-                        ended.error = event.get("error")
-                    closed.append(ended)
-                    if ended is trailing:
-                        trailing = None
-            elif code == _C_USER:
-                if trailing is not None and trailing.user_message_id is None:
-                    trailing.user_message_id = event["messageId"]
-            elif code == _C_TOOL_CALL:
-                self.open_tool_calls[event["callId"]] = event["name"]
-            elif code == _C_TOOL_RESULT:
-                self.open_tool_calls.pop(event["callId"], None)
-            elif code == _C_REQUEST:
-                self.open_interactions[event["interactionId"]] = event["kind"]
-            elif code == _C_RESOLVE:
-                self.open_interactions.pop(event["interactionId"], None)
-            else:
-                self.legacy_messages += len(event["messages"])
-        self.last_seq = seal_commit(self, events, closed)
-
-
-# -- reading committed frames -------------------------------------------------
-
-
-def iter_commits(buf: bytes | memoryview) -> Iterator[list[dict[str, Any]]]:
-    """The events of every whole, verified commit of a log buffer, in order (see below)."""
-    for events, _, _ in iter_frames(buf):
-        yield events
-
-
-def iter_frames(
-    buf: bytes | memoryview, first_commit: int = 1, first_seq: int = 1
-) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
-    """Every whole, verified commit of a log buffer: ``(events, offset, end)``, in order.
-
-    ``first_commit``/``first_seq`` are what the buffer's first frame must
-    carry (a buffer holding the tail of a log starts past 1).
-
-    Stops silently at the first frame that is incomplete, damaged, or out of
-    commit/seq sequence: whatever follows is a torn tail or corruption, and
-    neither is committed history. A newer frame version raises
-    ``UnsupportedFormat`` (like every other reader).
-
-    This is :func:`~branchwise.core.frames.decode_frame` plus the sequence
-    checks of :func:`~branchwise.core.log.scan_bytes`, inlined: on a long log
-    the per-frame overhead of the general decoder is a large share of a fork
-    or a targets query. A test pins the two to the same verdicts.
-    """
-    view = memoryview(buf)
-    offset, commit, seq, size = 0, first_commit, first_seq, len(view)
-    unpack, crc32, loads = HEADER.unpack_from, zlib.crc32, orjson.loads
-    while size - offset >= HEADER_SIZE:
-        magic, version, length, crc, hcrc = unpack(view, offset)
-        if magic != MAGIC or crc32(view[offset : offset + 12]) != hcrc:
-            return
-        if version > FRAME_VERSION:
-            raise UnsupportedFormat(
-                f"frame version {version} is newer than supported {FRAME_VERSION}",
-                offset=offset,
-            )
-        start = offset + HEADER_SIZE
-        end = start + length
-        if version < 1 or length > MAX_PAYLOAD or end > size:
-            return
-        payload = view[start:end]
-        if crc32(payload) != crc:
-            return
-        try:
-            body = loads(payload)
-            number, events = body["commit"], body["events"]
-            if number != commit or not isinstance(number, int) or type(events) is not list:
-                return
-            count = len(events)
-            if count and list(map(_SEQ, events)) != list(range(seq, seq + count)):
-                return
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return
-        yield events, offset, end
-        offset, commit, seq = end, commit + 1, seq + count
-
-
-def read_log_bytes(path: Path) -> bytes:
-    """The whole log file (a missing log is an empty one)."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
 
 
 def load_source_manifest(directory: Path, session_id: str) -> Manifest:
