@@ -1,8 +1,8 @@
 """The three catalogs stay in parity with the template, and the template with the code.
 
-The checks live in ``tools/i18n.py`` (``python tools/i18n.py check``); here
-they run against the real catalogs, and against broken copies to prove each
-rule can fail.
+The checks live in ``tools/i18n_check.py`` (``python tools/i18n.py check``);
+here they run against the real catalogs, and against broken copies to prove
+each rule can fail.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "branchwise_i18n_tool", ROOT / "tools" / "i18n.py"
-    )
+def _load_tool(name: str, filename: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / filename)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
@@ -32,7 +30,10 @@ def _load_tool() -> ModuleType:
     return module
 
 
-tool = _load_tool()
+# i18n.py imports i18n_check by name (run as a script, its folder is on
+# sys.path), so the checks are registered under that name first.
+lint = _load_tool("i18n_check", "i18n_check.py")
+tool = _load_tool("branchwise_i18n_tool", "i18n.py")
 
 
 def _report(problems: list[object]) -> str:
@@ -40,13 +41,13 @@ def _report(problems: list[object]) -> str:
 
 
 def test_catalogs_are_in_parity_with_the_template() -> None:
-    problems = tool.check_catalogs(ROOT)
+    problems = lint.check_catalogs(ROOT)
     assert problems == [], _report(problems)
 
 
 def test_template_is_up_to_date_with_the_sources() -> None:
     started = time.perf_counter()
-    problems = tool.check_template(ROOT)
+    problems = lint.check_template(ROOT)
     elapsed = time.perf_counter() - started
     assert problems == [], _report(problems)
     assert elapsed < 10, f"re-extraction took {elapsed:.1f}s; keep this check fast"
@@ -110,8 +111,8 @@ def _kinds(problems: list[object]) -> set[tuple[str, str, str]]:
 
 
 def test_copy_starts_clean(repo_copy: Path) -> None:
-    assert tool.check_catalogs(repo_copy) == []
-    assert tool.check_template(repo_copy) == []
+    assert lint.check_catalogs(repo_copy) == []
+    assert lint.check_template(repo_copy) == []
 
 
 @pytest.mark.parametrize(
@@ -127,7 +128,7 @@ def test_a_broken_placeholder_is_reported(
     repo_copy: Path, language: str, old: str, new: str
 ) -> None:
     _edit(_po(repo_copy, language), old, new)
-    problems = tool.check_catalogs(repo_copy)
+    problems = lint.check_catalogs(repo_copy)
     assert _kinds(problems) == {
         (f"{language}/messages.po", "placeholders", "Branch created: {title}")
     }, _report(problems)
@@ -135,7 +136,7 @@ def test_a_broken_placeholder_is_reported(
 
 def test_a_chinese_plural_form_must_carry_every_placeholder(repo_copy: Path) -> None:
     _edit(_po(repo_copy, "zh_Hans"), 'msgstr[0] "{n} 个分支"', 'msgstr[0] "一个分支"')
-    assert _kinds(tool.check_catalogs(repo_copy)) == {
+    assert _kinds(lint.check_catalogs(repo_copy)) == {
         ("zh_Hans/messages.po", "placeholders", "{n} branch")
     }
 
@@ -150,7 +151,7 @@ def test_percent_placeholders_are_compared_too(repo_copy: Path) -> None:
             f.write(f'\n#, python-format\nmsgid "%(count)d left"\nmsgstr "{text}"\n')
     with (repo_copy / "locales" / "messages.pot").open("a", encoding="utf-8") as f:
         f.write('\n#, python-format\nmsgid "%(count)d left"\nmsgstr ""\n')
-    assert _kinds(tool.check_catalogs(repo_copy)) == {
+    assert _kinds(lint.check_catalogs(repo_copy)) == {
         ("zh_Hant/messages.po", "placeholders", "%(count)d left")
     }
 
@@ -162,7 +163,7 @@ def test_empty_fuzzy_untranslated_missing_and_extra_entries_are_reported(repo_co
     _edit(hant, 'msgid "Model"\nmsgstr "模型"', 'msgid "Model"\nmsgstr "Model"')
     _edit(hant, 'msgid "Quit"\nmsgstr "結束"\n', "")
     _edit(hant, 'msgid "Send"', 'msgid "Sned"')
-    assert _kinds(tool.check_catalogs(repo_copy)) == {
+    assert _kinds(lint.check_catalogs(repo_copy)) == {
         ("zh_Hans/messages.po", "empty", "Send"),
         ("zh_Hans/messages.po", "fuzzy", "Stop"),
         ("zh_Hant/messages.po", "untranslated", "Model"),
@@ -178,7 +179,7 @@ def test_a_wrong_plural_header_is_reported(repo_copy: Path) -> None:
         "nplurals=1; plural=0;",
         "nplurals=2; plural=(n != 1);",
     )
-    kinds = {(p.kind, p.msgid) for p in tool.check_catalogs(repo_copy)}
+    kinds = {(p.kind, p.msgid) for p in lint.check_catalogs(repo_copy)}
     assert ("plural_forms", "") in kinds
     assert ("empty", "{n} branch") in kinds  # the second form Chinese never had
 
@@ -191,7 +192,7 @@ def test_a_string_added_without_extracting_fails(repo_copy: Path) -> None:
         "C = _(f'Hello {A}')\n",
         encoding="utf-8",
     )
-    problems = tool.check_template(repo_copy)
+    problems = lint.check_template(repo_copy)
     assert {(p.kind, p.msgid) for p in problems} == {
         ("not_extracted", "A brand new label"),
         ("not_extracted", "{n} apple"),
@@ -202,7 +203,7 @@ def test_a_string_added_without_extracting_fails(repo_copy: Path) -> None:
 
 def test_a_string_removed_from_the_sources_fails(repo_copy: Path) -> None:
     _edit(repo_copy / "core" / "reasons.py", 'N_("Stop")', '"Stop"')
-    assert _kinds(tool.check_template(repo_copy)) == {
+    assert _kinds(lint.check_template(repo_copy)) == {
         ("locales/messages.pot", "stale_template", "Stop")
     }
 
@@ -218,10 +219,10 @@ def test_sync_then_translate_is_the_whole_workflow(
     assert tool.extract(repo_copy) is True
     assert tool.extract(repo_copy) is False  # nothing changed: the template is left alone
     tool.update(repo_copy)
-    assert tool.check_template(repo_copy) == []
+    assert lint.check_template(repo_copy) == []
     # English is the source language, filled in by update; Chinese waits for a
     # translator (empty, or fuzzy when Babel guessed from a similar string).
-    problems = tool.check_catalogs(repo_copy)
+    problems = lint.check_catalogs(repo_copy)
     assert {(p.where, p.msgid) for p in problems} == {
         ("zh_Hans/messages.po", "Pin conversation"),
         ("zh_Hant/messages.po", "Pin conversation"),
@@ -232,7 +233,7 @@ def test_sync_then_translate_is_the_whole_workflow(
     assert {"zh_Hans": "", "zh_Hant": ""}.items() <= work["Pin conversation"].items()
     work["Pin conversation"].update(zh_Hans="置顶对话", zh_Hant="釘選對話")
     assert tool.translate({**work, "Not a msgid": {"zh_Hans": "无"}}, repo_copy) == ["Not a msgid"]
-    assert tool.check(repo_copy) == []
+    assert lint.check(repo_copy) == []
     assert tool.todo(repo_copy) == {}
 
 
@@ -240,15 +241,15 @@ def test_translate_fills_every_plural_form(repo_copy: Path) -> None:
     _edit(_po(repo_copy, "zh_Hant"), 'msgstr[0] "{n} 個分支"', 'msgstr[0] ""')
     assert tool.todo(repo_copy) == {"{n} branch": {"zh_Hant": "", "_plural": "{n} branches"}}
     tool.translate({"{n} branch": {"zh_Hant": "{n} 個分支"}}, repo_copy)
-    assert tool.check_catalogs(repo_copy) == []
+    assert lint.check_catalogs(repo_copy) == []
 
 
 def test_an_identical_text_can_be_allowed_explicitly(repo_copy: Path) -> None:
     _edit(
         _po(repo_copy, "zh_Hant"), 'msgid "Model"\nmsgstr "模型"', 'msgid "Model"\nmsgstr "Model"'
     )
-    assert _kinds(tool.check_catalogs(repo_copy)) == {
+    assert _kinds(lint.check_catalogs(repo_copy)) == {
         ("zh_Hant/messages.po", "untranslated", "Model")
     }
     _edit(_po(repo_copy, "zh_Hant"), 'msgid "Model"', '# same-as-english\nmsgid "Model"')
-    assert tool.check_catalogs(repo_copy) == []
+    assert lint.check_catalogs(repo_copy) == []
