@@ -19,6 +19,8 @@ _T = EventType
 # Plain strings: comparing against enum members costs an attribute lookup per event.
 _TURN_START = str(EventType.TURN_START)
 _TURN_END = str(EventType.TURN_END)
+_MESSAGE_USER = str(EventType.MESSAGE_USER)
+_MESSAGE_ASSISTANT = str(EventType.MESSAGE_ASSISTANT)
 
 
 @dataclass(slots=True)
@@ -146,11 +148,46 @@ class Projection:
         ]
 
     def apply(self, events: list[dict[str, Any]]) -> None:
-        """Apply one whole commit."""
+        """Apply one whole commit.
+
+        Messages, the bulk of every log, are handled inline: a replay of a big
+        session spends its time here, and a method call per event shows.
+        """
         closed: list[Turn] = []
         handlers = _HANDLERS
+        by_message = self._by_message
+        messages = self.messages
+        turns = self.turns
         for event in events:
             kind = event["type"]
+            is_assistant = kind == _MESSAGE_ASSISTANT
+            if is_assistant or kind == _MESSAGE_USER:
+                turn = turns[-1] if turns and turns[-1].end_reason is None else None
+                message_id = event["messageId"]
+                message = by_message.get(message_id)
+                if message is None:
+                    message = Message(
+                        message_id,
+                        "assistant" if is_assistant else "user",
+                        event["content"],
+                        turn.turn_id if turn is not None else None,
+                        False,
+                        None,
+                        event["seq"],
+                    )
+                    messages.append(message)
+                    by_message[message_id] = message
+                else:
+                    message.content = event["content"]
+                    message.seq = event["seq"]
+                if is_assistant:
+                    message.model = event.get("model")
+                    message.partial = bool(event.get("partial", False))
+                    if turn is not None:
+                        turn.message_id = message_id
+                elif turn is not None and turn.user_message_id is None:
+                    turn.user_message_id = message_id
+                continue
             handler = handlers.get(kind)
             if handler is not None:
                 handler(self, event)
@@ -179,7 +216,7 @@ class Projection:
         self.children.append({k: v for k, v in event.items() if k not in ("ts", "type")})
 
     def _turn_start(self, event: dict[str, Any]) -> None:
-        turn = Turn(turn_id=event["turnId"], index=len(self.turns) + 1, start_seq=event["seq"])
+        turn = Turn(event["turnId"], len(self.turns) + 1, event["seq"])
         self.turns.append(turn)
         self._by_turn[turn.turn_id] = turn
 
@@ -205,20 +242,6 @@ class Projection:
     def _current_turn_id(self) -> str | None:
         turn = self._current_turn()
         return turn.turn_id if turn is not None else None
-
-    def _user(self, event: dict[str, Any]) -> None:
-        turn = self._current_turn()
-        self._put(event, "user", turn.turn_id if turn is not None else None)
-        if turn is not None and turn.user_message_id is None:
-            turn.user_message_id = event["messageId"]
-
-    def _assistant(self, event: dict[str, Any]) -> None:
-        turn = self._current_turn()
-        message = self._put(event, "assistant", turn.turn_id if turn is not None else None)
-        message.model = event.get("model")
-        message.partial = "partial" in event and bool(event["partial"])
-        if turn is not None:
-            turn.message_id = message.message_id
 
     def _put(self, event: dict[str, Any], role: str, turn_id: str | None) -> Message:
         message_id = event["messageId"]
@@ -314,8 +337,6 @@ _HANDLERS: dict[str, Any] = {
     str(_T.SESSION_CHILD): Projection._child,
     str(_T.TURN_START): Projection._turn_start,
     str(_T.TURN_END): Projection._turn_end,
-    str(_T.MESSAGE_USER): Projection._user,
-    str(_T.MESSAGE_ASSISTANT): Projection._assistant,
     str(_T.TOOL_CALL): Projection._tool_call,
     str(_T.TOOL_RESULT): Projection._tool_result,
     str(_T.INTERACTION_REQUEST): Projection._interaction,

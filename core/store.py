@@ -19,6 +19,7 @@ from typing import Any
 from .atomic import fsync_dir
 from .errors import (
     BranchwiseError,
+    CorruptLog,
     InvalidManifest,
     SessionExists,
     SessionNotFound,
@@ -124,9 +125,11 @@ class SessionStore:
         """Read a session without any lock (whole committed frames only)."""
         directory = self.session_dir(session_id)
         manifest = load_manifest(directory)
-        scan = scan_log(directory / "events.log")
+        # One GC pause over scan and replay: re-enabling in between would make
+        # the collector walk every freshly decoded event once more.
         with gc_paused():
-            projection = Projection.replay(frame.events for frame in scan.frames)
+            scan = scan_log(directory / "events.log")
+            projection = _replay(scan, session_id)
         return SessionSnapshot(manifest, projection, scan)
 
     def open_writer(self, session_id: str) -> SessionWriter:
@@ -143,13 +146,13 @@ class SessionStore:
         manifest = load_manifest(directory)
         lease = WriterLease(directory, session_id)
         try:
-            scan = scan_log(directory / "events.log")
-            log = LogWriter(directory / "events.log", scan, self.file_ops)
+            with gc_paused():
+                scan = scan_log(directory / "events.log")
+                projection = _replay(scan, session_id)
+                log = LogWriter(directory / "events.log", scan, self.file_ops)
         except BaseException:
             lease.release()
             raise
-        with gc_paused():
-            projection = Projection.replay(frame.events for frame in scan.frames)
         writer = SessionWriter(self, directory, manifest, lease, log, projection)
         open_turn = projection.open_turn
         if open_turn is not None:
@@ -219,6 +222,22 @@ def _builder_alive(rest: str) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def _replay(scan: LogScan, session_id: str) -> Projection:
+    """Replay verified frames; an event whose fields make no sense is a typed error.
+
+    Checksums prove bytes are as written, not that a writer wrote sense (a
+    newer or buggy writer); such a log is refused like corruption, never with
+    a bare ``KeyError``.
+    """
+    try:
+        return Projection.replay(frame.events for frame in scan.frames)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptLog(
+            f"session {session_id} holds an event this version cannot read: {exc!r}",
+            sessionId=session_id,
+        ) from exc
 
 
 def publish_dir(tmp: Path, final: Path) -> None:

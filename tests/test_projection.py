@@ -155,3 +155,19 @@ def test_replay_equals_incremental_projection(layout: list[tuple[int, bool]]) ->
                 if any(e.get("type") == "turn/end" and e["turnId"] == turn.turn_id for e in c)
             )
             assert turn.boundary_sequence == closing[-1]["seq"]
+
+
+def test_checksummed_but_senseless_events_are_a_typed_error(store: SessionStore) -> None:
+    from branchwise.core.errors import CorruptLog
+    from branchwise.core.frames import encode_frame
+
+    with store.create("odd") as writer:
+        session_id, log = writer.session_id, writer.directory / "events.log"
+    with open(log, "ab") as handle:  # a well-framed commit whose turn/end lacks turnId
+        handle.write(encode_frame(2, [{"seq": 2, "ts": 0.0, "type": "turn/end"}]))
+    before = log.read_bytes()
+    with pytest.raises(CorruptLog):
+        store.read(session_id)
+    with pytest.raises(CorruptLog):
+        store.open_writer(session_id)
+    assert log.read_bytes() == before and not store.is_being_written(session_id)
