@@ -21,7 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.errors import BranchwiseError
+from branchwise.core.i18n import _
+from branchwise.core.manifest import Manifest
 from branchwise.core.providers.base import Provider
+from branchwise.core.reasons import fill
 from branchwise.core.runtime import TurnResult
 from branchwise.core.settings import Settings, load_settings, save_settings
 from branchwise.core.store import SessionStore
@@ -320,7 +323,7 @@ class Host:
         Raises whatever opening raises, so the operations journal keeps the
         record and its notice offers to open the kept child again.
         """
-        manifest = self.store.manifest(child_id)
+        manifest = self._name_branch(self.store.manifest(child_id))
         self.index.put(manifest)
         self.emit(Changes(sidebar=True, sessions=frozenset(self._parents_of(manifest))))
         self.open_session(child_id)
@@ -330,6 +333,35 @@ class Host:
     async def open_kept_child(self, child_id: str) -> bool:
         """A notice's "Open it": open a child that was kept when its tab failed."""
         return bool(await self.fork_coordinator.open_kept_child(child_id))
+
+    def _name_branch(self, manifest: Manifest) -> Manifest:
+        """Give a fresh branch a title of its own, in the user's language.
+
+        A fork inherits its parent's title, so the sidebar and tabs would show
+        two identical names; "<title> (branch N)" tells them apart. Only a
+        branch still carrying the parent's exact title is renamed, so opening
+        it again (or a user's own title) is left alone; if another process
+        writes it already, the inherited title simply stays.
+        """
+        parent = manifest.parent
+        if manifest.kind != "fork" or parent is None:
+            return manifest
+        parent_title = self.title(parent.session_id)
+        if not parent_title or manifest.title != parent_title:
+            return manifest
+        siblings = [
+            m
+            for m in self.index.children(parent.session_id)
+            if m.kind == "fork" and m.session_id != manifest.session_id
+        ]
+        title = fill(_("{title} (branch {n})"), {"title": parent_title, "n": len(siblings) + 1})
+        try:
+            with self.store.open_writer(manifest.session_id) as writer:
+                writer.set_title(title)
+                return writer.manifest
+        except BranchwiseError as exc:
+            log.info("kept the inherited title of %s: %s", manifest.session_id, exc)
+            return manifest
 
     def _parents_of(self, manifest: Any) -> set[str]:
         return {manifest.parent.session_id} if manifest.parent is not None else set()

@@ -122,10 +122,16 @@ def test_click_opens_one_child_while_the_parent_streams(
     assert app.window.current_tab() is app.tab(sid)
     qtbot.waitUntil(lambda: first.branches_button.isVisible(), timeout=WAIT_MS)
     assert first.branches_button.text() == "1 branch"
+    # The branch is named apart from its parent, in the notice and the tabs.
     qtbot.waitUntil(
-        lambda: any(reason_text("fork_created", title="Planning") == t for t in app.notice_texts()),
+        lambda: any(
+            reason_text("fork_created", title="Planning (branch 1)") == t
+            for t in app.notice_texts()
+        ),
         timeout=WAIT_MS,
     )
+    tab_titles = [app.window.tabs.tabText(i) for i in range(app.window.tabs.count())]
+    assert "Planning (branch 1)" in tab_titles and "Planning" in tab_titles
 
 
 def test_a_second_click_after_success_makes_another_child(
