@@ -54,6 +54,15 @@ def _default_provider(settings: Settings) -> Provider:
     return choose_provider(settings)
 
 
+MAX_TITLE = 200
+
+
+class InvalidTitle(BranchwiseError):
+    """A conversation title that is empty or too long."""
+
+    code = "invalid_title"
+
+
 class Host:
     """The app's state and operations, for the window or a headless driver.
 
@@ -222,6 +231,35 @@ class Host:
         session = self.open_session(writer.session_id)
         self.emit(Changes(sidebar=True))
         return session
+
+    def rename(self, session_id: str, title: str) -> Changes:
+        """Give a conversation a new title (a ``session/title`` commit, then its manifest).
+
+        Uses the open writer when this app has one; otherwise takes the lease
+        just for the rename.
+
+        Raises:
+            InvalidTitle: an empty or overlong title (nothing is written).
+            LeaseHeld: another process is writing the conversation.
+        """
+        title = " ".join(title.split())
+        if not title or len(title) > MAX_TITLE:
+            raise InvalidTitle(
+                f"a title must have 1 to {MAX_TITLE} characters", maxLength=MAX_TITLE
+            )
+        session = self._open.get(session_id)
+        if session is not None and session.writer is not None:
+            session.writer.set_title(title)
+            session.manifest = session.writer.manifest
+            manifest = session.writer.manifest
+        else:
+            with self.store.open_writer(session_id) as writer:
+                writer.set_title(title)
+                manifest = writer.manifest
+            if session is not None:
+                session.manifest = manifest
+        self.index.put(manifest)
+        return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
 
     def open_session(self, session_id: str) -> OpenSession:
         """Open a conversation (idempotent). Big ones load their history in the background.

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, Qt
+from PySide6.QtCore import QEvent, QPoint, Qt
 from PySide6.QtGui import QHelpEvent
 from PySide6.QtWidgets import (
+    QInputDialog,
+    QMenu,
     QPushButton,
     QToolTip,
     QTreeWidget,
@@ -20,11 +22,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n import _, format_datetime
 from branchwise.core.reasons import fill
 
 from .host import Host
 from .lineage_index import LineageNode
+from .notices import Level
 from .turn_widget import untitled
 
 SESSION_ROLE = Qt.ItemDataRole.UserRole
@@ -78,6 +82,8 @@ class Sidebar(QWidget):
         self.tree.setColumnCount(1)
         self.tree.setUniformRowHeights(True)
         self.tree.setIndentation(14)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
         self.tree.itemActivated.connect(self._activated)
         self.tree.itemClicked.connect(self._activated)
         layout = QVBoxLayout(self)
@@ -164,6 +170,33 @@ class Sidebar(QWidget):
         sid = item.data(0, SESSION_ROLE)
         if sid:
             self._open_session(sid)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        sid = item.data(0, SESSION_ROLE) if item is not None else None
+        if not sid:
+            return
+        menu = QMenu(self)
+        menu.addAction(_("Rename…"), lambda: self.ask_rename(sid))
+        menu.popup(self.tree.viewport().mapToGlobal(pos))
+
+    def ask_rename(self, session_id: str) -> None:
+        """Ask for a new title (non-blocking dialog) and rename the conversation."""
+        dialog = QInputDialog(self)
+        dialog.setObjectName("renameDialog")
+        dialog.setWindowTitle(_("Rename conversation"))
+        dialog.setLabelText(_("Title"))
+        dialog.setTextValue(untitled(self.host.title(session_id)))
+        dialog.textValueSelected.connect(lambda text: self.rename(session_id, text))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def rename(self, session_id: str, title: str) -> None:
+        """Rename through the host; a refusal goes to the notice area with its reason."""
+        try:
+            self.host.rename(session_id, title)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, **exc.details)
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text."""
