@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.errors import BranchwiseError
-from branchwise.core.i18n import _
-from branchwise.core.manifest import Manifest
 from branchwise.core.providers.base import Provider
-from branchwise.core.reasons import fill
 from branchwise.core.runtime import TurnResult
 from branchwise.core.settings import Settings, load_settings, save_settings
 from branchwise.core.store import SessionStore
 
+from . import titles
 from .changes import Changes
 from .lineage_index import LineageIndex
 from .notices import Level, NoticeCenter
@@ -52,15 +50,6 @@ def _default_provider(settings: Settings) -> Provider:
     from branchwise.core.providers.detect import choose_provider
 
     return choose_provider(settings)
-
-
-MAX_TITLE = 200
-
-
-class InvalidTitle(BranchwiseError):
-    """A conversation title that is empty or too long."""
-
-    code = "invalid_title"
 
 
 class Host:
@@ -233,33 +222,8 @@ class Host:
         return session
 
     def rename(self, session_id: str, title: str) -> Changes:
-        """Give a conversation a new title (a ``session/title`` commit, then its manifest).
-
-        Uses the open writer when this app has one; otherwise takes the lease
-        just for the rename.
-
-        Raises:
-            InvalidTitle: an empty or overlong title (nothing is written).
-            LeaseHeld: another process is writing the conversation.
-        """
-        title = " ".join(title.split())
-        if not title or len(title) > MAX_TITLE:
-            raise InvalidTitle(
-                f"a title must have 1 to {MAX_TITLE} characters", maxLength=MAX_TITLE
-            )
-        session = self._open.get(session_id)
-        if session is not None and session.writer is not None:
-            session.writer.set_title(title)
-            session.manifest = session.writer.manifest
-            manifest = session.writer.manifest
-        else:
-            with self.store.open_writer(session_id) as writer:
-                writer.set_title(title)
-                manifest = writer.manifest
-            if session is not None:
-                session.manifest = manifest
-        self.index.put(manifest)
-        return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
+        """Give a conversation a new title (see :func:`titles.rename`)."""
+        return titles.rename(self, session_id, title)
 
     def open_session(self, session_id: str) -> OpenSession:
         """Open a conversation (idempotent). Big ones load their history in the background.
@@ -361,7 +325,7 @@ class Host:
         Raises whatever opening raises, so the operations journal keeps the
         record and its notice offers to open the kept child again.
         """
-        manifest = self._name_branch(self.store.manifest(child_id))
+        manifest = titles.name_branch(self, self.store.manifest(child_id))
         self.index.put(manifest)
         self.emit(Changes(sidebar=True, sessions=frozenset(self._parents_of(manifest))))
         self.open_session(child_id)
@@ -371,35 +335,6 @@ class Host:
     async def open_kept_child(self, child_id: str) -> bool:
         """A notice's "Open it": open a child that was kept when its tab failed."""
         return bool(await self.fork_coordinator.open_kept_child(child_id))
-
-    def _name_branch(self, manifest: Manifest) -> Manifest:
-        """Give a fresh branch a title of its own, in the user's language.
-
-        A fork inherits its parent's title, so the sidebar and tabs would show
-        two identical names; "<title> (branch N)" tells them apart. Only a
-        branch still carrying the parent's exact title is renamed, so opening
-        it again (or a user's own title) is left alone; if another process
-        writes it already, the inherited title simply stays.
-        """
-        parent = manifest.parent
-        if manifest.kind != "fork" or parent is None:
-            return manifest
-        parent_title = self.title(parent.session_id)
-        if not parent_title or manifest.title != parent_title:
-            return manifest
-        siblings = [
-            m
-            for m in self.index.children(parent.session_id)
-            if m.kind == "fork" and m.session_id != manifest.session_id
-        ]
-        title = fill(_("{title} (branch {n})"), {"title": parent_title, "n": len(siblings) + 1})
-        try:
-            with self.store.open_writer(manifest.session_id) as writer:
-                writer.set_title(title)
-                return writer.manifest
-        except BranchwiseError as exc:
-            log.info("kept the inherited title of %s: %s", manifest.session_id, exc)
-            return manifest
 
     def _parents_of(self, manifest: Any) -> set[str]:
         return {manifest.parent.session_id} if manifest.parent is not None else set()
