@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -74,7 +75,7 @@ class Settings:
             empty means not configured.
         model: the model to request; empty lets a single-model server choose.
         api_key_env: the environment variable holding the API key; empty means
-            ``BRANCHWISE_API_KEY``, then ``OPENAI_API_KEY``.
+            ``BRANCHWISE_API_KEY``, then ``OPENAI_API_KEY`` (for https OpenAI hosts only).
         api_key: a key typed into the settings dialog (kept out of ``repr``).
         language: a UI locale such as ``zh_Hans``; ``None`` follows the system.
         first_run_done: the first-run setup was completed or dismissed.
@@ -205,17 +206,30 @@ def resolve_api_key(settings: Settings, environ: Mapping[str, str] | None = None
     """The key to send: the typed one, else the named variable, else the defaults.
 
     A named variable that is unset means no key (the person chose that
-    variable; guessing another one could send the wrong secret).
+    variable; guessing another one could send the wrong secret). The
+    ``OPENAI_API_KEY`` fallback only goes to OpenAI itself over https: a key
+    people keep for OpenAI must not reach whatever server is configured.
     """
     if settings.api_key:
         return settings.api_key
     env = os.environ if environ is None else environ
-    names = (settings.api_key_env,) if settings.api_key_env else DEFAULT_KEY_ENVS
+    if settings.api_key_env:
+        names: tuple[str, ...] = (settings.api_key_env,)
+    elif _is_openai(settings.base_url):
+        names = DEFAULT_KEY_ENVS
+    else:
+        names = DEFAULT_KEY_ENVS[:1]
     for name in names:
         value = env.get(name, "").strip()
         if value:
             return value
     return None
+
+
+def _is_openai(base_url: str) -> bool:
+    parts = urlsplit(base_url)
+    host = (parts.hostname or "").lower()
+    return parts.scheme == "https" and (host == "openai.com" or host.endswith(".openai.com"))
 
 
 def _json_name(attr: str) -> str:

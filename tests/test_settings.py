@@ -156,7 +156,17 @@ def test_api_key_resolution_order() -> None:
     assert resolve_api_key(Settings(api_key=KEY), env) == KEY
     assert resolve_api_key(Settings(api_key_env="MINE"), env) == "mine"
     assert resolve_api_key(Settings(), env) == "bw"
-    assert resolve_api_key(Settings(), {"OPENAI_API_KEY": "oa"}) == "oa"
+    # OPENAI_API_KEY goes to OpenAI over https only, never to another configured server.
+    openai = Settings(provider="openai", base_url="https://api.openai.com/v1")
+    assert resolve_api_key(openai, {"OPENAI_API_KEY": "oa"}) == "oa"
+    for elsewhere in (
+        "http://127.0.0.1:11434/v1",
+        "https://example.com/v1",
+        "http://api.openai.com/v1",
+        "https://openai.com.evil.example/v1",
+    ):
+        local = Settings(provider="openai", base_url=elsewhere)
+        assert resolve_api_key(local, {"OPENAI_API_KEY": "oa"}) is None, elsewhere
     assert resolve_api_key(Settings(), {"BRANCHWISE_API_KEY": "  "}) is None
     # A named variable that is unset means no key, not some other variable's key.
     assert resolve_api_key(Settings(api_key_env="UNSET"), env) is None
