@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cli_helpers import run_cli
+from cli_helpers import cli_command, run_cli
 
 
 def test_new_say_show_list_verify(tmp_path: Path) -> None:
@@ -37,17 +37,12 @@ def test_new_say_show_list_verify(tmp_path: Path) -> None:
 
 def test_say_streams_text_before_the_json_result(tmp_path: Path) -> None:
     import subprocess
-    import sys
 
     root = tmp_path / "root"
     _, created = run_cli(root, "session", "new")
     out = subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "branchwise.desktop.entry",
-            "--data-dir",
-            str(root),
+            *cli_command(root),
             "session",
             "say",
             created["sessionId"],

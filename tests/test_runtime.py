@@ -6,12 +6,11 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import orjson
+from cli_helpers import cli_command, wait_for_partial_text
 
 from branchwise.core.providers.demo import DemoProvider, demo_answer, split_chunks
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
@@ -108,17 +107,12 @@ def test_killed_runner_process_leaves_an_interrupted_turn_with_its_partial_text(
     store = SessionStore(root)
     with store.create("killed") as writer:
         session_id = writer.session_id
-    cli = [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root)]
+    cli = cli_command(root)
     with subprocess.Popen(
         [*cli, "session", "say", session_id, "tell me a long story", "--delay-ms", "40"],
         stdout=subprocess.PIPE,
     ) as proc:
-        deadline = time.monotonic() + 30
-        partial = None
-        while partial is None and time.monotonic() < deadline:
-            messages = store.read(session_id).projection.messages
-            partial = next((m for m in messages if m.role == "assistant" and m.partial), None)
-        assert partial is not None, "the runner never committed partial text"
+        partial = wait_for_partial_text(store, session_id)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     reopened = store.open_writer(session_id)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_helpers import cli_command, wait_for_partial_text
 from fake_openai_server import FakeOpenAIServer
 from test_runtime import Recorder
 
@@ -115,11 +116,7 @@ def test_runner_process_killed_mid_stream_reopens_as_interrupted(tmp_path: Path)
         base_url = server.stdout.readline().strip()
         with subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "branchwise.desktop.entry",
-                "--data-dir",
-                str(root),
+                *cli_command(root),
                 "session",
                 "say",
                 session_id,
@@ -131,12 +128,7 @@ def test_runner_process_killed_mid_stream_reopens_as_interrupted(tmp_path: Path)
                 "--quiet",
             ],
         ) as runner:
-            deadline = time.monotonic() + 30
-            partial = None
-            while partial is None and time.monotonic() < deadline:
-                messages = store.read(session_id).projection.messages
-                partial = next((m for m in messages if m.role == "assistant" and m.partial), None)
-            assert partial is not None
+            partial = wait_for_partial_text(store, session_id)
             os.kill(runner.pid, signal.SIGKILL)
             runner.wait()
         server.send_signal(signal.SIGTERM)
