@@ -1,13 +1,19 @@
-"""Typed errors with a stable wire ``code``.
+"""Every typed error Branchwise raises, each with its stable wire ``code``.
 
-Every refusal Branchwise makes is one of these: the ``code`` is what the CLI,
-the HTTP API and the UI's reason lookup key on; ``message`` is for people and
-is never parsed.
+The ``code`` is what the CLI, the HTTP API and the UI's reason lookup key on;
+``message`` is for people and is never parsed. Each error also knows whether
+retrying the same request can change the answer (``definitive``: the fork
+journal drops a definitively refused record and keeps an uncertain one) and
+the HTTP status ``branchwise serve`` answers it with. There are no separate
+lists of codes: ask the error, or :func:`error_class` for a code that came
+over the wire.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+_BY_CODE: dict[str, type[BranchwiseError]] = {}
 
 
 class BranchwiseError(Exception):
@@ -15,11 +21,20 @@ class BranchwiseError(Exception):
 
     Attributes:
         code: stable machine-readable reason (the wire code in DESIGN.md).
+        definitive: retrying the same request gets the same refusal.
+        http_status: the status ``branchwise serve`` answers this refusal with.
         message: human-readable explanation (English; the UI localizes by code).
         details: extra JSON-safe fields (seq, offset, ids) for the error payload.
     """
 
     code: str = "internal_error"
+    definitive: bool = False
+    http_status: int = 400
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            _BY_CODE.setdefault(cls.code, cls)
 
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
@@ -31,16 +46,27 @@ class BranchwiseError(Exception):
         return {"error": {"code": self.code, "message": self.message, **self.details}}
 
 
+def error_class(code: str) -> type[BranchwiseError] | None:
+    """The error class that owns ``code`` (``None`` for a code this build does not know)."""
+    return _BY_CODE.get(code)
+
+
+# -- The session store and its log -----------------------------------------------------------------
+
+
 class InvalidSessionId(BranchwiseError):
     """A session id that is not of the strict form, so it could name another path."""
 
     code = "invalid_session_id"
+    definitive = True
 
 
 class SessionNotFound(BranchwiseError):
     """No session with this id exists under the data root."""
 
     code = "session_not_found"
+    definitive = True
+    http_status = 404
 
 
 class SessionExists(BranchwiseError):
@@ -55,6 +81,12 @@ class LeaseHeld(BranchwiseError):
     code = "lease_held"
 
 
+class AppAlreadyRunning(BranchwiseError):
+    """Another Branchwise app already uses this data root."""
+
+    code = "app_running"
+
+
 class CorruptLog(BranchwiseError):
     """A bad frame is followed by good ones: corruption, not a torn tail.
 
@@ -63,18 +95,21 @@ class CorruptLog(BranchwiseError):
     """
 
     code = "corrupt_log"
+    definitive = True
 
 
 class UnsupportedFormat(BranchwiseError):
     """A manifest or frame of a newer format than this build understands."""
 
     code = "unsupported_format"
+    definitive = True
 
 
 class InvalidManifest(BranchwiseError):
     """A manifest that does not parse or lacks required fields."""
 
     code = "invalid_manifest"
+    definitive = True
 
 
 class InvalidFrame(BranchwiseError):
@@ -115,3 +150,276 @@ class ReadOnlySession(BranchwiseError):
     """A write was asked of a session opened read-only."""
 
     code = "read_only"
+
+
+class InvalidTitle(BranchwiseError):
+    """A conversation title that is empty or too long."""
+
+    code = "invalid_title"
+
+
+# -- Forks (§3.1, §3.2): a target's unavailable ``reason`` and the refused fork share one code -----
+
+
+class SourceNotFound(SessionNotFound):
+    """The session to fork (or to list targets of) does not exist."""
+
+    code = "source_not_found"
+    definitive = True
+    http_status = 404
+
+
+class StaleSource(BranchwiseError):
+    """The request's generation or boundary no longer matches the source's log."""
+
+    code = "stale_source"
+    definitive = True
+    http_status = 409
+
+
+class UnknownTurn(BranchwiseError):
+    """No turn with this id in the source (never redirected to another turn)."""
+
+    code = "unknown_turn"
+    definitive = True
+    http_status = 404
+
+
+class TurnOpen(BranchwiseError):
+    """The turn has not ended, so it has no boundary to branch from."""
+
+    code = "turn_open"
+    definitive = True
+    http_status = 409
+
+
+class ActiveAuthority(BranchwiseError):
+    """The turn's closing commit leaves an interaction or tool call open."""
+
+    code = "active_authority"
+    definitive = True
+    http_status = 409
+
+
+class BoundaryNotAtomic(BranchwiseError):
+    """The cut would split a commit."""
+
+    code = "boundary_not_atomic"
+    definitive = True
+    http_status = 409
+
+
+class Unverifiable(BranchwiseError):
+    """Message-only history with no turn records: no boundary can be confirmed."""
+
+    code = "unverifiable"
+    definitive = True
+    http_status = 422
+
+
+class DuplicateChild(BranchwiseError):
+    """The requested child session id is already taken."""
+
+    code = "duplicate_child"
+    definitive = True
+    http_status = 409
+
+
+class OperationConflict(BranchwiseError):
+    """The operation id was already used for a different fork request."""
+
+    code = "operation_conflict"
+    definitive = True
+    http_status = 409
+
+
+class InvalidForkRequest(BranchwiseError):
+    """A fork request with a malformed operation id, boundary or generation."""
+
+    code = "invalid_fork_request"
+    definitive = True
+
+
+# -- Lineage and child sessions (§3.3) -------------------------------------------------------------
+
+
+class LineageCycle(BranchwiseError):
+    """Damaged manifests whose parent links loop; the walk stops instead of hanging."""
+
+    code = "lineage_cycle"
+
+
+class InvalidSpawnedFrom(BranchwiseError):
+    """``spawnedFrom`` is not ``{turnId?, toolCallId?}`` of strings."""
+
+    code = "invalid_spawned_from"
+
+
+class WrongParentWriter(BranchwiseError):
+    """The writer handed to :func:`create_child` belongs to another session."""
+
+    code = "wrong_parent_writer"
+
+
+# -- Settings --------------------------------------------------------------------------------------
+
+
+class InvalidSettings(BranchwiseError):
+    """A settings value that cannot be used; ``field`` names it (camelCase, as on disk)."""
+
+    code = "invalid_settings"
+
+
+# -- Model providers: one class per thing a person can act on --------------------------------------
+
+
+class ProviderError(BranchwiseError):
+    """A model call failed; ``code`` says how (subclasses refine it)."""
+
+    code = "provider_error"
+
+
+class InvalidBaseUrl(ProviderError):
+    """A base URL that is not ``http(s)://host[:port][/path]``."""
+
+    code = "provider_invalid_url"
+
+
+class ProviderUnreachable(ProviderError):
+    """No connection: nothing listens there, DNS failed, or connecting timed out."""
+
+    code = "provider_unreachable"
+
+
+class ProviderTimeout(ProviderError):
+    """Connected, but the server went quiet for longer than the read timeout."""
+
+    code = "provider_timeout"
+
+
+class ProviderHttpError(ProviderError):
+    """The server answered with an HTTP error status (``status`` in details)."""
+
+    code = "provider_http_error"
+
+
+class ProviderAuthError(ProviderHttpError):
+    """401/403: the API key is missing, wrong, or not allowed this model."""
+
+    code = "provider_auth"
+
+
+class ModelNotFound(ProviderHttpError):
+    """404 naming the model: the server does not have it (e.g. not pulled yet)."""
+
+    code = "provider_model_not_found"
+
+
+class EndpointNotFound(ProviderHttpError):
+    """404 for the endpoint itself: the base URL is probably wrong (missing ``/v1``)."""
+
+    code = "provider_endpoint_not_found"
+
+
+class ProviderRateLimited(ProviderHttpError):
+    """429: too many requests or quota exhausted; ``retryAfter`` when the server says."""
+
+    code = "provider_rate_limited"
+
+
+class ProviderRemoteError(ProviderError):
+    """The server reported an error inside an otherwise successful stream."""
+
+    code = "provider_remote_error"
+
+
+class ProviderStreamCut(ProviderError):
+    """The stream ended before the server said it was finished.
+
+    The text received so far was real but incomplete; the runner keeps it as
+    partial output.
+    """
+
+    code = "provider_stream_cut"
+
+
+class ProviderBadStream(ProviderError):
+    """The reply is not an OpenAI event stream (bad JSON, wrong shape, HTML page)."""
+
+    code = "provider_bad_stream"
+
+
+class ProviderEmptyReply(ProviderError):
+    """The server finished properly but produced no text at all.
+
+    Raised rather than recording a silent empty answer, which a person cannot
+    tell apart from a display bug.
+    """
+
+    code = "provider_empty_reply"
+
+
+# -- A remote Branchwise server (``branchwise serve``, DESIGN §5) ----------------------------------
+
+
+class InvalidRequest(BranchwiseError):
+    """A request body or header that does not validate."""
+
+    code = "invalid_request"
+
+
+class Unauthorized(BranchwiseError):
+    """Missing or wrong bearer token."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
+class SessionMismatch(BranchwiseError):
+    """``X-Expected-Session`` does not name the session in the path."""
+
+    code = "session_mismatch"
+
+
+class ServerUnsupported(BranchwiseError):
+    """The server does not advertise ``session-fork-targets-v1``; there is no fallback."""
+
+    code = "server_unsupported"
+
+
+class RemoteUnavailable(BranchwiseError):
+    """The server could not be reached, timed out, or sent an undecodable reply.
+
+    The outcome of a request is unknown: a fork may or may not have happened.
+    """
+
+    code = "remote_unavailable"
+
+
+class RouteNotFound(BranchwiseError):
+    """No such endpoint on a Branchwise server."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class BodyTooLarge(BranchwiseError):
+    """A request body over the server's size limit."""
+
+    code = "body_too_large"
+    http_status = 413
+
+
+class RemoteRefusal(BranchwiseError):
+    """A typed refusal from a Branchwise server, carrying the server's own ``code``.
+
+    It is as definitive as the error that code names here: a server refusing a
+    fork as ``stale_source`` will refuse it again, while an unknown code leaves
+    the outcome open (the journal keeps its record).
+    """
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(message, status=status)
+        self.code = code
+        known = error_class(code)
+        self.definitive = known is not None and known.definitive

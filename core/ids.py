@@ -12,7 +12,7 @@ import re
 import time
 import uuid
 
-from .errors import InvalidSessionId
+from branchwise.core.errors import InvalidSessionId
 
 _SESSION_ID = re.compile(r"[0-9a-z][0-9a-z-]{7,63}")
 

@@ -22,12 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import events as ev
-from .errors import BranchwiseError
-from .events import EndReason
-from .ids import new_id
-from .providers.base import Provider, TextChunk, Usage
-from .store import SessionWriter
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.ids import new_id
+from branchwise.core.projection import events as ev
+from branchwise.core.projection.events import EndReason
+from branchwise.core.providers.base import Provider, TextChunk, Usage
+from branchwise.core.store.store import SessionWriter
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,9 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from .atomic import atomic_write_bytes
-from .errors import BranchwiseError
-from .providers.errors import InvalidBaseUrl
-from .providers.openai import normalize_base_url
+from branchwise.core.errors import InvalidBaseUrl, InvalidSettings
+from branchwise.core.providers.openai import normalize_base_url
+from branchwise.core.store.atomic import atomic_write_bytes
 
 SETTINGS_FILE = "settings.json"
 SETTINGS_FORMAT = 1
@@ -39,12 +38,6 @@ ProviderKind = Literal["demo", "openai"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _LANGUAGE = re.compile(r"[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8}){0,3}")
-
-
-class InvalidSettings(BranchwiseError):
-    """A settings value that cannot be used; ``field`` names it (camelCase, as on disk)."""
-
-    code = "invalid_settings"
 
 
 @dataclass(frozen=True, slots=True)

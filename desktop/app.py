@@ -15,28 +15,31 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import orjson
-from PySide6.QtCore import QTimer
+import qasync
+from PySide6.QtCore import QCoreApplication, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from branchwise.core.errors import BranchwiseError
-from branchwise.core.i18n import choose_language, set_language, system_locale
-from branchwise.core.instance import InstanceLock
-from branchwise.core.reasons import error_text
-from branchwise.core.store import SessionStore, default_data_root
-
-from .first_run import FirstRun
-from .host import Host
-from .notices import Level, NoticeCenter
-from .qt_i18n import LanguageBridge
-from .qt_loop import report_loop_errors, run_on_qt_loop
-from .style import apply_style
-from .window import MainWindow
+from branchwise.core.i18n.language import set_language
+from branchwise.core.i18n.locales import choose_language, system_locale
+from branchwise.core.i18n.reasons import error_text
+from branchwise.core.store.locks import InstanceLock
+from branchwise.core.store.store import SessionStore, default_data_root
+from branchwise.desktop.host.first_run import FirstRun
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.notices import Level, NoticeCenter
+from branchwise.desktop.widgets.qt_i18n import LanguageBridge
+from branchwise.desktop.widgets.style import apply_style
+from branchwise.desktop.widgets.window import MainWindow
 
 EXIT_AFTER_SHOW = "BRANCHWISE_EXIT_AFTER_SHOW"
 
@@ -111,3 +114,31 @@ def _report_shown(window: MainWindow, host: Host, started: float | None) -> None
     sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
     sys.stdout.buffer.flush()
     window.close()
+
+
+log = logging.getLogger(__name__)
+
+
+def run_on_qt_loop(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run ``main()`` on a qasync loop over the existing QApplication; return its result."""
+    with asyncio.Runner(loop_factory=qasync.QEventLoop) as runner:
+        return runner.run(main())
+
+
+async def until_quit(app: QCoreApplication) -> None:
+    """Wait until the application is about to quit (last window closed, Quit)."""
+    quitting = asyncio.Event()
+    app.aboutToQuit.connect(quitting.set)
+    await quitting.wait()
+
+
+def report_loop_errors(loop: asyncio.AbstractEventLoop, notices: NoticeCenter) -> None:
+    """Log unhandled loop exceptions and post each as a notice."""
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        exc = context.get("exception")
+        log.error("unhandled in event loop: %s", context.get("message"), exc_info=exc)
+        detail = repr(exc) if exc is not None else str(context.get("message"))
+        notices.post("internal_error", Level.ERROR, detail=detail)
+
+    loop.set_exception_handler(handler)

@@ -17,7 +17,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command is not None:
         return run_command(args)
-    from .app import run_app
+    from branchwise.desktop.app import run_app
 
     return run_app(args)
 

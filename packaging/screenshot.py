@@ -62,11 +62,11 @@ FORK_TURN = (
 
 def build_fixture(root: Path) -> tuple[str, str, str]:
     """Write the fixture sessions; return (parent, fork, child) ids."""
-    from branchwise.core import events as ev
-    from branchwise.core.fork import fork
+    from branchwise.core.fork.engine import fork
     from branchwise.core.ids import new_id
     from branchwise.core.lineage import create_child
-    from branchwise.core.store import SessionStore
+    from branchwise.core.projection import events as ev
+    from branchwise.core.store.store import SessionStore
 
     store = SessionStore(root)
 
@@ -107,9 +107,9 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
 async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -> int:
     from PySide6.QtWidgets import QApplication
 
-    from branchwise.desktop.host import Host
-    from branchwise.desktop.notices import Level
-    from branchwise.desktop.window import MainWindow
+    from branchwise.desktop.host.host import Host
+    from branchwise.desktop.host.notices import Level
+    from branchwise.desktop.widgets.window import MainWindow
 
     app = QApplication.instance()
     assert app is not None
@@ -156,9 +156,9 @@ def main() -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "xcb")
     from PySide6.QtWidgets import QApplication
 
-    from branchwise.core.i18n import set_language
-    from branchwise.desktop.qt_loop import run_on_qt_loop
-    from branchwise.desktop.style import apply_style
+    from branchwise.core.i18n.language import set_language
+    from branchwise.desktop.app import run_on_qt_loop
+    from branchwise.desktop.widgets.style import apply_style
 
     set_language(args.lang)
     app = QApplication(sys.argv[:1])

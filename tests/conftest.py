@@ -13,9 +13,7 @@ os.environ.setdefault("BRANCHWISE_HOME", "/nonexistent-branchwise-home-set-by-te
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from branchwise.core.store import SessionStore  # noqa: E402
-
-TESTS_DIR = Path(__file__).parent
+from branchwise.core.store.store import SessionStore
 
 # CI machines are shared and noisy: judge properties, not generation speed.
 settings.register_profile(

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..fork import fork
-from ..ids import new_id, validate_session_id
-from ..lineage import create_child, lineage, tree
-from ..store import SessionStore
-from ..targets import fork_targets
+from branchwise.core.fork.engine import fork
+from branchwise.core.fork.targets import fork_targets
+from branchwise.core.ids import new_id, validate_session_id
+from branchwise.core.lineage import create_child, lineage, tree
+from branchwise.core.store.store import SessionStore
 
 
 def register(session_sub: argparse._SubParsersAction) -> None:

@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import BranchwiseError
-from ..store import SessionStore, default_data_root
-from .output import print_json
+from branchwise.core.cli.output import print_json
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.store.store import SessionStore, default_data_root
 
 # Modules adding `session …` subcommands (register) and top-level commands (register_top).
 SESSION_COMMAND_MODULES = (

@@ -16,17 +16,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from ..providers.base import Provider
-from ..providers.demo import DemoProvider
-from ..providers.detect import candidate_urls, choose_provider, detect_servers
-from ..settings import (
-    InvalidSettings,
-    Settings,
-    SettingsNotice,
-    load_settings,
-    validate_settings,
-)
-from ..store import SessionStore
+from branchwise.core.errors import InvalidSettings
+from branchwise.core.providers.base import Provider
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.providers.detect import candidate_urls, choose_provider, detect_servers
+from branchwise.core.settings import Settings, SettingsNotice, load_settings, validate_settings
+from branchwise.core.store.store import SessionStore
 
 
 def register_top(sub: argparse._SubParsersAction) -> None:

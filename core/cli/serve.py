@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from ..store import SessionStore
-from .output import print_json
+from branchwise.core.cli.output import print_json
+from branchwise.core.store.store import SessionStore
 
 
 def register_top(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def register_top(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Serve until interrupted; the first output line says where and where the token is."""
-    from ..remote.server import TOKEN_FILE, serve
+    from branchwise.core.remote.server import TOKEN_FILE, serve
 
     def ready(url: str) -> None:
         print_json({"url": url, "tokenFile": str(store.root / TOKEN_FILE)})

@@ -8,11 +8,11 @@ import importlib
 import sys
 from typing import Any
 
-from ..ids import validate_session_id
-from ..log import scan_log
-from ..providers.demo import DemoProvider
-from ..runtime import TurnListener, TurnRunner
-from ..store import SessionStore
+from branchwise.core.ids import validate_session_id
+from branchwise.core.log.scan import scan_log
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.runtime import TurnListener, TurnRunner
+from branchwise.core.store.store import SessionStore
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -1,5 +1,6 @@
 """Model providers: the async seam between the turn runner and a model."""
 
-from .base import Provider, ProviderError, TextChunk, Usage
+from branchwise.core.errors import ProviderError
+from branchwise.core.providers.base import Provider, TextChunk, Usage
 
 __all__ = ["Provider", "ProviderError", "TextChunk", "Usage"]

@@ -12,8 +12,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..errors import BranchwiseError
-
 
 @dataclass(frozen=True, slots=True)
 class TextChunk:
@@ -31,12 +29,6 @@ class Usage:
 
 
 StreamItem = TextChunk | Usage
-
-
-class ProviderError(BranchwiseError):
-    """A model call failed; ``code`` says how (subclasses refine it)."""
-
-    code = "provider_error"
 
 
 class Provider(Protocol):

@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 
-from .base import StreamItem, TextChunk, Usage
+from branchwise.core.providers.base import StreamItem, TextChunk, Usage
 
 DEMO_MODEL = "demo"
 

@@ -17,11 +17,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..settings import Settings, resolve_api_key
-from .base import Provider, ProviderError
-from .demo import DemoProvider
-from .errors import InvalidBaseUrl, ProviderAuthError
-from .openai import OpenAIProvider, normalize_base_url
+from branchwise.core.errors import InvalidBaseUrl, ProviderAuthError, ProviderError
+from branchwise.core.providers.base import Provider
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.providers.openai import OpenAIProvider, normalize_base_url
+from branchwise.core.settings import Settings, resolve_api_key
 
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 

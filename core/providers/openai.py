@@ -28,21 +28,27 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import orjson
 
-from .base import ProviderError, StreamItem
-from .errors import (
+from branchwise.core.errors import (
     EndpointNotFound,
     InvalidBaseUrl,
     ModelNotFound,
     ProviderAuthError,
     ProviderBadStream,
+    ProviderError,
     ProviderHttpError,
     ProviderRateLimited,
     ProviderStreamCut,
     ProviderTimeout,
     ProviderUnreachable,
 )
-from .openai_wire import ChatStreamReader, ModelEntry, error_message, parse_model_list
-from .sse import SSEDecoder, SSEProtocolError
+from branchwise.core.providers.base import StreamItem
+from branchwise.core.providers.openai_wire import (
+    ChatStreamReader,
+    ModelEntry,
+    error_message,
+    parse_model_list,
+)
+from branchwise.core.providers.sse import SSEDecoder, SSEProtocolError
 
 USER_AGENT = "Branchwise/0.1"
 MAX_ERROR_BODY = 64 * 1024

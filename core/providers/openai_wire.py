@@ -16,13 +16,13 @@ from typing import Any
 
 import orjson
 
-from .base import StreamItem, TextChunk, Usage
-from .errors import (
+from branchwise.core.errors import (
     ProviderBadStream,
     ProviderEmptyReply,
     ProviderRemoteError,
     ProviderStreamCut,
 )
+from branchwise.core.providers.base import StreamItem, TextChunk, Usage
 
 DONE = b"[DONE]"
 

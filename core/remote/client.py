@@ -14,23 +14,10 @@ from typing import Any
 import httpx
 import orjson
 
-from ..errors import BranchwiseError
-from ..fork import ForkResult
-from ..ids import validate_session_id
-from .protocol import (
-    CAP_FORK_TARGETS,
-    EXPECTED_SESSION_HEADER,
-    RemoteUnavailable,
-    ServerUnsupported,
-)
-
-
-class RemoteRefusal(BranchwiseError):
-    """A definitive typed refusal from the server (``code`` is the server's)."""
-
-    def __init__(self, code: str, message: str, status: int) -> None:
-        super().__init__(message, status=status)
-        self.code = code
+from branchwise.core.errors import RemoteRefusal, RemoteUnavailable, ServerUnsupported
+from branchwise.core.fork.engine import ForkResult
+from branchwise.core.ids import validate_session_id
+from branchwise.core.remote.protocol import CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
 
 
 class RemoteStore:

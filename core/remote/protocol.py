@@ -4,67 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import BranchwiseError
+from branchwise.core.errors import InvalidRequest
 
 CAP_FORK_TARGETS = "session-fork-targets-v1"
 CAP_FORK = "session-fork-v1"
 CAPABILITIES = (CAP_FORK_TARGETS, CAP_FORK)
 MAX_BODY = 16 * 1024
 EXPECTED_SESSION_HEADER = "X-Expected-Session"
-
-# Refusals that are definitive (the same request will always get the same answer).
-STATUS_FOR_CODE = {
-    "invalid_request": 400,
-    "invalid_session_id": 400,
-    "invalid_fork_request": 400,
-    "session_mismatch": 400,
-    "unauthorized": 401,
-    "not_found": 404,
-    "source_not_found": 404,
-    "session_not_found": 404,
-    "unknown_turn": 404,
-    "body_too_large": 413,
-    "stale_source": 409,
-    "operation_conflict": 409,
-    "duplicate_child": 409,
-    "turn_open": 409,
-    "active_authority": 409,
-    "boundary_not_atomic": 409,
-    "unverifiable": 422,
-}
-
-
-class InvalidRequest(BranchwiseError):
-    """A request body or header that does not validate."""
-
-    code = "invalid_request"
-
-
-class Unauthorized(BranchwiseError):
-    """Missing or wrong bearer token."""
-
-    code = "unauthorized"
-
-
-class SessionMismatch(BranchwiseError):
-    """``X-Expected-Session`` does not name the session in the path."""
-
-    code = "session_mismatch"
-
-
-class ServerUnsupported(BranchwiseError):
-    """The server does not advertise ``session-fork-targets-v1``; there is no fallback."""
-
-    code = "server_unsupported"
-
-
-class RemoteUnavailable(BranchwiseError):
-    """The server could not be reached, timed out, or sent an undecodable reply.
-
-    The outcome of a request is unknown: a fork may or may not have happened.
-    """
-
-    code = "remote_unavailable"
 
 
 FORK_FIELDS: dict[str, type] = {

@@ -17,21 +17,24 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from ..errors import BranchwiseError
-from ..fork import fork
-from ..ids import validate_session_id
-from ..store import SessionStore
-from ..targets import fork_targets
-from .protocol import (
+from branchwise.core.errors import (
+    BodyTooLarge,
+    BranchwiseError,
+    InvalidRequest,
+    RouteNotFound,
+    SessionMismatch,
+    Unauthorized,
+)
+from branchwise.core.fork.engine import fork
+from branchwise.core.fork.targets import fork_targets
+from branchwise.core.ids import validate_session_id
+from branchwise.core.remote.protocol import (
     CAPABILITIES,
     EXPECTED_SESSION_HEADER,
     MAX_BODY,
-    STATUS_FOR_CODE,
-    InvalidRequest,
-    SessionMismatch,
-    Unauthorized,
     validate_fork_body,
 )
+from branchwise.core.store.store import SessionStore
 
 TOKEN_FILE = "serve-token"
 
@@ -59,8 +62,7 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(exc: BranchwiseError) -> web.Response:
-    status = STATUS_FOR_CODE.get(exc.code, 400)
-    return _json({"error": {"code": exc.code, "message": exc.message}}, status)
+    return _json({"error": {"code": exc.code, "message": exc.message}}, exc.http_status)
 
 
 def build_app(store: SessionStore, token: str) -> web.Application:
@@ -77,9 +79,9 @@ def build_app(store: SessionStore, token: str) -> web.Application:
         except BranchwiseError as exc:
             return _error(exc)
         except web.HTTPRequestEntityTooLarge:
-            return _json({"error": {"code": "body_too_large", "message": "body too large"}}, 413)
+            return _error(BodyTooLarge("body too large"))
         except web.HTTPNotFound:
-            return _json({"error": {"code": "not_found", "message": "no such endpoint"}}, 404)
+            return _error(RouteNotFound("no such endpoint"))
         except web.HTTPMethodNotAllowed:
             return _json(
                 {"error": {"code": "invalid_request", "message": "method not allowed"}}, 405

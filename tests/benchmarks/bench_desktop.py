@@ -51,10 +51,10 @@ def child_open(root: Path, session_id: str) -> None:
     from PySide6.QtCore import QEvent, QObject
     from PySide6.QtWidgets import QApplication
 
-    from branchwise.desktop.host import Host
-    from branchwise.desktop.qt_loop import run_on_qt_loop
-    from branchwise.desktop.style import apply_style
-    from branchwise.desktop.window import MainWindow
+    from branchwise.desktop.app import run_on_qt_loop
+    from branchwise.desktop.host.host import Host
+    from branchwise.desktop.widgets.style import apply_style
+    from branchwise.desktop.widgets.window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     apply_style(app)

@@ -30,14 +30,14 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers_fork import complete_turn, write_big_session  # noqa: E402
+from helpers.sessions import complete_turn, write_big_session
 
-from branchwise.core.fork import fork  # noqa: E402
+from branchwise.core.fork.engine import fork
+from branchwise.core.fork.targets import forget_turn_scans, fork_targets
 from branchwise.core.lineage import tree  # noqa: E402
-from branchwise.core.manifest import Manifest, ParentLink  # noqa: E402
-from branchwise.core.projection import Projection  # noqa: E402
-from branchwise.core.store import SessionStore  # noqa: E402
-from branchwise.core.targets import forget_turn_scans, fork_targets  # noqa: E402
+from branchwise.core.projection.projection import Projection
+from branchwise.core.store.manifest import Manifest, ParentLink
+from branchwise.core.store.store import SessionStore
 
 
 def side_by_side(

@@ -28,7 +28,7 @@ from common import report  # noqa: E402
 from branchwise.core.providers.base import TextChunk  # noqa: E402
 from branchwise.core.providers.openai import OpenAIProvider  # noqa: E402
 from branchwise.core.runtime import TurnListener, TurnRunner  # noqa: E402
-from branchwise.core.store import SessionStore  # noqa: E402
+from branchwise.core.store.store import SessionStore  # noqa: E402
 
 
 class Counting(TurnListener):

@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from branchwise.core.frames import encode_frame
 from branchwise.core.ids import new_session_id
-from branchwise.core.manifest import Manifest, save_manifest
+from branchwise.core.log.frames import encode_frame
+from branchwise.core.store.manifest import Manifest, save_manifest
 
 ANSWER = (
     "Branching lets you explore another direction without losing this one. " * 28

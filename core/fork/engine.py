@@ -1,0 +1,346 @@
+"""Forking a session at a finished turn into an independent child (§3.2).
+
+A fork reads the source's committed log once, without any lease, and never
+writes the source. The inherited prefix runs through the whole commit that
+closed the target turn; ``usage`` events are left out (the parent already
+paid for them) and the rest are renumbered densely, commits too, keeping each
+inherited commit whole so the child's own turn boundaries stay atomic. The
+child's first own commit holds ``session/fork``.
+
+The child is built in a temporary folder under ``sessions/`` (swept on start
+if a crash leaves it) and published with one rename: a crash leaves either no
+child or a whole one.
+
+Idempotency per operation id: see :mod:`~branchwise.core.fork_index`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from branchwise.core.errors import (
+    DuplicateChild,
+    InvalidForkRequest,
+    InvalidManifest,
+    OperationConflict,
+    SessionExists,
+    SessionNotFound,
+    StaleSource,
+    UnknownTurn,
+    Unverifiable,
+    error_class,
+)
+from branchwise.core.fork.operations import ForkRequest, OperationIndex
+from branchwise.core.fork.targets import load_source_manifest, target_of
+from branchwise.core.ids import new_session_id, validate_session_id
+from branchwise.core.log.frames import (
+    FRAME_VERSION,
+    MAGIC,
+    encode_frame,
+    iter_frames,
+    read_log_bytes,
+)
+from branchwise.core.projection.events import EventType, validate_event
+from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
+from branchwise.core.store.publish import publish_new_session
+from branchwise.core.store.store import SessionStore
+
+_USAGE = EventType.USAGE.value
+_CHECKPOINT = EventType.CHECKPOINT.value
+_HEAD = struct.Struct("<3sBII")  # magic, version, length, payload crc (see frames.py)
+_CRC = struct.Struct("<I")
+MAX_OPERATION_ID = 200
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """What a fork call returns.
+
+    Attributes:
+        child_session_id: the child (new, or the one this operation made before).
+        created: false when a retry found the child this operation already made.
+        operation_id: the operation the child belongs to.
+    """
+
+    child_session_id: str
+    created: bool
+    operation_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"childSessionId", "created", "operationId"}``."""
+        return {
+            "childSessionId": self.child_session_id,
+            "created": self.created,
+            "operationId": self.operation_id,
+        }
+
+
+# -- building the child's log ---------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Cut:
+    """The inherited prefix, encoded, and what the scan learned about the source."""
+
+    frames: bytearray
+    commits: int
+    events: int
+    blobs: list[str]
+    tracker: TurnTracker
+    splits_commit: bool
+
+
+def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
+    """Replay the whole log and encode the prefix through the commit holding ``boundary``.
+
+    The prefix is encoded while it is read (one pass, no second decode);
+    whether the cut is acceptable is decided afterwards from the complete
+    turn state, the same state :func:`~branchwise.core.targets.fork_targets`
+    answers from. Until the first ``usage`` event is left out nothing needs
+    renumbering, so those frames are copied byte for byte; later ones are
+    encoded as :func:`~branchwise.core.frames.encode_frame` does, straight
+    into the output buffer (a test pins the bytes).
+    """
+    tracker = TurnTracker()
+    out = bytearray()
+    seq = commits = 0
+    blobs: list[str] = []
+    cutting, splits_commit, shifted = True, False, False
+    apply, dumps, crc32 = tracker.apply, orjson.dumps, zlib.crc32
+    pack_head, pack_crc = _HEAD.pack, _CRC.pack
+    view = memoryview(buf)
+    for events, offset, end in iter_frames(view):
+        apply(events)  # before renumbering: the tracker reads the source's seqs
+        if not cutting:
+            continue
+        first, last = (events[0]["seq"], events[-1]["seq"]) if events else (0, 0)
+        kinds = [event["type"] for event in events]
+        if _CHECKPOINT in kinds:
+            for event in events:
+                if event["type"] == _CHECKPOINT and isinstance(event["blobs"], list):
+                    blobs.extend(event["blobs"])
+        if not shifted and _USAGE not in kinds:
+            out += view[offset:end]  # same commit number, same seqs: the same bytes
+            seq += len(events)
+            commits += 1
+        else:
+            shifted = True
+            kept = []
+            for event, kind in zip(events, kinds, strict=True):
+                if kind != _USAGE:
+                    seq += 1
+                    event["seq"] = seq
+                    kept.append(event)
+            if kept or not events:  # a commit of usage only leaves nothing to inherit
+                commits += 1
+                payload = dumps({"commit": commits, "events": kept})
+                head = pack_head(MAGIC, FRAME_VERSION, len(payload), crc32(payload))
+                out += head
+                out += pack_crc(crc32(head))
+                out += payload
+        if events and last >= boundary:
+            cutting = False
+            splits_commit = first <= boundary < last
+    return _Cut(out, commits, seq, blobs, tracker, splits_commit)
+
+
+def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
+    """Refuse, with the target's own reason, anything but an available target's boundary."""
+    tracker = cut.tracker
+    details = {"sessionId": source_id, "turnId": turn_id, "boundarySequence": boundary}
+    if not tracker.verifiable:
+        raise Unverifiable(
+            f"session {source_id} has message-only history with no turn records", **details
+        )
+    turn = tracker.turn(turn_id)
+    if turn is None:
+        raise UnknownTurn(f"session {source_id} has no turn {turn_id}", **details)
+    target = target_of(turn)
+    if turn.is_open:
+        raise error_class(str(target.reason))(
+            f"turn {turn_id} has not finished yet, so it has no boundary to branch from",
+            **details,
+        )
+    if boundary != turn.boundary_sequence:
+        if cut.splits_commit:
+            raise error_class("boundary_not_atomic")(
+                f"seq {boundary} is inside a commit; turn {turn_id} ends at "
+                f"{turn.boundary_sequence}",
+                **details,
+            )
+        raise StaleSource(
+            f"turn {turn_id} ends at seq {turn.boundary_sequence}, not {boundary}",
+            currentBoundarySequence=turn.boundary_sequence,
+            **details,
+        )
+    if not target.available:
+        raise error_class(str(target.reason))(
+            f"turn {turn_id} cannot be forked: {target.reason}",
+            openAuthority=list(turn.open_authority),
+            **details,
+        )
+
+
+# -- fork -----------------------------------------------------------------------
+
+
+def _validate_request(
+    turn_id: object, operation_id: object, boundary: object, generation: object
+) -> None:
+    if not isinstance(turn_id, str):
+        raise InvalidForkRequest("turnId must be a string", field="turnId")
+    if not isinstance(operation_id, str) or not 0 < len(operation_id) <= MAX_OPERATION_ID:
+        raise InvalidForkRequest(f"operation id must be 1-{MAX_OPERATION_ID} characters")
+    for name, value in (("boundarySequence", boundary), ("expectedGeneration", generation)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidForkRequest(f"{name} must be an integer", field=name)
+
+
+def _conflict(operation_id: str) -> OperationConflict:
+    return OperationConflict(
+        f"operation {operation_id} was used for a different fork request",
+        operationId=operation_id,
+    )
+
+
+def _existing_child(
+    store: SessionStore, child_id: str, request: ForkRequest, operation_id: str
+) -> ForkResult | None:
+    """The result for a child this operation already published; refuse anyone else's."""
+    try:
+        manifest = load_manifest(store.session_dir(child_id))
+    except SessionNotFound:
+        return None
+    except InvalidManifest as exc:
+        raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id) from exc
+    if manifest.created_by_operation != operation_id:
+        raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id)
+    link = manifest.parent
+    made = link and ForkRequest(
+        link.session_id, str(link.turn_id), link.boundary_sequence or 0, link.generation or 0
+    )
+    if not made or not request.same_as(made):
+        raise _conflict(operation_id)
+    return ForkResult(child_id, False, operation_id)
+
+
+def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, _Cut]:
+    """The source's manifest and the checked cut, from one consistent read of its log."""
+    source_id = request.source_session_id
+    source_dir = store.session_dir(source_id)
+    before = load_source_manifest(source_dir, source_id)
+    if before.generation != request.expected_generation:
+        raise StaleSource(
+            f"session {source_id} is at generation {before.generation}, "
+            f"not {request.expected_generation}",
+            sessionId=source_id,
+            generation=before.generation,
+        )
+    cut = _cut_prefix(read_log_bytes(source_dir / "events.log"), request.boundary_sequence)
+    _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
+    if load_source_manifest(source_dir, source_id).generation != before.generation:
+        raise StaleSource(
+            f"session {source_id} was replaced while it was forked", sessionId=source_id
+        )
+    return before, cut
+
+
+def _child_manifest(
+    source: Manifest, request: ForkRequest, child_id: str, cut: _Cut, operation_id: str
+) -> Manifest:
+    return Manifest(
+        session_id=child_id,
+        title=source.title,
+        kind="fork",
+        created_at=time.time(),
+        parent=ParentLink(
+            source.session_id,
+            "fork",
+            request.turn_id,
+            request.boundary_sequence,
+            source.generation,
+        ),
+        root_session_id=source.root_session_id or source.session_id,
+        seed_length=cut.events,
+        created_by_operation=operation_id,
+    )
+
+
+def fork(
+    store: SessionStore,
+    source_id: str,
+    turn_id: str,
+    boundary_sequence: int,
+    expected_generation: int,
+    operation_id: str,
+    child_id: str | None = None,
+) -> ForkResult:
+    """Fork ``source_id`` at ``turn_id`` into a new, independent child session.
+
+    Idempotent per ``operation_id``: a retry of the same request returns the
+    same child with ``created: false`` (even if the source changed since).
+    Every refusal is a typed error and publishes nothing. Like
+    :func:`~branchwise.core.targets.fork_targets`, it reads committed frames
+    only: a torn tail or damage ends the history it can fork from.
+
+    Raises:
+        InvalidSessionId, InvalidForkRequest: malformed arguments.
+        OperationConflict: ``operation_id`` was used for a different request.
+        SourceNotFound, DuplicateChild, StaleSource, Unverifiable, UnknownTurn,
+        TurnOpen, BoundaryNotAtomic, ActiveAuthority: see DESIGN §3.2.
+    """
+    validate_session_id(source_id)
+    if child_id is not None:
+        validate_session_id(child_id)
+    _validate_request(turn_id, operation_id, boundary_sequence, expected_generation)
+    request = ForkRequest(source_id, turn_id, boundary_sequence, expected_generation, child_id)
+    index = OperationIndex(store.root)
+    reserved = index.lookup(operation_id)
+    if reserved is not None and not request.same_as(reserved):
+        raise _conflict(operation_id)
+    named = reserved.child_session_id if reserved else child_id
+    if named is not None:
+        earlier = _existing_child(store, named, request, operation_id)
+        if earlier is not None:
+            return earlier
+
+    source, cut = _read_and_cut(store, request)
+    if reserved is None:  # reserve before publishing: a crash after publish still finds it
+        mine = dataclasses.replace(request, child_session_id=child_id or new_session_id())
+        reserved = index.reserve(operation_id, mine)
+        if not request.same_as(reserved):
+            raise _conflict(operation_id)
+    child = str(reserved.child_session_id)
+
+    fork_event = validate_event(
+        {
+            "type": EventType.SESSION_FORK.value,
+            "parentSessionId": source_id,
+            "parentGeneration": source.generation,
+            "turnId": turn_id,
+            "boundarySequence": boundary_sequence,
+            "seedLength": cut.events,
+            "operationId": operation_id,
+        }
+    )
+    manifest = _child_manifest(source, request, child, cut, operation_id)
+    stamped = {"seq": cut.events + 1, "ts": manifest.created_at, **fork_event}
+    cut.frames += encode_frame(cut.commits + 1, [stamped])
+    blobs = (store.session_dir(source_id) / "blobs", cut.blobs) if cut.blobs else None
+    try:
+        publish_new_session(store, manifest, cut.frames, blobs)
+    except SessionExists:
+        # Another call of the same operation published first; anyone else's child refuses.
+        earlier = _existing_child(store, child, request, operation_id)
+        if earlier is None:
+            raise
+        return earlier
+    return ForkResult(child, True, operation_id)

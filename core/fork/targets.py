@@ -1,0 +1,260 @@
+"""Fork targets: which turns of a session can be branched, answered from the log (§3.1).
+
+The answer is computed from whole committed frames only, never from a
+writer's memory or its lease, so a live session, a session whose writer is
+another process and a cold closed one all give the same answer.
+
+The turn-only replay is :class:`~branchwise.core.turn_tracker.TurnTracker`
+(the fork engine feeds the same tracker while it copies, so a fork accepts
+exactly the turns this query lists as available); committed frames are read
+by :mod:`~branchwise.core.frame_reader`.
+
+The typed refusals (and the reasons they share with targets) live in
+:mod:`~branchwise.core.fork_errors`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.errors import SessionNotFound, SourceNotFound, StaleSource
+from branchwise.core.log.frames import iter_frames
+from branchwise.core.projection.projection import Projection, Turn
+from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.manifest import Manifest, load_manifest
+from branchwise.core.store.store import SessionStore
+
+# A log replaced while it is being read makes us read again; this bounds the retries.
+_STABLE_READ_ATTEMPTS = 5
+
+
+# -- values -------------------------------------------------------------------
+
+
+class TargetReason(StrEnum):
+    """Why a turn cannot be forked (the ``reason`` of an unavailable target)."""
+
+    TURN_OPEN = "turn_open"
+    ACTIVE_AUTHORITY = "active_authority"
+    BOUNDARY_NOT_ATOMIC = "boundary_not_atomic"
+    UNVERIFIABLE = "unverifiable"
+
+
+@dataclass(frozen=True, slots=True)
+class ForkTarget:
+    """One turn as a fork target.
+
+    Attributes:
+        turn_id: the turn.
+        message_id: its final assistant message (the UI binds the action to it).
+        boundary_sequence: last seq of the commit that closed it (``None`` while open).
+        available: whether a fork at this turn would be accepted now.
+        reason: why not, when ``available`` is false (a :class:`TargetReason`).
+    """
+
+    turn_id: str
+    message_id: str | None
+    boundary_sequence: int | None
+    available: bool
+    reason: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The §3.1 camelCase form."""
+        return {
+            "turnId": self.turn_id,
+            "messageId": self.message_id,
+            "boundarySequence": self.boundary_sequence,
+            "available": self.available,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ForkTargetSet:
+    """Every fork target of one session at one generation.
+
+    Attributes:
+        session_id: the source session.
+        generation: the source's generation the answer was computed at.
+        verifiable: false for message-only history (then ``targets`` is empty).
+        targets: one per turn, in order.
+    """
+
+    session_id: str
+    generation: int
+    verifiable: bool
+    targets: tuple[ForkTarget, ...]
+
+    def target(self, turn_id: str) -> ForkTarget | None:
+        """The target of this turn, if the session has such a turn."""
+        for target in self.targets:
+            if target.turn_id == turn_id:
+                return target
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """The §3.1 answer."""
+        return {
+            "source": {"sessionId": self.session_id, "generation": self.generation},
+            "verifiable": self.verifiable,
+            "targets": [target.to_json() for target in self.targets],
+        }
+
+
+def target_of(turn: Turn) -> ForkTarget:
+    """The fork target a turn gives: available, or unavailable with its reason."""
+    reason: str | None = None
+    if turn.is_open:
+        reason = TargetReason.TURN_OPEN.value
+    elif turn.closing_commit_spills:
+        reason = TargetReason.BOUNDARY_NOT_ATOMIC.value
+    elif turn.open_authority:
+        reason = TargetReason.ACTIVE_AUTHORITY.value
+    return ForkTarget(
+        turn_id=turn.turn_id,
+        message_id=turn.message_id,
+        boundary_sequence=turn.boundary_sequence,
+        available=reason is None,
+        reason=reason,
+    )
+
+
+def target_set(
+    session_id: str, generation: int, turns: Iterable[Turn], verifiable: bool
+) -> ForkTargetSet:
+    """Assemble the answer; unverifiable history lists no targets at all."""
+    targets = tuple(target_of(turn) for turn in turns) if verifiable else ()
+    return ForkTargetSet(session_id, generation, verifiable, targets)
+
+
+def targets_from_projection(projection: Projection, manifest: Manifest) -> ForkTargetSet:
+    """Fork targets of an already built projection (e.g. a writer's live one)."""
+    return target_set(
+        manifest.session_id, manifest.generation, projection.turns, projection.verifiable
+    )
+
+
+def load_source_manifest(directory: Path, session_id: str) -> Manifest:
+    """A source's manifest; a missing session is ``source_not_found``."""
+    try:
+        return load_manifest(directory)
+    except SessionNotFound as exc:
+        raise SourceNotFound(f"no session {session_id} to fork", sessionId=session_id) from exc
+
+
+class _TurnScan:
+    """How far one log has been replayed into a tracker: an in-memory, rebuildable cache.
+
+    A log only grows within a generation, so a repeated targets query (the
+    desktop asks after every turn) replays only the frames added since. The
+    cached state is used only for the same file (device and inode), the same
+    generation, and the very bytes replayed before (checksummed: re-reading
+    and checksumming the log costs a fraction of decoding it); so a cached
+    answer is always exactly what a full replay would give.
+    """
+
+    def __init__(self, identity: tuple[int, int], generation: int) -> None:
+        self.lock = threading.Lock()
+        self.restart(identity, generation)
+
+    def restart(self, identity: tuple[int, int], generation: int) -> None:
+        """Forget everything replayed: the next :meth:`advance` starts at byte 0."""
+        self.identity = identity
+        self.generation = generation
+        self.tracker = TurnTracker()
+        self.end = 0
+        self.checksum = zlib.crc32(b"")
+        self.commit = self.seq = 1
+
+    def still_describes(self, data: memoryview, identity: tuple[int, int], generation: int) -> bool:
+        """Whether ``data`` (a whole log) starts with exactly the bytes replayed so far."""
+        return (
+            (identity, generation) == (self.identity, self.generation)
+            and len(data) >= self.end
+            and zlib.crc32(data[: self.end]) == self.checksum
+        )
+
+    def advance(self, data: memoryview) -> None:
+        """Replay the whole frames of ``data`` (the whole log) past ``self.end``."""
+        base, apply, replayed = self.end, self.tracker.apply, 0
+        try:
+            for events, _, end in iter_frames(data[base:], self.commit, self.seq):
+                apply(events)
+                self.commit += 1
+                self.seq += len(events)
+                replayed = end
+        except BaseException:
+            self.restart(self.identity, self.generation)  # never keep a half-replayed state
+            raise
+        self.checksum = zlib.crc32(data[base : base + replayed], self.checksum)
+        self.end = base + replayed
+
+
+_SCANS: OrderedDict[str, _TurnScan] = OrderedDict()
+_SCANS_LOCK = threading.Lock()
+_MAX_SCANS = 16
+
+
+def forget_turn_scans() -> None:
+    """Drop every cached turn scan (the next queries replay their logs in full)."""
+    with _SCANS_LOCK:
+        _SCANS.clear()
+
+
+def _log_targets(path: Path, session_id: str, generation: int) -> ForkTargetSet:
+    """Targets of the log at ``path``, replaying only what the cached scan has not seen."""
+    key = str(path)
+    try:
+        with path.open("rb") as log:
+            status = os.fstat(log.fileno())
+            data = memoryview(log.read())
+    except FileNotFoundError:
+        return target_set(session_id, generation, (), True)
+    identity = (status.st_dev, status.st_ino)
+    with _SCANS_LOCK:
+        scan = _SCANS.get(key)
+        if scan is None or (scan.identity, scan.generation) != (identity, generation):
+            scan = _SCANS[key] = _TurnScan(identity, generation)
+        _SCANS.move_to_end(key)
+        while len(_SCANS) > _MAX_SCANS:
+            _SCANS.popitem(last=False)
+    with scan.lock:
+        if not scan.still_describes(data, identity, generation):
+            scan.restart(identity, generation)
+        scan.advance(data)
+        tracker = scan.tracker
+        return target_set(session_id, generation, tracker.turns, tracker.verifiable)
+
+
+def fork_targets(store: SessionStore, session_id: str) -> ForkTargetSet:
+    """Every turn of a session as a fork target (§3.1), from committed frames only.
+
+    Takes no lease and writes nothing. The manifest is read before and after
+    the log: if a log replacement (a generation bump) raced the read, the
+    read is repeated, so the answer's generation always describes its turns.
+    Repeated queries in one process replay only frames committed since the
+    last one (see :class:`_TurnScan`).
+
+    Raises:
+        SourceNotFound: no such session.
+        StaleSource: the log kept being replaced while it was read.
+    """
+    directory = store.session_dir(session_id)
+    for _ in range(_STABLE_READ_ATTEMPTS):
+        before = load_source_manifest(directory, session_id)
+        answer = _log_targets(directory / "events.log", session_id, before.generation)
+        after = load_source_manifest(directory, session_id)
+        if after.generation == before.generation:
+            return answer
+    raise StaleSource(
+        f"session {session_id} kept changing generation while it was read",
+        sessionId=session_id,
+    )

@@ -1,0 +1,279 @@
+"""What every typed error code says to people, and the shared UI labels.
+
+The wire ``code`` of a :class:`~branchwise.core.errors.BranchwiseError` (and of
+a fork target's ``reason``) is the key; the text is English marked with
+:func:`N_` for extraction and translated with :func:`_` only when shown, so
+it follows a live language switch. The labels below are the msgids the
+desktop uses; they live here so the catalogs carry them whatever widget
+module shows them.
+"""
+
+from __future__ import annotations
+
+import string
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.i18n.language import N_, _, format_number, ngettext
+
+REASONS: Mapping[str, str] = {
+    # Fork targets: why a turn's "Branch into a new conversation" is disabled.
+    "turn_open": N_("This turn has not finished yet, so it has no boundary to branch from."),
+    "unverifiable": N_("This turn has no confirmable branch boundary in the session record."),
+    "active_authority": N_(
+        "This turn still has an open approval or tool call, so it cannot be branched yet."
+    ),
+    "boundary_not_atomic": N_(
+        "This turn ends inside a saved commit, so branching here would split it."
+    ),
+    "targets_loading": N_("Still checking which turns can be branched…"),
+    "creation_in_flight": N_("A branch is already being created from this turn."),
+    "server_unsupported": N_("This server does not support branching conversations."),
+    "server_found": N_(
+        "A model server answers at {url} (model {model}). Use it instead of the "
+        "offline demo responder?"
+    ),
+    # Fork refusals.
+    "source_not_found": N_("The conversation to branch from no longer exists."),
+    "stale_source": N_(
+        "The conversation has changed since this turn was shown. Reload it and try again."
+    ),
+    "unknown_turn": N_("This turn could not be found in the conversation."),
+    "duplicate_child": N_("A conversation with the new branch's id already exists."),
+    "invalid_fork_request": N_("This branch request is not valid."),
+    "operation_conflict": N_("This branch operation was already used for a different request."),
+    "fork_refused": N_("Could not branch: {reason}"),
+    "fork_created": N_("Branch created: {title}"),
+    "fork_attach_failed": N_("Could not open the new conversation {title}; it is kept. Open it"),
+    "child_missing": N_("The branched conversation no longer exists."),
+    "source_missing": N_("The conversation to branch from no longer exists."),
+    "fork_uncertain": N_(
+        "The branch was not confirmed. Click the same turn again to retry; "
+        "it will not create a second branch."
+    ),
+    # Lineage and child sessions.
+    "lineage_cycle": N_(
+        "This conversation's branch history loops back on itself; the damaged link was skipped."
+    ),
+    "invalid_spawned_from": N_("The origin of this sub-conversation is not valid."),
+    "wrong_parent_writer": N_("The sub-conversation was started from the wrong conversation."),
+    # A remote Branchwise server.
+    "invalid_request": N_("The server rejected the request as not valid."),
+    "unauthorized": N_("The server did not accept the access token."),
+    "session_mismatch": N_(
+        "The server answered for a different conversation than the one asked for."
+    ),
+    "body_too_large": N_("The request was too large for the Branchwise server."),
+    "not_found": N_("The Branchwise server has no such address. Check the server URL."),
+    "remote_unavailable": N_(
+        "Could not reach the Branchwise server, or its reply could not be read."
+    ),
+    # The session store.
+    "lease_held": N_("Another window or process is writing to this conversation."),
+    "invalid_title": N_("A title needs 1 to {maxLength} characters."),
+    "app_running": N_(
+        "Branchwise is already running with this data folder. Switch to that window, "
+        "or start with --data-dir to use another folder."
+    ),
+    "corrupt_log": N_(
+        "Part of this conversation's history is damaged. "
+        "It opens read-only, up to the damaged part."
+    ),
+    "unsupported_format": N_(
+        "This conversation was saved by a newer version of Branchwise and cannot be opened."
+    ),
+    "not_durable": N_(
+        "Saving to disk failed, so the last change may be lost. Reopen the conversation."
+    ),
+    "disk_full": N_("The disk is full. The last change was not saved."),
+    "invalid_session_id": N_("That is not a valid conversation id."),
+    "session_not_found": N_("This conversation could not be found."),
+    "session_exists": N_("A conversation with this id already exists."),
+    "invalid_manifest": N_("This conversation's description file is damaged."),
+    "writer_closed": N_("This conversation can no longer be saved. Reopen it."),
+    "read_only": N_("This conversation is open read-only."),
+    "invalid_frame": N_("A saved entry of this conversation is malformed."),
+    "invalid_event": N_("A saved event of this conversation is malformed."),
+    "internal_error": N_("Something went wrong inside Branchwise."),
+    # Model providers.
+    "provider_error": N_("The model request failed."),
+    "provider_invalid_url": N_("The base URL is not a valid http:// or https:// address."),
+    "provider_timeout": N_("The model server did not answer in time."),
+    "provider_unreachable": N_(
+        "Could not connect to the model server. Check the base URL and that the server is running."
+    ),
+    "provider_http_error": N_("The model server returned an error."),
+    "provider_auth": N_("The model server rejected the API key."),
+    "provider_model_not_found": N_("The model server does not have this model."),
+    "provider_endpoint_not_found": N_(
+        "The model server has no such endpoint. Check the base URL (it often ends in /v1)."
+    ),
+    "provider_rate_limited": N_(
+        "The model server is limiting requests. Wait a moment and try again."
+    ),
+    "provider_remote_error": N_("The model server reported an error while answering."),
+    "provider_empty_reply": N_("The model finished without writing anything."),
+    "provider_stream_cut": N_(
+        "The answer stopped before it was complete. The partial answer is kept."
+    ),
+    "provider_bad_stream": N_("The model server sent a reply that could not be read."),
+    # Settings, the operations journal, languages.
+    "invalid_settings": N_("Some settings are not valid, so they were not saved."),
+    "settings_reset": N_(
+        "The settings file was damaged and has been moved aside. Default settings are used."
+    ),
+    "settings_unreadable": N_(
+        "The settings file could not be read. It was left in place; default settings are used."
+    ),
+    "journal_reset": N_(
+        "The list of unfinished branch operations was damaged and has been moved aside."
+    ),
+    "journal_write_failed": N_("Could not save the list of unfinished branch operations."),
+    "unknown_language": N_("Unknown language “{value}”; it was ignored."),
+}
+"""Reason code -> English text (a msgid). Placeholders use ``{name}``."""
+
+GENERIC_REASON = N_("Something went wrong ({code}).")
+
+# --- labels the desktop shows (msgids shared with desktop/*.py) ---------------
+
+BRANCH_ACTION = N_("Branch into a new conversation")
+# TRANSLATORS: menu title; "&" marks the access key (Chinese: "文件(&F)").
+MENU_FILE = N_("&File")
+# TRANSLATORS: menu title; "&" marks the access key (Chinese: "对话(&C)").
+MENU_CONVERSATION = N_("&Conversation")
+# TRANSLATORS: menu title; "&" marks the access key (Chinese: "帮助(&H)").
+MENU_HELP = N_("&Help")
+NEW_CONVERSATION = N_("New conversation")
+SETTINGS_ELLIPSIS = N_("Settings…")
+LANGUAGE = N_("Language")
+SYSTEM_LANGUAGE = N_("System default")
+ABOUT = N_("About Branchwise")
+QUIT = N_("Quit")
+CONVERSATIONS = N_("Conversations")
+UNTITLED_CONVERSATION = N_("Untitled conversation")
+SEND = N_("Send")
+STOP = N_("Stop")
+# TRANSLATORS: keep the key names Enter and Shift+Enter as they are printed on keys.
+COMPOSER_PLACEHOLDER = N_("Type a message… (Enter to send, Shift+Enter for a new line)")
+# TRANSLATORS: {title} is the parent conversation's title, {turn} a turn number.
+BRANCHED_FROM = N_("Branched from {title}, turn {turn}")
+OPEN_PARENT = N_("Open parent conversation")
+NOTICES = N_("Notices")
+DISMISS = N_("Dismiss")
+RUNNING = N_("Running")
+LOADING = N_("Loading…")
+READ_ONLY = N_("Read-only")
+TURN_INTERRUPTED = N_("This turn was interrupted.")
+DEMO_RESPONDER = N_("Demo responder (offline)")
+SETTINGS = N_("Settings")
+PROVIDER = N_("Provider")
+BASE_URL = N_("Base URL")
+MODEL = N_("Model")
+API_KEY = N_("API key")
+PROVIDER_DEMO = N_("Demo (offline)")
+PROVIDER_OPENAI = N_("OpenAI-compatible server")
+REFRESH_MODELS = N_("Refresh models")
+BRANCH_CREATED = N_("Branch created: {title}")
+# TRANSLATORS: "Open it" ends the sentence and is shown as a link.
+CHILD_OPEN_FAILED = N_("Could not open the new conversation {title}; it is kept. Open it")
+
+
+def branch_count(n: int) -> str:
+    """``"3 branches"``: how many conversations were branched from one."""
+    return fill(ngettext("{n} branch", "{n} branches", n), {"n": format_number(n)})
+
+
+def token_count(n: int) -> str:
+    """``"1,234 tokens"``: usage shown next to a conversation."""
+    return fill(ngettext("{n} token", "{n} tokens", n), {"n": format_number(n)})
+
+
+def _recovered(n: int) -> str:
+    return ngettext(
+        "Recovered {n} unfinished branch operation.",
+        "Recovered {n} unfinished branch operations.",
+        n,
+    )
+
+
+def _dropped(n: int) -> str:
+    return ngettext(
+        "Dropped {n} unfinished branch operation whose conversation no longer exists.",
+        "Dropped {n} unfinished branch operations whose conversations no longer exist.",
+        n,
+    )
+
+
+PLURAL_REASONS: Mapping[str, Callable[[int], str]] = {
+    "fork_recovered": _recovered,
+    "journal_record_dropped": _dropped,
+}
+"""Codes whose sentence depends on a ``count`` param (shown as ``{n}``)."""
+
+
+def recovered_operations(n: int) -> str:
+    """The start-up notice after resuming ``n`` journal records."""
+    return reason_text("fork_recovered", count=n)
+
+
+def known_codes() -> frozenset[str]:
+    """Every code with its own sentence."""
+    return frozenset(REASONS) | frozenset(PLURAL_REASONS)
+
+
+# --- lookups ------------------------------------------------------------------
+
+
+class _KeepMissing(dict[str, Any]):
+    """Leaves a placeholder the caller did not supply visible instead of raising."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
+
+
+def fill(text: str, params: Mapping[str, Any]) -> str:
+    """``text.format(**params)`` that never raises: a notice must always show.
+
+    Missing params stay as ``{name}``; a malformed translation (caught by the
+    catalog parity test, so only in a broken build) is shown unformatted.
+    """
+    try:
+        return string.Formatter().vformat(text, (), _KeepMissing(params))
+    except (ValueError, IndexError, AttributeError, KeyError):
+        return text
+
+
+def reason_text(code: str, **params: Any) -> str:
+    """The localized sentence for a reason ``code``, in the active language.
+
+    ``params`` fill the sentence's ``{name}`` fields; a ``reason`` param that is
+    itself a known code is shown as that code's sentence; plural reasons take
+    ``count``. Unknown codes give the generic "Something went wrong ({code})."
+    so a new error type is never shown as a blank.
+    """
+    nested = params.get("reason")
+    if isinstance(nested, str) and nested in REASONS:
+        # "Could not branch: {reason}" carries a refusal code; show its sentence.
+        params = {**params, "reason": reason_text(nested)}
+    plural = PLURAL_REASONS.get(code)
+    if plural is not None:
+        count = _count(params)
+        return fill(plural(count), {**params, "n": format_number(count)})
+    english = REASONS.get(code)
+    if english is None:
+        return fill(_(GENERIC_REASON), {"code": code})
+    return fill(_(english), params)
+
+
+def _count(params: Mapping[str, Any]) -> int:
+    try:
+        return int(params.get("count", params.get("n", 0)))
+    except (TypeError, ValueError):
+        return 0
+
+
+def error_text(error: BranchwiseError) -> str:
+    """The localized sentence for a typed error, filled from its details."""
+    return reason_text(error.code, **error.details)

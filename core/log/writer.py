@@ -1,0 +1,135 @@
+"""Durable appends to a session log, and the system-call seam tests inject faults through.
+
+Appends are one ``write`` and one ``fsync`` per commit; a commit is reported
+durable only after its fsync returned. A failed write is undone (no partial
+commit stays visible); a failed fsync closes the writer for good.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Protocol
+
+from branchwise.core.errors import DiskFull, DurabilityError, WriterClosed
+from branchwise.core.log.frames import (
+    encode_frame,
+)
+from branchwise.core.log.scan import LogScan, TornTail
+
+
+class FileOps(Protocol):
+    """The three system calls an append uses; a seam for fault-injection tests."""
+
+    def write(self, fd: int, data: bytes | memoryview) -> int: ...  # noqa: D102
+    def fsync(self, fd: int) -> None: ...  # noqa: D102
+    def ftruncate(self, fd: int, length: int) -> None: ...  # noqa: D102
+
+
+class _OsFileOps:
+    write = staticmethod(os.write)
+    fsync = staticmethod(os.fsync)
+    ftruncate = staticmethod(os.ftruncate)
+
+
+OS_FILE_OPS: FileOps = _OsFileOps()
+
+
+class LogWriter:
+    """Appends commits to one log. Only the holder of the writer lease makes one.
+
+    Args:
+        path: the ``events.log`` file.
+        scan: a fresh scan of it; a torn tail is cut here, corruption refused.
+        ops: the system calls to use (tests inject failures).
+    """
+
+    def __init__(self, path: Path, scan: LogScan, ops: FileOps = OS_FILE_OPS) -> None:
+        if scan.corruption is not None:
+            raise scan.corruption
+        self._ops = ops
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self.cut_tail: TornTail | None = None
+        if scan.torn_tail is not None:
+            os.ftruncate(self._fd, scan.end)
+            os.fsync(self._fd)
+            self.cut_tail = scan.torn_tail
+        self._end = scan.end
+        self._next_commit = scan.last_commit + 1
+        self._next_seq = scan.last_seq + 1
+        self._failed: str | None = None
+
+    @property
+    def next_seq(self) -> int:
+        """The seq the next appended event will get."""
+        return self._next_seq
+
+    @property
+    def last_commit(self) -> int:
+        """Number of the last durable commit."""
+        return self._next_commit - 1
+
+    def append(self, events: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Commit ``events`` atomically and durably; return them with seq and ts.
+
+        Raises:
+            DiskFull: no space; nothing of the commit remains in the file.
+            DurabilityError: a write or fsync failed otherwise; the writer is
+                closed for good (reopen to recover from disk).
+            WriterClosed: the writer was closed or failed before.
+        """
+        if self._failed is not None:
+            raise WriterClosed(f"the session writer is closed: {self._failed}")
+        ts = time.time()
+        stamped = []
+        seq = self._next_seq
+        for event in events:
+            stamped.append({"seq": seq, "ts": ts, **event})
+            seq += 1
+        data = encode_frame(self._next_commit, stamped)
+        self._write_all(data)
+        try:
+            self._ops.fsync(self._fd)
+        except OSError as exc:
+            self._failed = f"fsync failed ({exc.strerror or exc})"
+            raise DurabilityError(
+                f"the commit could not be made durable: {exc.strerror or exc}",
+                errno=exc.errno,
+            ) from exc
+        self._end += len(data)
+        self._next_commit += 1
+        self._next_seq = seq
+        return stamped
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                view = view[self._ops.write(self._fd, view) :]
+        except OSError as exc:
+            self._undo_partial_write(exc)
+            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFull("the disk is full; the message was not saved") from exc
+            self._failed = f"write failed ({exc.strerror or exc})"
+            raise DurabilityError(
+                f"the commit could not be written: {exc.strerror or exc}", errno=exc.errno
+            ) from exc
+
+    def _undo_partial_write(self, cause: OSError) -> None:
+        """Cut bytes a failed write may have left, so no partial commit stays."""
+        try:
+            self._ops.ftruncate(self._fd, self._end)
+        except OSError:
+            # Readers still ignore the partial frame; a reopen cuts it as a torn tail.
+            self._failed = f"write failed and could not be undone ({cause.strerror or cause})"
+
+    def close(self) -> None:
+        """Close the file; later appends raise ``WriterClosed``."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        if self._failed is None:
+            self._failed = "closed"

@@ -1,0 +1,151 @@
+"""The event vocabulary of the session log (DESIGN §2.2).
+
+Events are stored as plain dicts (``seq``, ``type``, ``ts`` plus fields) so the
+replay path stays as cheap as decoding JSON. This module names every type,
+lists each type's required fields, validates events before they are
+committed, and offers small constructors so callers never spell a type twice.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from branchwise.core.errors import InvalidEvent
+
+Event = dict[str, Any]
+
+
+class EventType(StrEnum):
+    """Every event type a log may hold."""
+
+    SESSION_CREATED = "session/created"
+    SESSION_FORK = "session/fork"
+    SESSION_CHILD = "session/child"
+    SESSION_TITLE = "session/title"
+    TURN_START = "turn/start"
+    TURN_END = "turn/end"
+    MESSAGE_USER = "message/user"
+    MESSAGE_ASSISTANT = "message/assistant"
+    STEP_START = "step/start"
+    STEP_END = "step/end"
+    TOOL_CALL = "tool/call"
+    TOOL_RESULT = "tool/result"
+    INTERACTION_REQUEST = "interaction/request"
+    INTERACTION_RESOLVE = "interaction/resolve"
+    CHECKPOINT = "checkpoint"
+    USAGE = "usage"
+    LEGACY_IMPORT = "legacy/import"
+
+
+class EndReason(StrEnum):
+    """Why a turn ended; every turn ends with exactly one."""
+
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+    ERROR = "error"
+    INTERRUPTED = "interrupted"
+
+
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    EventType.SESSION_CREATED: ("title", "kind"),
+    EventType.SESSION_FORK: (
+        "parentSessionId",
+        "parentGeneration",
+        "turnId",
+        "boundarySequence",
+        "seedLength",
+        "operationId",
+    ),
+    EventType.SESSION_CHILD: ("parentSessionId", "childSessionId", "rootSessionId", "spawnedFrom"),
+    EventType.SESSION_TITLE: ("title",),
+    EventType.TURN_START: ("turnId",),
+    EventType.TURN_END: ("turnId", "reason"),
+    EventType.MESSAGE_USER: ("messageId", "content"),
+    EventType.MESSAGE_ASSISTANT: ("messageId", "content", "model"),
+    EventType.STEP_START: ("stepId",),
+    EventType.STEP_END: ("stepId",),
+    EventType.TOOL_CALL: ("callId", "name", "args"),
+    EventType.TOOL_RESULT: ("callId", "output"),
+    EventType.INTERACTION_REQUEST: ("interactionId", "kind"),
+    EventType.INTERACTION_RESOLVE: ("interactionId",),
+    EventType.CHECKPOINT: ("checkpointId", "blobs"),
+    EventType.USAGE: ("inputTokens", "outputTokens", "model"),
+    EventType.LEGACY_IMPORT: ("messages",),
+}
+
+
+def validate_event(event: Event) -> Event:
+    """Check an event's type, required fields and end reason before it is committed.
+
+    Raises:
+        InvalidEvent: unknown type, missing field, or bad end reason.
+    """
+    kind = event.get("type")
+    required = REQUIRED_FIELDS.get(kind) if isinstance(kind, str) else None
+    if required is None:
+        raise InvalidEvent(f"unknown event type {kind!r}")
+    missing = [name for name in required if name not in event]
+    if missing:
+        raise InvalidEvent(f"{kind} is missing {', '.join(missing)}")
+    if kind == EventType.TURN_END and event["reason"] not in EndReason.__members__.values():
+        raise InvalidEvent(f"unknown turn end reason {event['reason']!r}")
+    if "seq" in event or "ts" in event:
+        raise InvalidEvent("seq and ts are assigned by the log, not by callers")
+    return event
+
+
+def session_created(title: str, kind: str = "root") -> Event:
+    """First event of every session."""
+    return {"type": EventType.SESSION_CREATED.value, "title": title, "kind": kind}
+
+
+def turn_start(turn_id: str) -> Event:
+    """Opens a turn."""
+    return {"type": EventType.TURN_START.value, "turnId": turn_id}
+
+
+def turn_end(turn_id: str, reason: EndReason | str, error: str | None = None) -> Event:
+    """Closes a turn, whatever the reason; ``error`` carries a failure's text."""
+    event: Event = {"type": EventType.TURN_END.value, "turnId": turn_id, "reason": str(reason)}
+    if error is not None:
+        event["error"] = error
+    return event
+
+
+def user_message(message_id: str, content: str) -> Event:
+    """What the user said."""
+    return {"type": EventType.MESSAGE_USER.value, "messageId": message_id, "content": content}
+
+
+def assistant_message(message_id: str, content: str, model: str, *, partial: bool = False) -> Event:
+    """A step's assistant text; ``partial`` marks a mid-stream checkpoint of it."""
+    event: Event = {
+        "type": EventType.MESSAGE_ASSISTANT.value,
+        "messageId": message_id,
+        "content": content,
+        "model": model,
+    }
+    if partial:
+        event["partial"] = True
+    return event
+
+
+def step_start(step_id: str) -> Event:
+    """Opens one model call inside a turn."""
+    return {"type": EventType.STEP_START.value, "stepId": step_id}
+
+
+def step_end(step_id: str) -> Event:
+    """Closes one model call."""
+    return {"type": EventType.STEP_END.value, "stepId": step_id}
+
+
+def usage(input_tokens: int, output_tokens: int, model: str) -> Event:
+    """Token usage of a turn (never copied by fork)."""
+    return {
+        "type": EventType.USAGE.value,
+        "inputTokens": input_tokens,
+        "outputTokens": output_tokens,
+        "model": model,
+    }

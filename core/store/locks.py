@@ -1,0 +1,93 @@
+"""The single-writer lease: a kernel ``flock`` on ``writer.lock``.
+
+``flock`` (not ``lockf``/``fcntl`` record locks, which vanish when *any*
+descriptor of the file is closed by the process) belongs to one open file
+description, so a second ``open`` in the same process conflicts just like
+another process does, and the kernel drops the lock when its holder dies: a
+crashed writer never leaves a stale lock. The lock file is never renamed or
+deleted, so two processes can never lock two different inodes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from branchwise.core.errors import AppAlreadyRunning, LeaseHeld, WriterClosed
+
+
+class WriterLease:
+    """An exclusive, process-lifetime writer lease on one session folder."""
+
+    def __init__(self, session_dir: Path, session_id: str) -> None:
+        self.path = session_dir / "writer.lock"
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise LeaseHeld(
+                f"session {session_id} is already open for writing elsewhere",
+                sessionId=session_id,
+            ) from exc
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+
+    @property
+    def held(self) -> bool:
+        """Whether this object still holds the lease."""
+        return self._fd >= 0
+
+    def release(self) -> None:
+        """Give the lease up (closing the descriptor drops the flock)."""
+        if self._fd < 0:
+            raise WriterClosed("the lease was already released")
+        os.close(self._fd)
+        self._fd = -1
+
+
+def lease_is_held(session_dir: Path) -> bool:
+    """Whether some writer currently holds the lease (probe, then let go)."""
+    path = session_dir / "writer.lock"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+class InstanceLock:
+    """Held for the app's lifetime; construction fails if another app holds it.
+
+    Args:
+        root: the data root (must exist).
+    """
+
+    def __init__(self, root: Path) -> None:
+        path = Path(root) / "app.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            raise AppAlreadyRunning(
+                f"Branchwise is already running with the data folder {root}", root=str(root)
+            ) from exc
+        self._fd = fd
+
+    def release(self) -> None:
+        """Let the next app start (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1

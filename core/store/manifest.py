@@ -1,0 +1,197 @@
+"""``manifest.json``: a session's identity, generation and lineage.
+
+The manifest is small and replaced atomically, so listing sessions and
+building the lineage tree never read a log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from branchwise.core.errors import (
+    InvalidManifest,
+    InvalidSessionId,
+    SessionNotFound,
+    UnsupportedFormat,
+)
+from branchwise.core.ids import validate_session_id
+from branchwise.core.store.atomic import atomic_write_bytes
+
+MANIFEST_FORMAT = 1
+KINDS = ("root", "fork", "child")
+
+
+@dataclass(frozen=True, slots=True)
+class ParentLink:
+    """Where a fork or child session came from.
+
+    Attributes:
+        session_id: the parent session.
+        kind: ``fork`` (inherits history) or ``child`` (linked, no history).
+        turn_id: the parent's turn forked at (forks) or spawned from (children).
+        boundary_sequence: the parent's seq the fork cut at (forks only).
+        generation: the parent's generation the fork saw (forks only).
+    """
+
+    session_id: str
+    kind: str
+    turn_id: str | None = None
+    boundary_sequence: int | None = None
+    generation: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase form for the manifest and the CLI."""
+        return {
+            "sessionId": self.session_id,
+            "kind": self.kind,
+            "turnId": self.turn_id,
+            "boundarySequence": self.boundary_sequence,
+            "generation": self.generation,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The identity and lineage of one session.
+
+    Attributes:
+        session_id: the session's id (also its folder name).
+        title: the display title.
+        kind: ``root``, ``fork`` or ``child``.
+        created_at: creation time (Unix seconds).
+        generation: bumped whenever the session's log is replaced.
+        parent: link to the parent, ``None`` for roots.
+        root_session_id: the root of this session's lineage.
+        seed_length: events inherited by a fork (0 otherwise).
+        created_by_operation: the fork operation id that created it.
+    """
+
+    session_id: str
+    title: str
+    kind: str = "root"
+    created_at: float = 0.0
+    generation: int = 1
+    parent: ParentLink | None = None
+    root_session_id: str | None = None
+    seed_length: int = 0
+    created_by_operation: str | None = None
+
+    def with_changes(self, **changes: Any) -> Manifest:
+        """A copy with some fields replaced."""
+        return dataclasses.replace(self, **changes)
+
+    def to_json(self) -> dict[str, Any]:
+        """The on-disk (and CLI) camelCase form."""
+        return {
+            "format": MANIFEST_FORMAT,
+            "sessionId": self.session_id,
+            "title": self.title,
+            "kind": self.kind,
+            "createdAt": self.created_at,
+            "generation": self.generation,
+            "parent": self.parent.to_json() if self.parent else None,
+            "rootSessionId": self.root_session_id or self.session_id,
+            "seedLength": self.seed_length,
+            "createdByOperation": self.created_by_operation,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Manifest:
+        """Validate and build a manifest from parsed JSON.
+
+        Raises:
+            UnsupportedFormat: a newer manifest format.
+            InvalidManifest: anything malformed.
+        """
+        if not isinstance(data, dict):
+            raise InvalidManifest("manifest is not a JSON object")
+        fmt = data.get("format")
+        if not isinstance(fmt, int) or isinstance(fmt, bool):
+            raise InvalidManifest("manifest has no format number")
+        if fmt > MANIFEST_FORMAT:
+            raise UnsupportedFormat(f"manifest format {fmt} is newer than {MANIFEST_FORMAT}")
+        try:
+            session_id = validate_session_id(data.get("sessionId"))
+            root = data.get("rootSessionId")
+            root_id = validate_session_id(root) if root is not None else session_id
+            parent = _parent_from_json(data.get("parent"))
+        except InvalidSessionId as exc:
+            raise InvalidManifest(f"manifest names a bad session id: {exc.message}") from exc
+        title, kind = data.get("title"), data.get("kind", "root")
+        created, generation = data.get("createdAt", 0.0), data.get("generation", 1)
+        seed, op = data.get("seedLength", 0), data.get("createdByOperation")
+        if not isinstance(title, str) or kind not in KINDS:
+            raise InvalidManifest("manifest title or kind is malformed")
+        if not _is_number(created) or not _is_int(generation) or generation < 1:
+            raise InvalidManifest("manifest createdAt or generation is malformed")
+        if not _is_int(seed) or seed < 0 or not (op is None or isinstance(op, str)):
+            raise InvalidManifest("manifest seedLength or createdByOperation is malformed")
+        return cls(
+            session_id=session_id,
+            title=title,
+            kind=kind,
+            created_at=float(created),
+            generation=generation,
+            parent=parent,
+            root_session_id=root_id,
+            seed_length=seed,
+            created_by_operation=op,
+        )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _parent_from_json(data: object) -> ParentLink | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or data.get("kind") not in ("fork", "child"):
+        raise InvalidManifest("manifest parent link is malformed")
+    turn, boundary, gen = data.get("turnId"), data.get("boundarySequence"), data.get("generation")
+    if not (turn is None or isinstance(turn, str)):
+        raise InvalidManifest("manifest parent turnId is malformed")
+    if not (boundary is None or _is_int(boundary)) or not (gen is None or _is_int(gen)):
+        raise InvalidManifest("manifest parent boundary or generation is malformed")
+    return ParentLink(
+        session_id=validate_session_id(data.get("sessionId")),
+        kind=data["kind"],
+        turn_id=turn,
+        boundary_sequence=boundary,
+        generation=gen,
+    )
+
+
+def parse_manifest(raw: bytes) -> Manifest:
+    """Parse manifest bytes; only typed errors escape."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidManifest(f"manifest is not valid JSON: {exc}") from exc
+    return Manifest.from_json(data)
+
+
+def load_manifest(session_dir: Path) -> Manifest:
+    """Read the manifest in ``session_dir``."""
+    try:
+        raw = (session_dir / "manifest.json").read_bytes()
+    except FileNotFoundError as exc:
+        raise SessionNotFound(
+            f"no session in {session_dir.name}", sessionId=session_dir.name
+        ) from exc
+    return parse_manifest(raw)
+
+
+def save_manifest(session_dir: Path, manifest: Manifest) -> None:
+    """Atomically replace the manifest in ``session_dir``."""
+    data = orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2)
+    atomic_write_bytes(session_dir / "manifest.json", data)

@@ -1,0 +1,179 @@
+"""Writing a session's log as a whole, rather than appending to it.
+
+Two cases: a brand-new session folder (a fork, a child) built under a
+temporary name and published with one rename; and a replaced log, which
+bumps the session's generation.
+
+Generations are the fence that makes forks of a replaced log fail as stale.
+
+A log is append-only except when a session is rewritten as a whole (a rewind
+to an earlier point, a repair). Whatever replaces ``events.log`` bumps the
+manifest's ``generation`` first, so a fork request carrying the generation it
+saw is refused with ``stale_source`` instead of cutting a different history
+at the same seq.
+
+Order matters: the manifest is bumped *before* the log is replaced. A fork
+reads the manifest, then the log, then the manifest again; if it read the new
+log, the bump had already happened and its second read sees it.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.errors import SessionExists
+from branchwise.core.log.frames import encode_frame
+from branchwise.core.projection.events import validate_event
+from branchwise.core.store.atomic import fsync_dir, write_all
+from branchwise.core.store.locks import WriterLease
+from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
+from branchwise.core.store.store import SessionStore, publish_dir
+
+_BLOB_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def bump_generation(store: SessionStore, session_id: str) -> int:
+    """Raise a session's generation by one (under its writer lease); return the new one.
+
+    Raises:
+        LeaseHeld: a writer (this or another process) holds the session.
+    """
+    directory = store.session_dir(session_id)
+    lease = WriterLease(directory, session_id)
+    try:
+        manifest = load_manifest(directory)
+        generation = manifest.generation + 1
+        save_manifest(directory, manifest.with_changes(generation=generation))
+    finally:
+        lease.release()
+    return generation
+
+
+def encode_commits(commits: Iterable[list[dict[str, Any]]]) -> bytes:
+    """Frames for ``commits``, seqs and commit numbers renumbered densely from 1.
+
+    Stored events keep their ``ts``; new ones (validated first) get the current time.
+    """
+    frames = []
+    seq, now = 0, time.time()
+    for number, events in enumerate(commits, start=1):
+        stamped = []
+        for event in events:
+            fields = {k: v for k, v in event.items() if k not in ("seq", "ts")}
+            validate_event(fields)
+            seq += 1
+            stamped.append({"seq": seq, "ts": event.get("ts", now), **fields})
+        frames.append(encode_frame(number, stamped))
+    return b"".join(frames)
+
+
+def replace_log(
+    store: SessionStore, session_id: str, commits: Iterable[list[dict[str, Any]]]
+) -> int:
+    """Replace a session's whole log with ``commits`` (e.g. a rewind); return the new generation.
+
+    Takes the writer lease for the duration, so it never races a writer.
+    The new log is written and fsynced beside the old one, the generation is
+    bumped, then the log is swapped in with one atomic rename.
+
+    Raises:
+        LeaseHeld: a writer (this or another process) holds the session.
+    """
+    directory = store.session_dir(session_id)
+    data = encode_commits(commits)
+    lease = WriterLease(directory, session_id)
+    try:
+        manifest = load_manifest(directory)
+        tmp = directory / f".events.log.replace-{os.getpid()}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        generation = manifest.generation + 1
+        save_manifest(directory, manifest.with_changes(generation=generation))
+        os.replace(tmp, directory / "events.log")
+        fsync_dir(directory)
+    finally:
+        lease.release()
+    return generation
+
+
+# -- publishing a new session folder ----------------------------------------------
+
+
+def _write_file(path: Path, data: bytes | bytearray) -> None:
+    """Create ``path`` with ``data``: one sequential write, then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
+    """Hard-link (or, across devices or without permission, copy) immutable blobs."""
+    target_blobs.mkdir(mode=0o700)
+    for name in dict.fromkeys(names):
+        if not isinstance(name, str) or not _BLOB_NAME.fullmatch(name):
+            continue  # not a content address: never let a log name a path
+        src, dst = source_blobs / name, target_blobs / name
+        try:
+            os.link(src, dst)
+        except FileNotFoundError:
+            continue  # the parent lacks it too; its rewind would be as incomplete
+        except OSError:
+            shutil.copyfile(src, dst)
+            fd = os.open(dst, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fsync_dir(target_blobs)
+
+
+def publish_new_session(
+    store: SessionStore,
+    manifest: Manifest,
+    log: bytes | bytearray,
+    blobs: tuple[Path, Iterable[str]] | None = None,
+) -> None:
+    """Build a session folder under a temporary name and publish it with one rename.
+
+    Args:
+        store: the store to publish into.
+        manifest: the new session's manifest (its id names the folder).
+        log: the complete ``events.log`` bytes.
+        blobs: a source ``blobs/`` folder and the blob names to bring along.
+
+    Raises:
+        SessionExists: a session with this id was published first.
+    """
+    final = store.session_dir(manifest.session_id)
+    tmp = store.temp_dir(manifest.session_id)
+    tmp.mkdir(mode=0o700)
+    try:
+        _write_file(tmp / "events.log", log)
+        if blobs is not None:
+            _link_blobs(blobs[0], tmp / "blobs", blobs[1])
+        save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
+        try:
+            publish_dir(tmp, final)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise SessionExists(
+                f"session {manifest.session_id} already exists", sessionId=manifest.session_id
+            ) from exc
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

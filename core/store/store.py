@@ -1,0 +1,308 @@
+"""The session store: the data root, session folders, writers and readers.
+
+``SessionStore`` is the one entry point that turns session ids into paths (and
+validates them first). Writers hold the session's lease and keep a live
+projection; readers take no lock and see whole committed frames only.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.errors import (
+    BranchwiseError,
+    CorruptLog,
+    InvalidManifest,
+    SessionExists,
+    SessionNotFound,
+    UnsupportedFormat,
+)
+from branchwise.core.ids import new_session_id, validate_session_id
+from branchwise.core.log.scan import LogScan, TornTail, gc_paused, scan_log
+from branchwise.core.log.writer import OS_FILE_OPS, FileOps, LogWriter
+from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
+from branchwise.core.projection.projection import Projection
+from branchwise.core.store.atomic import fsync_dir
+from branchwise.core.store.locks import WriterLease, lease_is_held
+from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
+
+TEMP_PREFIX = ".tmp-"
+
+
+def default_data_root() -> Path:
+    """``$BRANCHWISE_HOME`` if set, else the platform's user data folder."""
+    env = os.environ.get("BRANCHWISE_HOME")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("branchwise", appauthor=False))
+
+
+@dataclass(slots=True)
+class SessionSnapshot:
+    """A read-only view of a session as committed on disk.
+
+    Attributes:
+        manifest: the session's manifest.
+        projection: the replay of every whole committed frame.
+        scan: the raw scan (frames, torn tail, corruption).
+    """
+
+    manifest: Manifest
+    projection: Projection
+    scan: LogScan
+
+    @property
+    def session_id(self) -> str:
+        """The session's id."""
+        return self.manifest.session_id
+
+
+class SessionStore:
+    """All sessions under one data root (created 0700).
+
+    Args:
+        root: the data root folder.
+        file_ops: system calls used by log writers (fault-injection seam).
+    """
+
+    def __init__(self, root: Path, file_ops: FileOps = OS_FILE_OPS) -> None:
+        self.root = Path(root)
+        self.sessions_dir = self.root / "sessions"
+        self.file_ops = file_ops
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.root, 0o700)
+        self.sessions_dir.mkdir(mode=0o700, exist_ok=True)
+
+    # -- paths -------------------------------------------------------------
+
+    def session_dir(self, session_id: str) -> Path:
+        """The folder of a session (the id is validated first)."""
+        return self.sessions_dir / validate_session_id(session_id)
+
+    def exists(self, session_id: str) -> bool:
+        """Whether a published session with this id exists."""
+        return (self.session_dir(session_id) / "manifest.json").is_file()
+
+    def manifest(self, session_id: str) -> Manifest:
+        """The manifest of a session."""
+        return load_manifest(self.session_dir(session_id))
+
+    # -- creating ----------------------------------------------------------
+
+    def create(self, title: str, session_id: str | None = None) -> SessionWriter:
+        """Create a root session and return its writer.
+
+        The folder is built under a temporary name and published with one
+        rename, so a crash never leaves a session without a manifest.
+        """
+        session_id = validate_session_id(new_session_id() if session_id is None else session_id)
+        final = self.session_dir(session_id)
+        if final.exists():
+            raise SessionExists(f"session {session_id} already exists", sessionId=session_id)
+        manifest = Manifest(session_id=session_id, title=title, created_at=time.time())
+        tmp = self.temp_dir(session_id)
+        tmp.mkdir(mode=0o700)
+        save_manifest(tmp, manifest)
+        lease = WriterLease(tmp, session_id)
+        writer = LogWriter(tmp / "events.log", LogScan(), self.file_ops)
+        writer.append([session_created(title, "root")])
+        writer.close()
+        lease.release()
+        publish_dir(tmp, final)
+        return self.open_writer(session_id)
+
+    # -- reading -----------------------------------------------------------
+
+    def read(self, session_id: str) -> SessionSnapshot:
+        """Read a session without any lock (whole committed frames only)."""
+        directory = self.session_dir(session_id)
+        manifest = load_manifest(directory)
+        # One GC pause over scan and replay: re-enabling in between would make
+        # the collector walk every freshly decoded event once more.
+        with gc_paused():
+            scan = scan_log(directory / "events.log")
+            projection = _replay(scan, session_id)
+        return SessionSnapshot(manifest, projection, scan)
+
+    def open_writer(self, session_id: str) -> SessionWriter:
+        """Take the session's writer lease and recover it for appending.
+
+        Cuts a torn tail (reported in ``cut_tail``), refuses a corrupt log,
+        and closes a turn a crash left open with ``turn/end{interrupted}``.
+
+        Raises:
+            LeaseHeld: another writer holds the lease.
+            CorruptLog: damage followed by good frames.
+        """
+        directory = self.session_dir(session_id)
+        manifest = load_manifest(directory)
+        lease = WriterLease(directory, session_id)
+        try:
+            with gc_paused():
+                scan = scan_log(directory / "events.log")
+                projection = _replay(scan, session_id)
+                log = LogWriter(directory / "events.log", scan, self.file_ops)
+        except BaseException:
+            lease.release()
+            raise
+        writer = SessionWriter(self, directory, manifest, lease, log, projection)
+        open_turn = projection.open_turn
+        if open_turn is not None:
+            writer.commit([turn_end(open_turn.turn_id, EndReason.INTERRUPTED)])
+        return writer
+
+    def is_being_written(self, session_id: str) -> bool:
+        """Whether a writer (any process) holds the session's lease now."""
+        return lease_is_held(self.session_dir(session_id))
+
+    def iter_manifests(self) -> Iterator[Manifest | BranchwiseError]:
+        """Every session's manifest, in one pass over ``sessions/``.
+
+        A damaged manifest is yielded as its typed error (with ``sessionId``)
+        so one bad folder never hides the others.
+        """
+        with os.scandir(self.sessions_dir) as entries:
+            for entry in entries:
+                if entry.name.startswith(".") or not entry.is_dir():
+                    continue
+                try:
+                    yield load_manifest(Path(entry.path))
+                except (InvalidManifest, UnsupportedFormat, SessionNotFound) as exc:
+                    exc.details.setdefault("sessionId", entry.name)
+                    yield exc
+
+    def list_sessions(self) -> list[Manifest]:
+        """Readable sessions, newest first."""
+        found = [m for m in self.iter_manifests() if isinstance(m, Manifest)]
+        return sorted(found, key=lambda m: (m.created_at, m.session_id), reverse=True)
+
+    def temp_dir(self, session_id: str) -> Path:
+        """A fresh folder name for building a session before its publishing rename.
+
+        The name starts with the builder's pid so a sweep can tell a crashed
+        builder's leftovers from a folder another live process is still building.
+        """
+        token = secrets.token_hex(4)
+        return self.sessions_dir / f"{TEMP_PREFIX}{os.getpid()}-{session_id}-{token}"
+
+    def sweep_temporary(self) -> list[str]:
+        """Remove half-built session folders whose builder died; return their names."""
+        swept = []
+        with os.scandir(self.sessions_dir) as entries:
+            for entry in entries:
+                if not entry.name.startswith(TEMP_PREFIX) or not entry.is_dir():
+                    continue
+                if _builder_alive(entry.name[len(TEMP_PREFIX) :]):
+                    continue
+                shutil.rmtree(entry.path, ignore_errors=True)
+                swept.append(entry.name)
+        return swept
+
+
+def _builder_alive(rest: str) -> bool:
+    """Whether the process named at the start of a temp folder name still runs."""
+    pid_text = rest.split("-", 1)[0]
+    if not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return True  # this process may be building it right now (a fork in a worker thread)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _replay(scan: LogScan, session_id: str) -> Projection:
+    """Replay verified frames; an event whose fields make no sense is a typed error.
+
+    Checksums prove bytes are as written, not that a writer wrote sense (a
+    newer or buggy writer); such a log is refused like corruption, never with
+    a bare ``KeyError``.
+    """
+    try:
+        return Projection.replay(frame.events for frame in scan.frames)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptLog(
+            f"session {session_id} holds an event this version cannot read: {exc!r}",
+            sessionId=session_id,
+        ) from exc
+
+
+def publish_dir(tmp: Path, final: Path) -> None:
+    """Publish a fully built folder with one rename (refusing to overwrite)."""
+    if final.exists():
+        raise SessionExists(f"session {final.name} already exists", sessionId=final.name)
+    os.rename(tmp, final)
+    fsync_dir(final.parent)
+
+
+class SessionWriter:
+    """The one writer of a session: lease holder, appender, live projection.
+
+    Attributes:
+        session_id: the session.
+        manifest: its manifest as last written.
+        projection: kept current with every commit (no replay needed).
+        cut_tail: the torn tail cut when the writer opened, if there was one.
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        directory: Path,
+        manifest: Manifest,
+        lease: WriterLease,
+        log: LogWriter,
+        projection: Projection,
+    ) -> None:
+        self.store = store
+        self.directory = directory
+        self.session_id = manifest.session_id
+        self.manifest = manifest
+        self.projection = projection
+        self.cut_tail: TornTail | None = log.cut_tail
+        self._lease = lease
+        self._log = log
+
+    def commit(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Validate and durably commit ``events`` as one atomic commit.
+
+        Returns the committed events with their ``seq`` and ``ts``. The live
+        projection is updated only after the commit is durable.
+        """
+        for event in events:
+            validate_event(event)
+        committed = self._log.append(events)
+        self.projection.apply(committed)
+        return committed
+
+    def set_title(self, title: str) -> None:
+        """Rename the session: a ``session/title`` event, then the manifest."""
+        self.commit([{"type": "session/title", "title": title}])
+        self.manifest = self.manifest.with_changes(title=title)
+        save_manifest(self.directory, self.manifest)
+
+    def close(self) -> None:
+        """Close the log and release the lease (idempotent)."""
+        self._log.close()
+        if self._lease.held:
+            self._lease.release()
+
+    def __enter__(self) -> SessionWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

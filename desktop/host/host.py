@@ -1,0 +1,416 @@
+"""The desktop host: everything the window does, without a single widget.
+
+The host owns the session store, the open conversations (each an
+:class:`~branchwise.desktop.session_host.OpenSession` with its writer and
+turn runner), the notice channel, the settings and provider, and fork
+requests. Widgets only call the host and listen to it; the host never
+imports Qt, so the fork-operations journal and crash tests drive it headless.
+
+Every mutating call reports what changed as :class:`Changes` — returned to
+the caller and broadcast to listeners — so views refresh only what changed.
+Creating a branch is separate from opening its tab: the host creates the
+child, then asks its *navigator* (the window) to show it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from branchwise.core.errors import BranchwiseError, InvalidTitle
+from branchwise.core.i18n.language import _
+from branchwise.core.i18n.reasons import fill
+from branchwise.core.lineage import LineageIndex
+from branchwise.core.providers.base import Provider
+from branchwise.core.runtime import TurnResult
+from branchwise.core.settings import Settings, load_settings, save_settings
+from branchwise.core.store.manifest import Manifest
+from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.notices import Level, NoticeCenter
+from branchwise.desktop.host.rows import BranchState, BranchTarget, Row, branch_state
+from branchwise.desktop.host.session import OpenSession
+
+if TYPE_CHECKING:
+    from branchwise.desktop.host.backends import ForkBackend
+    from branchwise.desktop.host.branching import ForkCoordinator
+
+log = logging.getLogger(__name__)
+
+MAX_TITLE = 200
+T = TypeVar("T")
+ChangeListener = Callable[[Changes], None]
+TextListener = Callable[[str, str, str, str], None]
+Navigator = Callable[[str], Awaitable[None]]
+ProviderFactory = Callable[[Settings], Provider]
+
+
+def _default_provider(settings: Settings) -> Provider:
+    from branchwise.core.providers.detect import choose_provider
+
+    return choose_provider(settings)
+
+
+class Host:
+    """The app's state and operations, for the window or a headless driver.
+
+    Args:
+        root: the data root.
+        notices: the notice channel (a new one if not given).
+        provider_factory: builds the provider from settings (tests pass a slow
+            demo responder here).
+        settings: start with these instead of reading ``settings.json``.
+        fork_backend: where forks happen (default: this machine's store).
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        notices: NoticeCenter | None = None,
+        provider_factory: ProviderFactory = _default_provider,
+        settings: Settings | None = None,
+        fork_backend: ForkBackend | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.store = SessionStore(self.root)
+        self.notices = notices or NoticeCenter()
+        self._provider_factory = provider_factory
+        if settings is None:
+            settings, problems = load_settings(self.root)
+            for problem in problems:
+                self.notices.post(problem.code, Level.WARNING, detail=problem.reason)
+        self.settings = settings
+        self.provider: Provider = provider_factory(settings)
+        self.navigator: Navigator | None = None
+        self.server_supported = True
+        self._index: LineageIndex | None = None
+        self._open: dict[str, OpenSession] = {}
+        self._listeners: list[ChangeListener] = []
+        self._text_listeners: list[TextListener] = []
+        self._in_flight: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._fork_backend = fork_backend
+        self._coordinator: ForkCoordinator | None = None
+
+    # -- start and stop ------------------------------------------------------
+
+    def start(self) -> Changes:
+        """Sweep half-built sessions and list manifests (no log is read)."""
+        swept = self.store.sweep_temporary()
+        if swept:
+            log.info("swept %d temporary session folders", len(swept))
+        self._index = LineageIndex.build(self.store.iter_manifests())
+        for error in self._index.damaged:
+            self.notices.post(error.code, Level.WARNING, detail=error.message)
+        return self.emit(Changes(sidebar=True))
+
+    async def recover(self) -> None:
+        """Resume fork operations a crash left unfinished (DESIGN §4 step 7)."""
+        await self.fork_coordinator.recover()
+
+    async def shutdown(self) -> None:
+        """Stop running turns (they commit as ``cancelled``) and release every writer."""
+        for session in list(self._open.values()):
+            await session.close()
+        self._open.clear()
+        for task in list(self._tasks):
+            task.cancel()
+
+    # -- listening ------------------------------------------------------------
+
+    def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call ``listener(changes)`` after every change; returns an unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def subscribe_text(self, listener: TextListener) -> Callable[[], None]:
+        """Call ``listener(session_id, turn_id, message_id, chunk)`` for streamed text."""
+        self._text_listeners.append(listener)
+        return lambda: (
+            self._text_listeners.remove(listener) if listener in self._text_listeners else None
+        )
+
+    def emit(self, changes: Changes) -> Changes:
+        """Broadcast ``changes`` and return them.
+
+        Every listener runs even if one fails. A failing view must not break
+        what called ``emit`` — often a turn runner between two commits — so
+        its error is logged and posted as an ``internal_error`` notice instead
+        of being raised into the caller.
+        """
+        if changes.empty:
+            return changes
+        for listener in list(self._listeners):
+            try:
+                listener(changes)
+            except Exception as exc:  # noqa: BLE001 - reported, never swallowed
+                self._listener_failed("a view refreshing after a change", exc)
+        return changes
+
+    def emit_text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
+        """Broadcast one streamed chunk (failures are reported like :meth:`emit`'s)."""
+        for listener in list(self._text_listeners):
+            try:
+                listener(session_id, turn_id, message_id, chunk)
+            except Exception as exc:  # noqa: BLE001 - reported, never swallowed
+                self._listener_failed("a view showing streamed text", exc)
+
+    def _listener_failed(self, what: str, exc: Exception) -> None:
+        log.error("%s failed", what, exc_info=exc)
+        self.notices.post("internal_error", Level.ERROR, detail=f"{what}: {exc!r}")
+
+    def spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
+        """Run ``coro`` as a task whose failure becomes a notice instead of vanishing."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._task_done(t, what))
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any], what: str) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            return
+        if isinstance(exc, BranchwiseError):
+            self.notices.post(exc.code, Level.ERROR, detail=exc.message)
+        else:
+            log.error("%s failed", what, exc_info=exc)
+            self.notices.post("internal_error", Level.ERROR, detail=f"{what}: {exc!r}")
+
+    # -- conversations --------------------------------------------------------
+
+    @property
+    def index(self) -> LineageIndex:
+        """Manifests by id and parent (built by :meth:`start`)."""
+        if self._index is None:
+            self._index = LineageIndex.build(self.store.iter_manifests())
+        return self._index
+
+    def session(self, session_id: str) -> OpenSession | None:
+        """The open session with this id, if it is open."""
+        return self._open.get(session_id)
+
+    @property
+    def open_sessions(self) -> list[OpenSession]:
+        """Every open session."""
+        return list(self._open.values())
+
+    def is_running(self, session_id: str) -> bool:
+        """A turn runs in this session (in this app)."""
+        session = self._open.get(session_id)
+        return session is not None and session.running
+
+    def title(self, session_id: str) -> str:
+        """The best known title ("" if the conversation has none yet)."""
+        session = self._open.get(session_id)
+        if session is not None:
+            return session.title
+        manifest = self.index.by_id.get(session_id)
+        return manifest.title if manifest else ""
+
+    def create_session(self, title: str = "") -> OpenSession:
+        """Create a new root conversation and open it (the caller shows its tab)."""
+        writer = self.store.create(title)
+        writer.close()
+        self.index.put(self.store.manifest(writer.session_id))
+        session = self.open_session(writer.session_id)
+        self.emit(Changes(sidebar=True))
+        return session
+
+    def rename(self, session_id: str, title: str) -> Changes:
+        """Give a conversation a new title (a ``session/title`` commit, then its manifest).
+
+        Uses the open writer when the app has one; otherwise takes the lease just
+        for the rename.
+
+        Raises:
+            InvalidTitle: an empty or overlong title (nothing is written).
+            LeaseHeld: another process is writing the conversation.
+        """
+        title = " ".join(title.split())
+        if not title or len(title) > MAX_TITLE:
+            raise InvalidTitle(
+                f"a title must have 1 to {MAX_TITLE} characters", maxLength=MAX_TITLE
+            )
+        session = self.session(session_id)
+        if session is not None and session.writer is not None:
+            session.writer.set_title(title)
+            manifest = session.writer.manifest
+        else:
+            with self.store.open_writer(session_id) as writer:
+                writer.set_title(title)
+                manifest = writer.manifest
+        if session is not None:
+            session.manifest = manifest
+        self.index.put(manifest)
+        return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
+
+    def open_session(self, session_id: str) -> OpenSession:
+        """Open a conversation (idempotent). Big ones load their history in the background.
+
+        Raises:
+            SessionNotFound, InvalidManifest, UnsupportedFormat: it cannot be opened.
+        """
+        session = self._open.get(session_id)
+        if session is not None:
+            return session
+        manifest = self.store.manifest(session_id)
+        session = OpenSession(self, manifest)
+        self._open[session_id] = session
+        try:
+            changes = session.start_loading()
+        except BaseException:
+            self._open.pop(session_id, None)
+            raise
+        self.emit(changes | Changes(transcripts=frozenset({session_id})))
+        return session
+
+    async def close_session(self, session_id: str) -> Changes:
+        """Close a conversation: a running turn is stopped and committed first."""
+        session = self._open.pop(session_id, None)
+        if session is None:
+            return Changes()
+        await session.close()
+        return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
+
+    async def send(self, session_id: str, text: str) -> TurnResult:
+        """Run one turn in an open conversation; a failed turn ends as ``error``."""
+        session = self._open.get(session_id)
+        if session is None:
+            session = self.open_session(session_id)
+        return await session.send(text)
+
+    def stop(self, session_id: str) -> None:
+        """Stop the running turn of a conversation, if any."""
+        session = self._open.get(session_id)
+        if session is not None:
+            session.stop()
+
+    def turn_finished(self, session: OpenSession, result: TurnResult) -> None:
+        """Called by an open session when its turn's closing commit is durable."""
+        if session.writer is not None:
+            self.index.put(session.writer.manifest)
+        self.emit(
+            Changes(
+                sidebar=True,
+                sessions=frozenset({session.session_id}),
+                turns=frozenset({(session.session_id, result.turn_id)}),
+            )
+        )
+
+    # -- branching ------------------------------------------------------------
+
+    def branch_state(self, session_id: str, row: Row) -> BranchState:
+        """The branch action of one row of an open conversation."""
+        session = self._open.get(session_id)
+        table = session.targets if session is not None else None
+        return branch_state(
+            row, table, in_flight=self._in_flight, server_supported=self.server_supported
+        )
+
+    def branch_in_flight(self, target: BranchTarget) -> bool:
+        """A branch from this turn is being created right now."""
+        return (target.session_id, target.turn_id) in self._in_flight
+
+    async def request_branch(self, target: BranchTarget) -> str | None:
+        """Create a new conversation from a finished turn and open it in a new tab.
+
+        The one place a branch click lands. Returns the child's id, or ``None``
+        when it was refused or is uncertain (the notice channel says which).
+        """
+        from branchwise.desktop.host.journal import ForkRequest
+
+        key = (target.session_id, target.turn_id)
+        if key in self._in_flight:
+            return None
+        self._in_flight.add(key)
+        self.emit(Changes(targets=frozenset({target.session_id})))
+        try:
+            outcome = await self.fork_coordinator.branch(
+                ForkRequest(
+                    source_session_id=target.session_id,
+                    generation=target.generation,
+                    turn_id=target.turn_id,
+                    boundary_sequence=target.boundary_sequence,
+                )
+            )
+        finally:
+            self._in_flight.discard(key)
+            self.emit(Changes(targets=frozenset({target.session_id})))
+        return outcome.child_session_id if outcome.opened else None
+
+    async def open_child(self, child_id: str) -> None:
+        """The coordinator's opener: index a new branch, open it, ask the window for a tab.
+
+        Raises whatever opening raises, so the operations journal keeps the
+        record and its notice offers to open the kept child again.
+        """
+        manifest = name_branch(self, self.store.manifest(child_id))
+        self.index.put(manifest)
+        self.emit(Changes(sidebar=True, sessions=frozenset(self._parents_of(manifest))))
+        self.open_session(child_id)
+        if self.navigator is not None:
+            await self.navigator(child_id)
+
+    async def open_kept_child(self, child_id: str) -> bool:
+        """A notice's "Open it": open a child that was kept when its tab failed."""
+        return bool(await self.fork_coordinator.open_kept_child(child_id))
+
+    def _parents_of(self, manifest: Any) -> set[str]:
+        return {manifest.parent.session_id} if manifest.parent is not None else set()
+
+    @property
+    def fork_coordinator(self) -> ForkCoordinator:
+        """The fork-operations journal that carries out every branch click (DESIGN §4)."""
+        if self._coordinator is None:
+            from branchwise.desktop.host.backends import LocalForkBackend
+            from branchwise.desktop.host.branching import ForkCoordinator
+
+            backend = self._fork_backend or LocalForkBackend(self.store)
+            self._coordinator = ForkCoordinator(self.root, backend, self.notices, self.open_child)
+        return self._coordinator
+
+    # -- settings ---------------------------------------------------------------
+
+    def update_settings(self, settings: Settings) -> Changes:
+        """Save new settings and switch provider; the language is the window's business."""
+        save_settings(self.root, settings)
+        self.settings = settings
+        self.provider = self._provider_factory(settings)
+        return self.emit(Changes(settings=True))
+
+
+def name_branch(host: Host, manifest: Manifest) -> Manifest:
+    """Give a fresh branch a title of its own, in the user's language.
+
+    A fork inherits its parent's title, so the sidebar and tabs would show two
+    identical names; "<title> (branch N)" tells them apart. Only a branch still
+    carrying the parent's exact title is renamed, so opening it again (or a
+    user's own title) is left alone; if another process writes it already,
+    the inherited title simply stays.
+    """
+    parent = manifest.parent
+    if manifest.kind != "fork" or parent is None:
+        return manifest
+    parent_title = host.title(parent.session_id)
+    if not parent_title or manifest.title != parent_title:
+        return manifest
+    siblings = [
+        m
+        for m in host.index.children(parent.session_id)
+        if m.kind == "fork" and m.session_id != manifest.session_id
+    ]
+    title = fill(_("{title} (branch {n})"), {"title": parent_title, "n": len(siblings) + 1})
+    try:
+        with host.store.open_writer(manifest.session_id) as writer:
+            writer.set_title(title)
+            return writer.manifest
+    except BranchwiseError as exc:
+        log.info("kept the inherited title of %s: %s", manifest.session_id, exc)
+        return manifest

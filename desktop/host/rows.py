@@ -1,0 +1,334 @@
+"""The transcript as rows of turns, and each turn's branch action (no Qt here).
+
+A *row* is one turn as the user sees it: the question, the answer(s), tool
+calls and how it ended. Every row is bound to its fork target by one key —
+the answer's ``messageId``, or ``turn:<turnId>`` for a turn that produced no
+answer — and that same key is used for a live turn finishing, for history
+paged in later and for a session restored cold from disk (DESIGN §6).
+
+Whether a row's "Branch into a new conversation" action is enabled is a pure
+function of the row, the session's fork targets and what the host is doing
+(:func:`branch_state`), so it is tested without widgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from branchwise.core.projection.projection import Message, Projection
+
+#: Turns shown per page; scrolling up loads the previous page.
+PAGE_SIZE = 50
+
+# Why a branch action is disabled. The first four come from fork targets
+# (DESIGN §3.1); the rest are the desktop's own states.
+TURN_OPEN = "turn_open"
+ACTIVE_AUTHORITY = "active_authority"
+BOUNDARY_NOT_ATOMIC = "boundary_not_atomic"
+UNVERIFIABLE = "unverifiable"
+TARGETS_LOADING = "targets_loading"
+FORK_IN_FLIGHT = "creation_in_flight"
+SERVER_UNSUPPORTED = "server_unsupported"
+
+
+def target_key(message_id: str | None, turn_id: str | None) -> str:
+    """The key a row and its fork target share: the answer's id, else the turn's."""
+    if message_id:
+        return message_id
+    return f"turn:{turn_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One message inside a row.
+
+    Attributes:
+        message_id: the message's stable id.
+        role: ``user``, ``assistant`` or ``tool``.
+        content: its text (Markdown for assistant answers).
+        partial: the text is still streaming or was cut short.
+    """
+
+    message_id: str
+    role: str
+    content: str
+    partial: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One turn of the transcript (or one exchange of imported history).
+
+    Attributes:
+        row_id: stable identity of the row's widget (the turn id; the first
+            message id for imported history, which has no turns).
+        turn_id: the turn, ``None`` for imported history.
+        index: 1-based turn number, ``None`` for imported history.
+        answer_id: the answer's message id, if any text arrived.
+        entries: the messages, in order.
+        end_reason: how the turn ended; ``None`` while it runs.
+        error: the failure text of a turn that ended in error.
+    """
+
+    row_id: str
+    turn_id: str | None
+    index: int | None
+    answer_id: str | None
+    entries: tuple[Entry, ...]
+    end_reason: str | None
+    error: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The fork-target binding key."""
+        return target_key(self.answer_id, self.turn_id or self.row_id)
+
+    @property
+    def running(self) -> bool:
+        """The turn has not ended."""
+        return self.turn_id is not None and self.end_reason is None
+
+    @property
+    def imported(self) -> bool:
+        """History imported without turn records (never branchable)."""
+        return self.turn_id is None
+
+
+def _entry(message: Message) -> Entry:
+    return Entry(message.message_id, message.role, message.content, message.partial)
+
+
+def rows_from_projection(
+    projection: Projection, live: Mapping[str, tuple[str, str]] | None = None
+) -> list[Row]:
+    """Every row of a session, in transcript order (one pass over the messages).
+
+    Args:
+        projection: the session's projection.
+        live: running turn id -> (answer message id, text streamed so far), for
+            text not committed yet.
+    """
+    grouped: dict[str, list[Message]] = {}
+    order: list[str] = []
+    imported: list[list[Message]] = []
+    for message in projection.messages:
+        if message.turn_id is None:
+            if message.role == "user" or not imported:
+                imported.append([])
+                order.append(f"\0{len(imported) - 1}")
+            imported[-1].append(message)
+            continue
+        bucket = grouped.get(message.turn_id)
+        if bucket is None:
+            grouped[message.turn_id] = bucket = []
+            order.append(message.turn_id)
+        bucket.append(message)
+    turn_positions = {turn.turn_id: turn for turn in projection.turns}
+    rows: list[Row] = []
+    for name in order:
+        if name.startswith("\0"):
+            messages = imported[int(name[1:])]
+            answer = next((m for m in reversed(messages) if m.role == "assistant"), None)
+            rows.append(
+                Row(
+                    row_id=messages[0].message_id,
+                    turn_id=None,
+                    index=None,
+                    answer_id=answer.message_id if answer else None,
+                    entries=tuple(_entry(m) for m in messages),
+                    end_reason="completed",
+                )
+            )
+        else:
+            rows.append(_turn_row(projection, turn_positions[name], grouped[name], live))
+    for turn in projection.turns:
+        if turn.turn_id not in grouped:  # a turn with no message at all (damaged history)
+            rows.append(_turn_row(projection, turn, [], live))
+    return rows
+
+
+def row_for_turn(
+    projection: Projection, turn_id: str, live: Mapping[str, tuple[str, str]] | None = None
+) -> Row | None:
+    """One turn's row, scanning messages from the end (changes happen at the tail)."""
+    turn = projection.turn(turn_id)
+    if turn is None:
+        return None
+    messages: list[Message] = []
+    seen_turn = False
+    for message in reversed(projection.messages):
+        if message.turn_id == turn_id:
+            messages.append(message)
+            seen_turn = True
+        elif seen_turn:
+            break
+    messages.reverse()
+    return _turn_row(projection, turn, messages, live)
+
+
+def _turn_row(
+    projection: Projection,
+    turn: Any,
+    messages: list[Message],
+    live: Mapping[str, tuple[str, str]] | None,
+) -> Row:
+    entries = [_entry(m) for m in messages]
+    answer_id = turn.message_id
+    streaming = live.get(turn.turn_id) if live else None
+    if streaming is not None and turn.is_open:
+        live_id, text = streaming
+        answer_id = live_id
+        for position, entry in enumerate(entries):
+            if entry.message_id == live_id:
+                entries[position] = Entry(live_id, "assistant", text, True)
+                break
+        else:
+            entries.append(Entry(live_id, "assistant", text, True))
+    return Row(
+        row_id=turn.turn_id,
+        turn_id=turn.turn_id,
+        index=turn.index,
+        answer_id=answer_id,
+        entries=tuple(entries),
+        end_reason=turn.end_reason,
+        error=turn.error,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ForkTarget:
+    """One entry of a session's fork targets (DESIGN §3.1)."""
+
+    turn_id: str
+    message_id: str | None
+    boundary_sequence: int | None
+    available: bool
+    reason: str | None
+
+    @property
+    def key(self) -> str:
+        """The row binding key."""
+        return target_key(self.message_id, self.turn_id)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetTable:
+    """A session's fork targets indexed by binding key.
+
+    Attributes:
+        session_id: the source session.
+        generation: the source generation the targets were read at.
+        verifiable: false for message-only history.
+        by_key: binding key -> target.
+    """
+
+    session_id: str
+    generation: int
+    verifiable: bool
+    by_key: Mapping[str, ForkTarget]
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> TargetTable:
+        """Build the table from the §3.1 JSON shape."""
+        by_key: dict[str, ForkTarget] = {}
+        for item in data.get("targets", ()):
+            target = ForkTarget(
+                turn_id=item["turnId"],
+                message_id=item.get("messageId"),
+                boundary_sequence=item.get("boundarySequence"),
+                available=bool(item.get("available")),
+                reason=item.get("reason"),
+            )
+            by_key[target.key] = target
+            by_key.setdefault(target_key(None, target.turn_id), target)
+        source = data["source"]
+        return cls(
+            session_id=source["sessionId"],
+            generation=int(source["generation"]),
+            verifiable=bool(data.get("verifiable", True)),
+            by_key=by_key,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BranchTarget:
+    """What a click on a branch action carries to the host (DESIGN §4 step 1)."""
+
+    session_id: str
+    generation: int
+    turn_id: str
+    boundary_sequence: int
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BranchState:
+    """A row's branch action: enabled with a target, or disabled with a reason code."""
+
+    target: BranchTarget | None
+    reason: str | None
+
+    @property
+    def enabled(self) -> bool:
+        """The action can be clicked."""
+        return self.target is not None
+
+
+def branch_state(
+    row: Row,
+    table: TargetTable | None,
+    *,
+    in_flight: Collection[tuple[str, str]] = (),
+    server_supported: bool = True,
+) -> BranchState:
+    """Decide a row's branch action from committed fork targets and host state."""
+    if row.running:
+        return BranchState(None, TURN_OPEN)
+    if not server_supported:
+        return BranchState(None, SERVER_UNSUPPORTED)
+    if table is None:
+        return BranchState(None, TARGETS_LOADING)
+    if not table.verifiable or row.imported:
+        return BranchState(None, UNVERIFIABLE)
+    target = table.by_key.get(row.key)
+    if target is None or target.turn_id != row.turn_id or target.reason == TURN_OPEN:
+        # Targets are read after the turn ends: until then the table is older than the row.
+        return BranchState(None, TARGETS_LOADING)
+    if (table.session_id, target.turn_id) in in_flight:
+        return BranchState(None, FORK_IN_FLIGHT)
+    if not target.available or target.boundary_sequence is None:
+        return BranchState(None, target.reason or BOUNDARY_NOT_ATOMIC)
+    return BranchState(
+        BranchTarget(
+            session_id=table.session_id,
+            generation=table.generation,
+            turn_id=target.turn_id,
+            boundary_sequence=target.boundary_sequence,
+            message_id=target.message_id,
+        ),
+        None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The slice ``rows[start:end]`` that has widgets."""
+
+    start: int
+    end: int
+
+    @classmethod
+    def tail(cls, count: int, page: int = PAGE_SIZE) -> Window:
+        """The last page of ``count`` rows."""
+        return cls(max(0, count - page), count)
+
+    def earlier(self, page: int = PAGE_SIZE) -> Window:
+        """This window extended by one page upwards."""
+        return Window(max(0, self.start - page), self.end)
+
+    @property
+    def size(self) -> int:
+        """How many rows it holds."""
+        return self.end - self.start

@@ -1,0 +1,449 @@
+"""One open conversation inside the host: its writer, turn runner and fork targets.
+
+An :class:`OpenSession` is what a tab shows, without being a widget. It holds
+the session's :class:`~branchwise.core.store.SessionWriter` (or, when another
+process holds the lease or the log is damaged, a read-only snapshot that it
+re-reads when the file grows), runs turns through
+:class:`~branchwise.core.runtime.TurnRunner`, keeps the transcript rows, and
+reads fork targets from committed events whenever a turn ends.
+
+Everything it changes is reported to the host as :class:`Changes`; streamed
+text goes through a separate, cheaper callback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from branchwise.core.errors import BranchwiseError, CorruptLog, LeaseHeld, ReadOnlySession
+from branchwise.core.fork.targets import targets_from_projection
+from branchwise.core.log.frames import HEADER, HEADER_SIZE, MAGIC, Incomplete, decode_frame
+from branchwise.core.projection.projection import Projection
+from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
+from branchwise.core.store.manifest import Manifest
+from branchwise.core.store.store import SessionStore, SessionWriter
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.notices import Level
+from branchwise.desktop.host.rows import (
+    PAGE_SIZE,
+    Row,
+    TargetTable,
+    row_for_turn,
+    rows_from_projection,
+)
+
+if TYPE_CHECKING:
+    from branchwise.desktop.host.host import Host
+
+log = logging.getLogger(__name__)
+
+#: How often a read-only session checks whether its log grew.
+READ_ONLY_POLL_SECONDS = 1.0
+
+
+class SessionMode(StrEnum):
+    """How a session is open."""
+
+    LOADING = "loading"
+    WRITABLE = "writable"
+    READ_ONLY = "read_only"
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    manifest: Manifest
+    writer: SessionWriter | None
+    projection: Projection
+    rows: list[Row]
+    error: BranchwiseError | None
+    log_size: int
+
+
+class OpenSession(TurnListener):
+    """An open conversation.
+
+    Attributes:
+        session_id: the session.
+        manifest: its manifest (title, lineage).
+        mode: loading, writable or read-only.
+        read_only_error: why it is read-only (``lease_held``, ``corrupt_log``…).
+        rows: the transcript rows (the preview's last page while loading).
+        targets: fork targets from committed events; ``None`` until read.
+    """
+
+    def __init__(self, host: Host, manifest: Manifest) -> None:
+        self._host = host
+        self.session_id = manifest.session_id
+        self.manifest = manifest
+        self.mode = SessionMode.LOADING
+        self.read_only_error: BranchwiseError | None = None
+        self.rows: list[Row] = []
+        self.targets: TargetTable | None = None
+        self.writer: SessionWriter | None = None
+        self._projection: Projection | None = None
+        self._row_pos: dict[str, int] = {}
+        self._live: dict[str, tuple[str, str]] = {}
+        self._live_parts: dict[str, list[str]] = {}
+        self._runner: TurnRunner | None = None
+        self._turn_task: asyncio.Task[TurnResult] | None = None
+        self._running_turn: str | None = None
+        self._loaded = asyncio.get_event_loop().create_future()
+        self._poll_task: asyncio.Task[None] | None = None
+        self._log_size = 0
+        self._closed = False
+
+    # -- reading -----------------------------------------------------------
+
+    @property
+    def store(self) -> SessionStore:
+        """The host's store."""
+        return self._host.store
+
+    @property
+    def projection(self) -> Projection | None:
+        """The full projection (``None`` while only the preview is loaded)."""
+        if self.writer is not None:
+            return self.writer.projection
+        return self._projection
+
+    @property
+    def title(self) -> str:
+        """The title as last committed ("" until the first message names it)."""
+        projection = self.projection
+        return (projection.title if projection else "") or self.manifest.title
+
+    @property
+    def loaded(self) -> bool:
+        """The whole history has been read."""
+        return self.mode is not SessionMode.LOADING
+
+    @property
+    def running(self) -> bool:
+        """A turn is running: its question is committed and its closing commit is not."""
+        return self._running_turn is not None
+
+    @property
+    def running_turn_id(self) -> str | None:
+        """The running turn, if any."""
+        return self._running_turn
+
+    def row(self, row_id: str) -> Row | None:
+        """The row with this id."""
+        position = self._row_pos.get(row_id)
+        return self.rows[position] if position is not None else None
+
+    async def wait_loaded(self) -> None:
+        """Until the whole history is read (raises what loading raised)."""
+        await asyncio.shield(self._loaded)
+
+    # -- loading -----------------------------------------------------------
+
+    def start_loading(self) -> Changes:
+        """Read the session: at once if small, else a preview now and the rest off-thread."""
+        log_path = self.store.session_dir(self.session_id) / "events.log"
+        try:
+            size = log_path.stat().st_size
+        except FileNotFoundError:
+            size = 0
+        if size <= PREVIEW_THRESHOLD_BYTES:
+            self._install(self._load_blocking())
+            return Changes(sessions=frozenset({self.session_id}))
+        preview = read_preview(log_path, PAGE_SIZE)
+        if preview is not None:
+            self._set_rows(preview.rows)
+        self._host.spawn(self._load_in_background(), f"load {self.session_id}")
+        return Changes(sessions=frozenset({self.session_id}))
+
+    async def _load_in_background(self) -> None:
+        try:
+            loaded = await asyncio.to_thread(self._load_blocking)
+        except BaseException as exc:
+            if not self._loaded.done():
+                self._loaded.set_exception(exc)
+                self._loaded.exception()  # retrieved here; awaiting callers still see it
+            if isinstance(exc, BranchwiseError):
+                # Unreadable after all (e.g. a newer format): say so in the tab, not "Loading…".
+                self.mode = SessionMode.READ_ONLY
+                self.read_only_error = exc
+                self._host.emit(Changes(sessions=frozenset({self.session_id})))
+            raise
+        if self._closed:
+            if loaded.writer is not None:
+                loaded.writer.close()
+            return
+        self._install(loaded)
+        self._host.emit(
+            Changes(sessions=frozenset({self.session_id}), transcripts=frozenset({self.session_id}))
+        )
+
+    def _load_blocking(self) -> _Loaded:
+        """Open as writer, else read-only; build rows. Runs on any thread."""
+        log_path = self.store.session_dir(self.session_id) / "events.log"
+        writer: SessionWriter | None = None
+        error: BranchwiseError | None = None
+        try:
+            writer = self.store.open_writer(self.session_id)
+            manifest, projection = writer.manifest, writer.projection
+        except (LeaseHeld, CorruptLog) as exc:
+            error = exc
+            snapshot = self.store.read(self.session_id)
+            manifest, projection = snapshot.manifest, snapshot.projection
+        size = log_path.stat().st_size if log_path.exists() else 0
+        rows = rows_from_projection(projection)
+        return _Loaded(manifest, writer, projection, rows, error, size)
+
+    def _install(self, loaded: _Loaded) -> None:
+        self.manifest = loaded.manifest
+        self.writer = loaded.writer
+        self._projection = None if loaded.writer else loaded.projection
+        self._log_size = loaded.log_size
+        self._set_rows(loaded.rows)
+        if loaded.writer is not None:
+            self.mode = SessionMode.WRITABLE
+            if loaded.writer.cut_tail is not None:
+                # Normal crash recovery (the interrupted turn shows it); nothing to ask of anyone.
+                log.info("cut a torn tail of %s: %s", self.session_id, loaded.writer.cut_tail)
+        else:
+            self.mode = SessionMode.READ_ONLY
+            self.read_only_error = loaded.error
+            if loaded.error is not None and not isinstance(loaded.error, LeaseHeld):
+                self._host.notices.post(
+                    loaded.error.code, Level.WARNING, detail=loaded.error.message, title=self.title
+                )
+            if self._poll_task is None:
+                self._poll_task = self._host.spawn(self._poll_read_only(), "poll read-only")
+        if not self._loaded.done():
+            self._loaded.set_result(None)
+        self.refresh_targets()
+
+    def _set_rows(self, rows: list[Row]) -> None:
+        self.rows = rows
+        self._row_pos = {row.row_id: position for position, row in enumerate(rows)}
+
+    async def _poll_read_only(self) -> None:
+        """Re-read a session another process writes, whenever its log grows."""
+        log_path = self.store.session_dir(self.session_id) / "events.log"
+        while not self._closed and self.mode is SessionMode.READ_ONLY:
+            await asyncio.sleep(READ_ONLY_POLL_SECONDS)
+            try:
+                size = log_path.stat().st_size
+            except FileNotFoundError:
+                continue
+            lease_free = isinstance(self.read_only_error, LeaseHeld) and not (
+                self.store.is_being_written(self.session_id)
+            )
+            if size == self._log_size and not lease_free:
+                continue
+            loaded = await asyncio.to_thread(self._load_blocking)
+            if self.is_closed():
+                if loaded.writer is not None:
+                    loaded.writer.close()
+                return
+            self._install(loaded)
+            self._host.emit(
+                Changes(
+                    sidebar=loaded.writer is not None,
+                    sessions=frozenset({self.session_id}),
+                    transcripts=frozenset({self.session_id}),
+                )
+            )
+        self._poll_task = None
+
+    # -- fork targets --------------------------------------------------------
+
+    def refresh_targets(self) -> None:
+        """Fork targets of the committed events this session shows.
+
+        The writer's projection changes only after a commit is durable and a
+        read-only snapshot holds whole frames only, so this is the answer
+        ``fork_targets`` gives from disk, for exactly the rows on screen,
+        without reading the log a second time.
+        """
+        projection = self.projection
+        if projection is None:
+            return
+        answer = targets_from_projection(projection, self.manifest)
+        self.targets = TargetTable.from_json(answer.to_json())
+        self._host.emit(Changes(targets=frozenset({self.session_id})))
+
+    # -- turns ---------------------------------------------------------------
+
+    async def send(self, text: str) -> TurnResult:
+        """Run one turn for ``text``; returns how it ended (failures end it as ``error``)."""
+        await self.wait_loaded()
+        if self.writer is None:
+            raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
+        if self._turn_task is not None and not self._turn_task.done():
+            raise BranchwiseError("a turn is already running in this conversation")
+        self._runner = TurnRunner(self.writer, self._host.provider, self)
+        self._turn_task = asyncio.ensure_future(self._runner.run(text))
+        try:
+            return await asyncio.shield(self._turn_task)
+        finally:
+            if self._turn_task.done():
+                self._runner = None
+
+    def stop(self) -> None:
+        """Stop the running turn (it ends ``cancelled`` and keeps its partial answer)."""
+        if self._runner is not None and self._turn_task is not None and not self._turn_task.done():
+            self._runner.cancel()
+
+    def turn_started(self, turn_id: str, user_message_id: str, message_id: str) -> None:
+        """TurnListener: the question is committed; show the running row."""
+        self._running_turn = turn_id
+        self._live[turn_id] = (message_id, "")
+        self._live_parts[turn_id] = []
+        self._update_row(turn_id)
+        self._host.emit(
+            Changes(
+                sidebar=True,
+                sessions=frozenset({self.session_id}),
+                turns=frozenset({(self.session_id, turn_id)}),
+                targets=frozenset({self.session_id}),
+            )
+        )
+
+    def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
+        """TurnListener: a chunk streamed in; views append it without a full refresh."""
+        parts = self._live_parts.get(turn_id)
+        if parts is not None:
+            parts.append(chunk)
+        self._host.emit_text(self.session_id, turn_id, message_id, chunk)
+
+    def live_text(self, turn_id: str) -> str:
+        """Everything streamed so far in a running turn."""
+        parts = self._live_parts.get(turn_id)
+        if not parts:
+            return ""
+        if len(parts) > 1:
+            parts[:] = ["".join(parts)]
+        return parts[0]
+
+    def turn_ended(self, result: TurnResult) -> None:
+        """TurnListener: the closing commit is durable; re-read targets, report failures."""
+        self._running_turn = None
+        self._live.pop(result.turn_id, None)
+        self._live_parts.pop(result.turn_id, None)
+        if self.writer is not None:
+            self.manifest = self.writer.manifest
+        self._update_row(result.turn_id)
+        if result.error is not None:
+            params: dict[str, Any] = {
+                k: v
+                for k, v in result.error.details.items()
+                if isinstance(v, str | int) and k not in ("detail", "action", "level")
+            }
+            params["title"] = self.title
+            self._host.notices.post(
+                result.error.code, Level.ERROR, detail=result.error.message, **params
+            )
+        self.refresh_targets()
+        self._host.turn_finished(self, result)
+
+    def _update_row(self, turn_id: str) -> None:
+        projection = self.projection
+        if projection is None:
+            return
+        live = None
+        if turn_id in self._live:
+            live = {turn_id: (self._live[turn_id][0], self.live_text(turn_id))}
+        row = row_for_turn(projection, turn_id, live)
+        if row is None:
+            return
+        position = self._row_pos.get(turn_id)
+        if position is None:
+            self._row_pos[turn_id] = len(self.rows)
+            self.rows.append(row)
+        else:
+            self.rows[position] = row
+
+    def is_closed(self) -> bool:
+        """The session was closed (its tab is gone; late results are dropped)."""
+        return self._closed
+
+    # -- closing ----------------------------------------------------------------
+
+    async def close(self) -> None:
+        """Stop a running turn, wait for its closing commit, release the writer."""
+        self._closed = True
+        if self._turn_task is not None and not self._turn_task.done():
+            self.stop()
+            with contextlib.suppress(BaseException):
+                await self._turn_task
+        if self._poll_task is not None and not self._poll_task.done():
+            self._poll_task.cancel()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+_TURN_START = b'"type":"turn/start"'
+
+#: Sessions whose log is smaller than this are read fully at once.
+PREVIEW_THRESHOLD_BYTES = 512 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """The last rows of a session and how many turns precede them.
+
+    Attributes:
+        rows: the last page of rows, turn numbers absolute.
+        title: the title as of the last ``session/title`` seen (may be empty).
+    """
+
+    rows: list[Row]
+    title: str
+
+
+def read_preview(log_path: Path, turns: int) -> Preview | None:
+    """The rows of the last ``turns`` turns, or ``None`` if the log is unusual.
+
+    ``None`` (a damaged header, no turns) just means "do the full read first".
+    """
+    try:
+        buf = log_path.read_bytes()
+    except OSError:
+        return None
+    offsets: list[int] = []
+    offset = 0
+    while offset + HEADER_SIZE <= len(buf):
+        magic, _version, length, _crc, _hcrc = HEADER.unpack_from(buf, offset)
+        if magic != MAGIC:
+            return None
+        end = offset + HEADER_SIZE + length
+        if end > len(buf):
+            break
+        offsets.append(offset)
+        offset = end
+    frames = []
+    started = 0
+    first_turn_frame = None
+    for position in range(len(offsets) - 1, -1, -1):
+        try:
+            frame = decode_frame(buf, offsets[position])
+        except (Incomplete, BranchwiseError):
+            return None
+        frames.append(frame)
+        starts = sum(1 for event in frame.events if event.get("type") == "turn/start")
+        if starts:
+            started += starts
+            first_turn_frame = len(frames)
+            if started >= turns:
+                break
+    if first_turn_frame is None:
+        return None
+    frames = frames[:first_turn_frame]
+    frames.reverse()
+    earlier_turns = buf.count(_TURN_START, 0, frames[0].offset)
+    projection = Projection.replay(frame.events for frame in frames)
+    for turn in projection.turns:
+        turn.index += earlier_turns
+    rows = [row for row in rows_from_projection(projection) if not row.imported]
+    return Preview(rows=rows[-turns:], title=projection.title)

@@ -1,0 +1,87 @@
+"""The banner of a branched conversation: where it came from, and a way back.
+
+"Branched from <title>, turn N" with an "Open parent conversation" button.
+Hidden for conversations that were not branched from another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
+
+from branchwise.core.i18n.language import _
+from branchwise.core.i18n.reasons import fill
+from branchwise.desktop.widgets.turn_widget import untitled
+
+
+class ForkBanner(QFrame):
+    """Says where a branch came from and opens its parent.
+
+    Args:
+        on_open_parent: called with the parent's session id.
+    """
+
+    def __init__(
+        self, on_open_parent: Callable[[str], None], parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("forkBanner")
+        self._on_open_parent = on_open_parent
+        self._parent_id: str | None = None
+        self._parent_title = ""
+        self._turn: int | None = None
+        self._parent_exists = True
+        self._kind = "fork"
+        self.label = QLabel(self)
+        self.label.setObjectName("forkBannerText")
+        self.label.setWordWrap(True)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.open_button = QPushButton(self)
+        self.open_button.setObjectName("openParentButton")
+        self.open_button.clicked.connect(self._open)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(12, 6, 12, 6)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.open_button)
+        self.hide()
+
+    def set_origin(
+        self,
+        parent_id: str | None,
+        parent_title: str,
+        turn: int | None,
+        parent_exists: bool,
+        kind: str = "fork",
+    ) -> None:
+        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``."""
+        self._kind = kind
+        self._parent_id = parent_id
+        self._parent_title = parent_title
+        self._turn = turn
+        self._parent_exists = parent_exists
+        self.retranslate_ui()
+        self.setVisible(parent_id is not None)
+
+    def _open(self) -> None:
+        if self._parent_id is not None:
+            self._on_open_parent(self._parent_id)
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text."""
+        title = untitled(self._parent_title)
+        if self._kind == "child":
+            # A child conversation starts empty: it came from the parent, it is no copy of it.
+            text = fill(_("Started from {title}"), {"title": title})
+        elif self._turn is not None:
+            text = fill(
+                _("Branched from {title}, turn {turn}"), {"title": title, "turn": self._turn}
+            )
+        else:
+            text = fill(_("Branched from {title}"), {"title": title})
+        if not self._parent_exists:
+            text = _("Branched from a conversation that no longer exists.")
+        self.label.setText(text)
+        self.open_button.setText(_("Open parent conversation"))
+        self.open_button.setEnabled(self._parent_exists)

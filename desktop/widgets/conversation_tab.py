@@ -1,0 +1,155 @@
+"""One conversation tab: banner, transcript and composer, all talking to the host.
+
+The tab never touches a session's files: it asks the host to send, stop and
+branch, and refreshes the parts a :class:`Changes` names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+
+from branchwise.core.i18n.language import _
+from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.rows import BranchTarget
+from branchwise.desktop.host.session import SessionMode
+from branchwise.desktop.widgets.banner import ForkBanner
+from branchwise.desktop.widgets.composer import Composer
+from branchwise.desktop.widgets.transcript import TranscriptView
+from branchwise.desktop.widgets.turn_widget import untitled
+
+
+class ConversationTab(QWidget):
+    """The tab of one open conversation.
+
+    Args:
+        host: the host.
+        session_id: the conversation (already opened in the host).
+        open_session: shows another conversation (a parent, a branch).
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        session_id: str,
+        open_session: Callable[[str], None],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("conversationTab")
+        self.host = host
+        self.session_id = session_id
+        self._open_session = open_session
+        self.banner = ForkBanner(open_session, self)
+        self.state_label = QLabel(self)
+        self.state_label.setObjectName("sessionState")
+        self.state_label.setWordWrap(True)
+        self.state_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.state_label.setContentsMargins(12, 4, 12, 4)
+        self.transcript = TranscriptView(host, session_id, self._branch, open_session, parent=self)
+        self.composer = Composer(self._send, self._stop, self)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.state_label)
+        layout.addWidget(self.transcript, 1)
+        layout.addWidget(self.composer)
+        self._render_state()
+        self._render_banner()
+
+    # -- what the UI exposes -------------------------------------------------
+
+    @property
+    def title(self) -> str:
+        """The tab's title in the active language."""
+        return untitled(self.host.title(self.session_id))
+
+    @property
+    def running(self) -> bool:
+        """A turn runs in this conversation."""
+        return self.host.is_running(self.session_id)
+
+    # -- actions ---------------------------------------------------------------
+
+    def _send(self, text: str) -> None:
+        self.host.spawn(self.host.send(self.session_id, text), "send")
+
+    def _stop(self) -> None:
+        self.host.stop(self.session_id)
+
+    def _branch(self, target: BranchTarget) -> None:
+        self.host.spawn(self.host.request_branch(target), "branch")
+
+    # -- refreshing ------------------------------------------------------------
+
+    def apply_changes(self, changes: Changes) -> None:
+        """Refresh the parts ``changes`` name."""
+        sid = self.session_id
+        if sid in changes.transcripts:
+            self.transcript.reload()
+        elif changes.turns:
+            turns = changes.turns_of(sid)
+            if turns:
+                self.transcript.update_turns(turns)
+        if sid in changes.targets or sid in changes.transcripts:
+            self.transcript.refresh_branch_states()
+        if sid in changes.sessions or sid in changes.transcripts:
+            self._render_state()
+            self.transcript.refresh_branches()
+        if changes.sidebar or sid in changes.transcripts:
+            self._render_banner()
+
+    def append_text(self, turn_id: str, message_id: str, chunk: str) -> None:
+        """Streamed text for a running turn of this conversation."""
+        self.transcript.append_text(turn_id, message_id, chunk)
+
+    def _render_state(self) -> None:
+        session = self.host.session(self.session_id)
+        text = ""
+        blocked: str | None = None
+        if session is None:
+            blocked = text = _("This conversation is closed.")
+        elif session.mode is SessionMode.LOADING:
+            text = _("Loading…")
+        elif session.mode is SessionMode.READ_ONLY:
+            error = session.read_only_error
+            reason = reason_text(error.code) if error is not None else reason_text("read_only")
+            blocked = text = fill_read_only(reason)
+        self.state_label.setText(text)
+        self.state_label.setVisible(bool(text))
+        self.composer.set_blocked(blocked)
+        self.composer.set_running(session is not None and session.running)
+
+    def _render_banner(self) -> None:
+        session = self.host.session(self.session_id)
+        manifest = session.manifest if session else self.host.index.by_id.get(self.session_id)
+        link = manifest.parent if manifest is not None else None
+        if link is None:
+            self.banner.set_origin(None, "", None, True)
+            return
+        turn_number = None
+        projection = session.projection if session is not None else None
+        if projection is not None and link.turn_id is not None:
+            turn = projection.turn(link.turn_id)
+            turn_number = turn.index if turn is not None else None
+        exists = link.session_id in self.host.index.by_id
+        self.banner.set_origin(
+            link.session_id, self.host.title(link.session_id), turn_number, exists, link.kind
+        )
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text of the tab."""
+        self.banner.retranslate_ui()
+        self.transcript.retranslate_ui()
+        self.composer.retranslate_ui()
+        self._render_state()
+
+
+def fill_read_only(reason: str) -> str:
+    """ "Read-only: <reason>"."""
+    return fill(_("Read-only: {reason}"), {"reason": reason})

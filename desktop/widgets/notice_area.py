@@ -1,0 +1,245 @@
+"""Where notices show: the latest few as rows, every one in a history menu.
+
+Failures never disappear on their own: errors and warnings stay until the
+user dismisses them, while outcomes ("Branch created: …") fade after a few
+seconds. Each row names its failure in the user's language (the notice
+carries a code and parameters, not finished text, so a language switch
+re-renders it) and shows the untranslated technical detail beneath.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchwise.core.i18n.language import _, format_time
+from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.desktop.host.notices import Level, Notice, NoticeAction, NoticeCenter
+from branchwise.desktop.widgets.turn_widget import untitled
+
+#: How many notices show as rows at once.
+MAX_ROWS = 3
+#: How long an outcome (info, success) stays before it fades into the history.
+OUTCOME_MS = 8000
+PERSISTENT = (Level.ERROR, Level.WARNING)
+
+
+def notice_text(notice: Notice, title_of: Callable[[str], str]) -> str:
+    """The notice's sentence in the active language.
+
+    Notices that name a session by id (``child``) get its title filled in.
+    """
+    params = dict(notice.params)
+    child = params.get("child")
+    if "title" not in params and isinstance(child, str):
+        params["title"] = untitled(title_of(child))
+    elif "title" in params and isinstance(params["title"], str):
+        params["title"] = untitled(params["title"])
+    return reason_text(notice.code, **params)
+
+
+class NoticeRow(QFrame):
+    """One visible notice with its action and a dismiss button."""
+
+    def __init__(self, area: NoticeArea, notice: Notice) -> None:
+        super().__init__(area)
+        self.notice = notice
+        self._area = area
+        self.setObjectName("noticeRow")
+        self.setProperty("level", str(notice.level))
+        self.message_label = QLabel(self)
+        self.message_label.setObjectName("noticeText")
+        self.message_label.setWordWrap(True)
+        self.message_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.message_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.detail_label = QLabel(self)
+        self.detail_label.setObjectName("noticeDetail")
+        self.detail_label.setWordWrap(True)
+        self.detail_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.detail_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.action_button = QPushButton(self)
+        self.action_button.setObjectName("noticeAction")
+        self.action_button.clicked.connect(self._act)
+        self.dismiss_button = QToolButton(self)
+        self.dismiss_button.setObjectName("noticeDismiss")
+        self.dismiss_button.setText("×")
+        self.dismiss_button.setAutoRaise(True)
+        self.dismiss_button.clicked.connect(lambda: area.dismiss(self))
+        texts = QVBoxLayout()
+        texts.setSpacing(0)
+        texts.addWidget(self.message_label)
+        texts.addWidget(self.detail_label)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 4, 4, 4)
+        layout.addLayout(texts, 1)
+        layout.addWidget(self.action_button)
+        layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
+        if notice.level not in PERSISTENT:
+            # Owned by the row, so it dies with it and never fires on a deleted one.
+            self._fade = QTimer(self)
+            self._fade.setSingleShot(True)
+            self._fade.timeout.connect(lambda: area.dismiss(self))
+            self._fade.start(OUTCOME_MS)
+        self.retranslate_ui()
+
+    @property
+    def text(self) -> str:
+        """The sentence shown."""
+        return self.message_label.text()
+
+    def _act(self) -> None:
+        if self.notice.action is not None:
+            self._area.run_action(self.notice.action)
+
+    def retranslate_ui(self) -> None:
+        """Re-render the sentence in the active language."""
+        self.message_label.setText(notice_text(self.notice, self._area.title_of))
+        detail = self.notice.detail or ""
+        self.detail_label.setText(detail)
+        self.detail_label.setVisible(bool(detail))
+        action = self.notice.action
+        self.action_button.setVisible(action is not None)
+        if action is not None and action.kind == "use_server":
+            self.action_button.setText(_("Use it"))
+            self.action_button.setToolTip(_("Switch to this model server"))
+        elif action is not None:
+            self.action_button.setText(_("Open"))
+            self.action_button.setToolTip(_("Open the conversation this notice is about"))
+        self.dismiss_button.setToolTip(_("Dismiss"))
+        self.dismiss_button.setAccessibleName(_("Dismiss"))
+
+
+class NoticeArea(QFrame):
+    """The notice rows and the history button.
+
+    Args:
+        notices: the notice channel to listen to.
+        title_of: a session's title, for notices that name a session by id.
+        on_action: runs a notice's action (e.g. opens a kept child).
+    """
+
+    def __init__(
+        self,
+        notices: NoticeCenter,
+        title_of: Callable[[str], str],
+        on_action: Callable[[NoticeAction], None],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("noticeArea")
+        self.notices = notices
+        self.title_of = title_of
+        self._on_action = on_action
+        self._rows_layout = QVBoxLayout()
+        self._rows_layout.setSpacing(2)
+        self.history_button = QToolButton(self)
+        self.history_button.setObjectName("noticeHistory")
+        self.history_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.history_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        self.history_button.setAutoRaise(True)
+        self.history_menu = QMenu(self.history_button)
+        self.history_menu.aboutToShow.connect(self._fill_history)
+        self.history_button.setMenu(self.history_menu)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(6, 2, 6, 2)
+        layout.addLayout(self._rows_layout, 1)
+        layout.addWidget(self.history_button, 0, Qt.AlignmentFlag.AlignBottom)
+        self._unsubscribe = notices.subscribe(self.show_notice)
+        for notice in notices.history:
+            if notice.level in PERSISTENT:
+                self.show_notice(notice)
+        self.retranslate_ui()
+
+    # -- what the UI exposes -------------------------------------------------
+
+    def rows(self) -> list[NoticeRow]:
+        """The visible notice rows, oldest first."""
+        found = []
+        for position in range(self._rows_layout.count()):
+            item = self._rows_layout.itemAt(position)
+            widget = item.widget() if item is not None else None
+            if isinstance(widget, NoticeRow):
+                found.append(widget)
+        return found
+
+    def visible_texts(self) -> list[str]:
+        """The sentences shown right now, oldest first."""
+        return [row.text for row in self.rows()]
+
+    def history_texts(self) -> list[str]:
+        """Every kept notice's sentence, newest first."""
+        return [notice_text(n, self.title_of) for n in reversed(self.notices.history)]
+
+    # -- showing ---------------------------------------------------------------
+
+    def show_notice(self, notice: Notice) -> None:
+        """Add a row for ``notice`` (the oldest outcome makes room first)."""
+        rows = self.rows()
+        if any(row.notice.id == notice.id for row in rows):
+            return
+        while len(rows) >= MAX_ROWS:
+            victim = next((r for r in rows if r.notice.level not in PERSISTENT), rows[0])
+            rows.remove(victim)
+            self._remove(victim)
+        self._rows_layout.addWidget(NoticeRow(self, notice))
+        self._render_history_button()
+
+    def dismiss(self, row: NoticeRow) -> None:
+        """Hide a row (the notice stays in the history)."""
+        if row in self.rows():
+            self._remove(row)
+        self._render_history_button()
+
+    def _remove(self, row: NoticeRow) -> None:
+        self._rows_layout.removeWidget(row)
+        row.hide()
+        row.deleteLater()
+
+    def run_action(self, action: NoticeAction) -> None:
+        """Run a notice's action."""
+        self._on_action(action)
+
+    def _fill_history(self) -> None:
+        self.history_menu.clear()
+        history = list(reversed(self.notices.history))
+        if not history:
+            empty = self.history_menu.addAction(_("No notices yet"))
+            empty.setEnabled(False)
+            return
+        for notice in history:
+            text = notice_text(notice, self.title_of)
+            when = format_time(notice.created) if notice.created else ""
+            action = self.history_menu.addAction(f"{when}  {text}" if when else text)
+            if notice.detail:
+                action.setToolTip(notice.detail)
+            action.triggered.connect(lambda _checked=False, n=notice: self.show_notice(n))
+
+    def _render_history_button(self) -> None:
+        count = len(self.notices.history)
+        label = _("Notices")
+        self.history_button.setText(
+            fill(_("{label} ({n})"), {"label": label, "n": count}) if count else label
+        )
+        self.history_button.setToolTip(_("Show recent notices"))
+        self.history_button.setAccessibleName(label)
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text."""
+        for row in self.rows():
+            row.retranslate_ui()
+        self._render_history_button()
+
+    def close_area(self) -> None:
+        """Stop listening to the notice channel."""
+        self._unsubscribe()

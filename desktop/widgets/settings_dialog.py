@@ -1,0 +1,280 @@
+"""The settings dialog: which model answers, and in which language the app speaks.
+
+Values are checked with ``core.settings.validate_settings`` (the same rules
+as the file on disk) and every problem is shown next to its field, in the
+user's language, instead of being saved. The model list comes from the
+server itself ("Refresh models"); the API key is masked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchwise.core.errors import BranchwiseError, InvalidSettings
+from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
+from branchwise.core.i18n.locales import SUPPORTED
+from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.core.settings import Settings, resolve_api_key, validate_settings
+
+FIELDS = ("provider", "baseUrl", "model", "apiKey", "language")
+
+
+class SettingsDialog(QDialog):
+    """Edit and save :class:`Settings`.
+
+    Args:
+        settings: the current settings.
+        on_save: called with valid new settings when the user saves.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        on_save: Callable[[Settings], None],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("settingsDialog")
+        self.setWindowModality(Qt.WindowModality.WindowModal)
+        self._settings = settings
+        self._on_save = on_save
+        self._models_task: asyncio.Task[None] | None = None
+
+        self.provider = QComboBox(self)
+        self.provider.setObjectName("provider")
+        self.provider.addItem("", "demo")
+        self.provider.addItem("", "openai")
+        self.provider.currentIndexChanged.connect(self._render_enabled)
+        self.base_url = QLineEdit(self)
+        self.base_url.setObjectName("baseUrl")
+        self.base_url.setPlaceholderText("http://127.0.0.1:11434/v1")
+        self.model = QComboBox(self)
+        self.model.setObjectName("model")
+        self.model.setEditable(True)
+        self.refresh_button = QPushButton(self)
+        self.refresh_button.setObjectName("refreshModels")
+        self.refresh_button.clicked.connect(self.refresh_models)
+        self.api_key = QLineEdit(self)
+        self.api_key.setObjectName("apiKey")
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.language = QComboBox(self)
+        self.language.setObjectName("language")
+        self.language.addItem("", None)
+        for code in SUPPORTED:
+            self.language.addItem(DISPLAY_NAMES[code], code)
+
+        self.errors: dict[str, QLabel] = {}
+        for name in (*FIELDS, "form"):
+            label = QLabel(self)
+            label.setObjectName(f"{name}Error")
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.TextFormat.PlainText)
+            label.setProperty("error", True)
+            label.hide()
+            self.errors[name] = label
+        self.models_status = QLabel(self)
+        self.models_status.setObjectName("modelsStatus")
+        self.models_status.setTextFormat(Qt.TextFormat.PlainText)
+
+        model_row = QHBoxLayout()
+        model_row.addWidget(self.model, 1)
+        model_row.addWidget(self.refresh_button)
+        self.form = QFormLayout()
+        self._labels = {name: QLabel(self) for name in FIELDS}
+        self.form.addRow(self._labels["provider"], self._with_error(self.provider, "provider"))
+        self.form.addRow(self._labels["baseUrl"], self._with_error(self.base_url, "baseUrl"))
+        model_box = QWidget(self)
+        model_layout = QVBoxLayout(model_box)
+        model_layout.setContentsMargins(0, 0, 0, 0)
+        model_layout.addLayout(model_row)
+        model_layout.addWidget(self.models_status)
+        model_layout.addWidget(self.errors["model"])
+        self.form.addRow(self._labels["model"], model_box)
+        self.form.addRow(self._labels["apiKey"], self._with_error(self.api_key, "apiKey"))
+        self.form.addRow(self._labels["language"], self._with_error(self.language, "language"))
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
+        )
+        self.buttons.accepted.connect(self.save)
+        self.buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addLayout(self.form)
+        layout.addWidget(self.errors["form"])
+        layout.addWidget(self.buttons)
+        self._load(settings)
+        self.retranslate_ui()
+        self.resize(520, self.sizeHint().height())
+
+    def _with_error(self, field: QWidget, name: str) -> QWidget:
+        box = QWidget(self)
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(field)
+        layout.addWidget(self.errors[name])
+        return box
+
+    def _load(self, settings: Settings) -> None:
+        self.provider.setCurrentIndex(max(0, self.provider.findData(settings.provider)))
+        self.base_url.setText(settings.base_url)
+        if settings.model:
+            self.model.addItem(settings.model)
+        self.model.setEditText(settings.model)
+        self.api_key.setText(settings.api_key)
+        self.language.setCurrentIndex(max(0, self.language.findData(settings.language)))
+        self._render_enabled()
+
+    # -- what the UI exposes -------------------------------------------------
+
+    def error_text(self, name: str) -> str:
+        """The inline error shown for a field ("" when none)."""
+        label = self.errors[name]
+        return label.text() if not label.isHidden() else ""
+
+    def values(self) -> dict[str, object]:
+        """The form as the settings file's shape (unknown-to-the-form fields kept)."""
+        data = self._settings.to_json()
+        data.update(
+            provider=self.provider.currentData(),
+            baseUrl=self.base_url.text().strip(),
+            model=self.model.currentText().strip(),
+            apiKey=self.api_key.text().strip(),
+            language=self.language.currentData(),
+        )
+        return data
+
+    # -- saving ------------------------------------------------------------------
+
+    def save(self) -> None:
+        """Validate; show problems next to their fields, or save and close."""
+        self._clear_errors()
+        data = self.values()
+        if data["provider"] == "openai" and not data["baseUrl"]:
+            self._show_error(
+                "baseUrl",
+                fill(
+                    _("Enter the address of the model server, for example {url}."),
+                    {"url": "http://127.0.0.1:11434/v1"},
+                ),
+            )
+            return
+        try:
+            settings = validate_settings(data)
+        except InvalidSettings as exc:
+            field = exc.details.get("field")
+            self._show_error(field if field in self.errors else "form", _field_error(exc))
+            return
+        try:
+            self._on_save(settings)
+        except (BranchwiseError, OSError) as exc:
+            code = exc.code if isinstance(exc, BranchwiseError) else "settings_unreadable"
+            self._show_error("form", reason_text(code))
+            return
+        self.accept()
+
+    def _clear_errors(self) -> None:
+        for label in self.errors.values():
+            label.clear()
+            label.hide()
+
+    def _show_error(self, name: str, text: str) -> None:
+        label = self.errors[name]
+        label.setText(text)
+        label.show()
+
+    # -- the model list ------------------------------------------------------------
+
+    def refresh_models(self) -> None:
+        """Ask the server for its models (the answer fills the model list)."""
+        if self._models_task is not None and not self._models_task.done():
+            return
+        self._models_task = asyncio.ensure_future(self._load_models())
+
+    async def _load_models(self) -> None:
+        from branchwise.core.errors import ProviderError
+        from branchwise.core.providers.openai import OpenAIProvider
+
+        self._show_error("model", "")
+        self.errors["model"].hide()
+        self.models_status.setText(_("Asking the server for its models…"))
+        self.refresh_button.setEnabled(False)
+        try:
+            draft = dataclasses.replace(self._settings, api_key=self.api_key.text().strip())
+            provider = OpenAIProvider(
+                self.base_url.text().strip(), "", api_key=resolve_api_key(draft)
+            )
+            models = await provider.list_models()
+        except ProviderError as exc:
+            self.models_status.setText("")
+            self._show_error("model", reason_text(exc.code))
+            return
+        finally:
+            self.refresh_button.setEnabled(True)
+        current = self.model.currentText()
+        self.model.clear()
+        self.model.addItems(models)
+        self.model.setEditText(current or (models[0] if models else ""))
+        self.models_status.setText(
+            fill(
+                ngettext(
+                    "The server offers {n} model.", "The server offers {n} models.", len(models)
+                ),
+                {"n": len(models)},
+            )
+        )
+
+    def _render_enabled(self) -> None:
+        server = self.provider.currentData() == "openai"
+        for widget in (self.base_url, self.model, self.refresh_button, self.api_key):
+            widget.setEnabled(server)
+
+    def done(self, result: int) -> None:
+        """Stop a model-list request still running when the dialog closes."""
+        if self._models_task is not None and not self._models_task.done():
+            self._models_task.cancel()
+        super().done(result)
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text."""
+        self.setWindowTitle(_("Settings"))
+        self.provider.setItemText(0, _("Demo (offline)"))
+        self.provider.setItemText(1, _("OpenAI-compatible server"))
+        self.language.setItemText(0, _("System default"))
+        texts = {
+            "provider": _("Provider"),
+            "baseUrl": _("Base URL"),
+            "model": _("Model"),
+            "apiKey": _("API key"),
+            "language": _("Language"),
+        }
+        for name, label in self._labels.items():
+            label.setText(texts[name])
+        self.refresh_button.setText(_("Refresh models"))
+        self.api_key.setPlaceholderText(
+            _("Leave empty to use BRANCHWISE_API_KEY or OPENAI_API_KEY")
+        )
+
+
+def _field_error(exc: InvalidSettings) -> str:
+    """A validation failure in the user's language, by the field it names."""
+    field = exc.details.get("field")
+    if field == "baseUrl":
+        return reason_text("provider_invalid_url")
+    if field == "language":
+        return reason_text("unknown_language", value="")
+    return reason_text(exc.code)

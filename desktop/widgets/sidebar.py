@@ -1,0 +1,205 @@
+"""The conversation list: a lineage tree, newest first, running ones marked.
+
+Forks and children are nested under the conversation they came from. The
+tree is rebuilt from the host's manifest index only when the sidebar flag of
+a change is set, keeping which items were collapsed and which was selected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QPoint, Qt
+from PySide6.QtGui import QHelpEvent
+from PySide6.QtWidgets import (
+    QInputDialog,
+    QMenu,
+    QPushButton,
+    QToolTip,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.i18n.language import _, format_datetime
+from branchwise.core.i18n.reasons import fill
+from branchwise.core.lineage import LineageNode
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.notices import Level
+from branchwise.desktop.widgets.turn_widget import untitled
+
+SESSION_ROLE = Qt.ItemDataRole.UserRole
+RUNNING_MARK = "● "
+
+
+class _LineageTree(QTreeWidget):
+    """A tree whose tooltips are computed on hover (dates are slow to format in bulk)."""
+
+    def __init__(self, sidebar: Sidebar) -> None:
+        super().__init__(sidebar)
+        self._sidebar = sidebar
+
+    def viewportEvent(self, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        """Answer tooltip requests from the item under the pointer."""
+        if event.type() == QEvent.Type.ToolTip and isinstance(event, QHelpEvent):
+            item = self.itemAt(event.pos())
+            if item is not None:
+                text = self._sidebar.tooltip_for(item.data(0, SESSION_ROLE))
+                QToolTip.showText(event.globalPos(), text, self.viewport())
+                return True
+        return super().viewportEvent(event)
+
+
+class Sidebar(QWidget):
+    """The "New conversation" button and the lineage tree.
+
+    Args:
+        host: the host (the tree comes from its manifest index).
+        open_session: called with a session id when an item is activated.
+        new_session: called when "New conversation" is clicked.
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        open_session: Callable[[str], None],
+        new_session: Callable[[], None],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("sidebar")
+        self.host = host
+        self._open_session = open_session
+        self.new_button = QPushButton(self)
+        self.new_button.setObjectName("newConversationButton")
+        self.new_button.clicked.connect(new_session)
+        self.tree = _LineageTree(self)
+        self.tree.setObjectName("conversationTree")
+        self.tree.setHeaderHidden(True)
+        self.tree.setColumnCount(1)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setIndentation(14)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        self.tree.itemActivated.connect(self._activated)
+        self.tree.itemClicked.connect(self._activated)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(6, 6, 0, 6)
+        layout.addWidget(self.new_button)
+        layout.addWidget(self.tree, 1)
+        self._items: dict[str, QTreeWidgetItem] = {}
+        self.retranslate_ui()
+
+    # -- what the UI exposes -------------------------------------------------
+
+    def item_for(self, session_id: str) -> QTreeWidgetItem | None:
+        """The tree item of a conversation."""
+        return self._items.get(session_id)
+
+    def parent_of(self, session_id: str) -> str | None:
+        """The session id of the item a conversation is nested under."""
+        item = self._items.get(session_id)
+        parent = item.parent() if item is not None else None
+        return parent.data(0, SESSION_ROLE) if parent is not None else None
+
+    def select(self, session_id: str) -> None:
+        """Highlight the current conversation."""
+        item = self._items.get(session_id)
+        if item is not None:
+            self.tree.setCurrentItem(item)
+
+    # -- refreshing ------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Rebuild the tree from the manifest index (keeps collapse state and selection)."""
+        collapsed = {sid for sid, item in self._items.items() if not item.isExpanded()}
+        current = self.tree.currentItem()
+        current_id = current.data(0, SESSION_ROLE) if current is not None else None
+        self.tree.setUpdatesEnabled(False)
+        try:
+            self.tree.clear()
+            self._items = {}
+            top = [self._make(node) for node in self.host.index.forest()]
+            self.tree.addTopLevelItems(top)
+            for sid, item in self._items.items():
+                if item.childCount():
+                    item.setExpanded(sid not in collapsed)
+            if current_id in self._items:
+                self.tree.setCurrentItem(self._items[current_id])
+        finally:
+            self.tree.setUpdatesEnabled(True)
+
+    def _make(self, node: LineageNode) -> QTreeWidgetItem:
+        item = QTreeWidgetItem()
+        sid = node.manifest.session_id
+        item.setData(0, SESSION_ROLE, sid)
+        self._items[sid] = item
+        self._render(item)
+        item.addChildren([self._make(child) for child in node.children])
+        return item
+
+    def refresh_items(self, session_ids: set[str] | frozenset[str]) -> None:
+        """Re-render a few items (running state, title) without rebuilding."""
+        for sid in session_ids:
+            item = self._items.get(sid)
+            if item is not None:
+                self._render(item)
+
+    def _render(self, item: QTreeWidgetItem) -> None:
+        sid = item.data(0, SESSION_ROLE)
+        title = untitled(self.host.title(sid))
+        running = self.host.is_running(sid)
+        item.setText(0, (RUNNING_MARK if running else "") + title)
+        lines = [title, _("Running")] if running else [title]
+        item.setData(0, Qt.ItemDataRole.AccessibleTextRole, ", ".join(lines))
+
+    def tooltip_for(self, session_id: str) -> str:
+        """Title, running state and creation time (formatted only when asked for)."""
+        manifest = self.host.index.by_id.get(session_id)
+        lines = [untitled(self.host.title(session_id))]
+        if self.host.is_running(session_id):
+            lines.append(_("Running"))
+        if manifest is not None and manifest.created_at:
+            lines.append(fill(_("Created {when}"), {"when": format_datetime(manifest.created_at)}))
+        return "\n".join(lines)
+
+    def _activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
+        sid = item.data(0, SESSION_ROLE)
+        if sid:
+            self._open_session(sid)
+
+    def _context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        sid = item.data(0, SESSION_ROLE) if item is not None else None
+        if not sid:
+            return
+        menu = QMenu(self)
+        menu.addAction(_("Rename…"), lambda: self.ask_rename(sid))
+        menu.popup(self.tree.viewport().mapToGlobal(pos))
+
+    def ask_rename(self, session_id: str) -> None:
+        """Ask for a new title (non-blocking dialog) and rename the conversation."""
+        dialog = QInputDialog(self)
+        dialog.setObjectName("renameDialog")
+        dialog.setWindowTitle(_("Rename conversation"))
+        dialog.setLabelText(_("Title"))
+        dialog.setTextValue(untitled(self.host.title(session_id)))
+        dialog.textValueSelected.connect(lambda text: self.rename(session_id, text))
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+
+    def rename(self, session_id: str, title: str) -> None:
+        """Rename through the host; a refusal goes to the notice area with its reason."""
+        try:
+            self.host.rename(session_id, title)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, **exc.details)
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text."""
+        self.new_button.setText(_("New conversation"))
+        self.tree.setAccessibleName(_("Conversations"))
+        for item in self._items.values():
+            self._render(item)

@@ -1,0 +1,302 @@
+"""The transcript of one conversation: a paged list of turn widgets.
+
+Only a window of rows has widgets — the last page when a conversation opens,
+extended a page at a time when the user scrolls to the top (or clicks "Show
+earlier turns") — so a 10,000-turn conversation opens with about fifty turn
+widgets, and every visible turn still has a real, findable branch button.
+
+Laying out word-wrapped Markdown is the expensive part of a turn widget, so
+only the last few rows are built before the first paint; the rest of the
+page is built a few rows per event-loop turn, above what the user is reading,
+without moving it. The view follows the bottom while an answer streams,
+unless the user has scrolled away to read.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
+
+from branchwise.core.i18n.language import _, format_number
+from branchwise.core.i18n.reasons import fill
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.rows import PAGE_SIZE, BranchTarget, Row, Window
+from branchwise.desktop.widgets.turn_widget import TurnWidget
+
+#: Pixels from the bottom that still count as "at the bottom".
+STICK_SLACK = 24
+#: Rows built before the first paint (enough to fill a window).
+FIRST_ROWS = 6
+#: Rows built per event-loop turn after that.
+FILL_ROWS = 6
+
+
+class TranscriptView(QScrollArea):
+    """Turn widgets for a window of a session's rows.
+
+    Args:
+        host: the host (rows, branch states and branches come from it).
+        session_id: the conversation shown.
+        on_branch: a branch action was clicked.
+        on_open: a listed branch should be opened.
+        page_size: rows per page.
+    """
+
+    def __init__(
+        self,
+        host: Host,
+        session_id: str,
+        on_branch: Callable[[BranchTarget], None],
+        on_open: Callable[[str], None],
+        page_size: int = PAGE_SIZE,
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("transcript")
+        self.host = host
+        self.session_id = session_id
+        self.page_size = page_size
+        self._on_branch = on_branch
+        self._on_open = on_open
+        self._window = Window(0, 0)
+        self._widgets: dict[str, TurnWidget] = {}
+        self._positions: list[int] = []  # row positions of the widgets, in layout order
+        self._stick = True
+        self._keep_bottom_distance: int | None = None
+        self._loading_earlier = False
+        self._filling = False
+
+        self.setWidgetResizable(True)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        body = QWidget(self)
+        body.setObjectName("transcriptBody")
+        # Word-wrapped labels report minimum heights measured at a narrow width; left
+        # as the body's minimum they make it taller than its content (a blank tail
+        # under the last turn). With an explicit minimum, height-for-width decides.
+        body.setMinimumHeight(1)
+        self._layout = QVBoxLayout(body)
+        self._layout.setContentsMargins(0, 6, 0, 6)
+        self._layout.setSpacing(2)
+        self.earlier_button = QPushButton(body)
+        self.earlier_button.setObjectName("earlierButton")
+        self.earlier_button.setFlat(True)
+        self.earlier_button.clicked.connect(self.load_earlier)
+        self._layout.addWidget(self.earlier_button, 0, Qt.AlignmentFlag.AlignHCenter)
+        self._layout.addStretch(1)
+        self.setWidget(body)
+        bar = self.verticalScrollBar()
+        bar.valueChanged.connect(self._scrolled)
+        bar.rangeChanged.connect(self._range_changed)
+        self.retranslate_ui()
+        self.reload()
+
+    # -- what the UI exposes -------------------------------------------------
+
+    def turn_widgets(self) -> list[TurnWidget]:
+        """The turn widgets in display order."""
+        found = []
+        for position in range(self._layout.count()):
+            item = self._layout.itemAt(position)
+            widget = item.widget() if item is not None else None
+            if isinstance(widget, TurnWidget):
+                found.append(widget)
+        return found
+
+    def widget_for(self, row_id: str) -> TurnWidget | None:
+        """The widget of one row, if it is built."""
+        return self._widgets.get(row_id)
+
+    @property
+    def window_rows(self) -> Window:
+        """Which rows are in the window (widgets are built for them, last first)."""
+        return self._window
+
+    @property
+    def complete(self) -> bool:
+        """Every row of the window has its widget."""
+        return len(self._widgets) == self._window.size
+
+    # -- refreshing ------------------------------------------------------------
+
+    def _rows(self) -> list[Row]:
+        session = self.host.session(self.session_id)
+        return session.rows if session is not None else []
+
+    def reload(self) -> None:
+        """Show the last page of the session's rows (after opening or a full re-read)."""
+        rows = self._rows()
+        size = max(self.page_size, self._window.size if self._window.end else 0)
+        self._window = Window(max(0, len(rows) - size), len(rows))
+        wanted = {row.row_id: position for position, row in enumerate(rows)}
+        for row_id in list(self._widgets):
+            position = wanted.get(row_id)
+            if position is None or position < self._window.start:
+                self._drop(row_id)
+        # Positions shift when a preview is replaced by the full history.
+        placed = sorted(
+            ((wanted[row_id], widget) for row_id, widget in self._widgets.items()),
+            key=lambda item: item[0],
+        )
+        for position, widget in placed:
+            row = rows[position]
+            if widget.row != row:
+                widget.set_row(row)
+            self._layout.removeWidget(widget)
+        self._positions = []
+        for position, widget in placed:
+            self._insert(position, widget)
+        self._build_missing(FIRST_ROWS)
+        self.refresh_branch_states()
+        self.refresh_branches()
+        self._update_earlier_button()
+        self._stick = True
+        self._scroll_to_bottom()
+        self._schedule_fill()
+
+    def update_turns(self, turn_ids: Iterable[str]) -> None:
+        """Refresh changed turns; a new trailing turn gets a widget."""
+        session = self.host.session(self.session_id)
+        if session is None:
+            return
+        for turn_id in turn_ids:
+            row = session.row(turn_id)
+            if row is None:
+                continue
+            widget = self._widgets.get(turn_id)
+            if widget is not None:
+                widget.set_row(row)
+                widget.set_branch_state(self.host.branch_state(self.session_id, row))
+            elif self._window.end == len(session.rows) - 1:
+                self._window = Window(self._window.start, self._window.end + 1)
+                self._insert(self._window.end - 1, self._make(row))
+
+    def append_text(self, turn_id: str, message_id: str, chunk: str) -> None:
+        """Streamed text of a running turn."""
+        widget = self._widgets.get(turn_id)
+        if widget is not None:
+            widget.append_text(message_id, chunk)
+
+    def refresh_branch_states(self) -> None:
+        """Recompute every built branch action (targets or host state changed)."""
+        for widget in self._widgets.values():
+            widget.set_branch_state(self.host.branch_state(self.session_id, widget.row))
+
+    def refresh_branches(self) -> None:
+        """Re-list the branches of every built turn (a child was created)."""
+        with_branches = self.host.index.turns_with_branches(self.session_id)
+        for widget in self._widgets.values():
+            self._show_branches(widget, with_branches)
+
+    def _show_branches(self, widget: TurnWidget, with_branches: set[str]) -> None:
+        turn_id = widget.row.turn_id
+        if turn_id is not None and turn_id in with_branches:
+            widget.set_branches(self.host.index.branches_at(self.session_id, turn_id))
+        else:
+            widget.set_branches(())
+
+    # -- building widgets --------------------------------------------------------
+
+    def _make(self, row: Row) -> TurnWidget:
+        widget = TurnWidget(row, self._on_branch, self._on_open, self.widget())
+        widget.set_branch_state(self.host.branch_state(self.session_id, row))
+        self._widgets[row.row_id] = widget
+        return widget
+
+    def _insert(self, position: int, widget: TurnWidget) -> None:
+        """Put a widget in the layout in row order (1 skips the "earlier" button)."""
+        index = bisect.bisect_left(self._positions, position)
+        self._positions.insert(index, position)
+        self._layout.insertWidget(1 + index, widget)
+
+    def _drop(self, row_id: str) -> None:
+        widget = self._widgets.pop(row_id)
+        self._layout.removeWidget(widget)
+        widget.hide()
+        widget.deleteLater()
+
+    def _build_missing(self, limit: int) -> int:
+        """Build up to ``limit`` missing widgets of the window, bottom-up; return how many."""
+        rows = self._rows()
+        built = 0
+        with_branches: set[str] | None = None
+        for position in range(self._window.end - 1, self._window.start - 1, -1):
+            if built >= limit:
+                break
+            row = rows[position]
+            if row.row_id in self._widgets:
+                continue
+            if with_branches is None:
+                with_branches = self.host.index.turns_with_branches(self.session_id)
+            widget = self._make(row)
+            self._show_branches(widget, with_branches)
+            if not self._stick and self._keep_bottom_distance is None:
+                bar = self.verticalScrollBar()
+                self._keep_bottom_distance = bar.maximum() - bar.value()
+            self._insert(position, widget)
+            built += 1
+        return built
+
+    def _schedule_fill(self) -> None:
+        if not self._filling and not self.complete:
+            self._filling = True
+            QTimer.singleShot(0, self, self._fill_step)
+
+    def _fill_step(self) -> None:
+        self._filling = False
+        if self._build_missing(FILL_ROWS):
+            self._schedule_fill()
+
+    # -- paging ----------------------------------------------------------------
+
+    def load_earlier(self) -> int:
+        """Extend the window by the previous page; returns how many rows it added."""
+        if self._window.start == 0:
+            return 0
+        earlier = self._window.earlier(self.page_size)
+        added = self._window.start - earlier.start
+        self._window = earlier
+        self._update_earlier_button()
+        self._stick = False
+        self._schedule_fill()
+        return added
+
+    def _update_earlier_button(self) -> None:
+        hidden = self._window.start
+        self.earlier_button.setVisible(hidden > 0)
+        self.earlier_button.setText(
+            fill(_("Show earlier turns ({n} more)"), {"n": format_number(hidden)})
+        )
+
+    def _scrolled(self, value: int) -> None:
+        bar = self.verticalScrollBar()
+        self._stick = value >= bar.maximum() - STICK_SLACK
+        at_top = value == bar.minimum() and bar.maximum() > 0
+        if at_top and self._window.start > 0 and not self._loading_earlier:
+            self._loading_earlier = True
+            QTimer.singleShot(0, self, self._load_earlier_from_scroll)
+
+    def _load_earlier_from_scroll(self) -> None:
+        self._loading_earlier = False
+        self.load_earlier()
+
+    def _range_changed(self, _minimum: int, maximum: int) -> None:
+        if self._stick:
+            self._scroll_to_bottom()
+        elif self._keep_bottom_distance is not None:
+            # Rows were built above the reader: keep what they read in place.
+            distance, self._keep_bottom_distance = self._keep_bottom_distance, None
+            self.verticalScrollBar().setValue(maximum - distance)
+
+    def _scroll_to_bottom(self) -> None:
+        bar = self.verticalScrollBar()
+        bar.setValue(bar.maximum())
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text."""
+        self._update_earlier_button()
+        for widget in self._widgets.values():
+            widget.retranslate_ui()

@@ -1,0 +1,305 @@
+"""One turn of a transcript: question, answer, how it ended, and its branch action.
+
+Each turn carries a real "Branch into a new conversation" button whose
+tooltip and accessible name say so when it can be clicked, and whose tooltip
+and accessible description give the localized reason when it cannot. A turn
+that already has branches shows a small "N branches" button listing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from PySide6.QtCore import QPointF, QSize, Qt, QTimer
+from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPalette, QPen, QPixmap
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchwise.core.i18n.language import _, format_number
+from branchwise.core.i18n.reasons import branch_count, fill, reason_text
+from branchwise.core.store.manifest import Manifest
+from branchwise.desktop.host.rows import BranchState, BranchTarget, Entry, Row
+
+STREAM_REPAINT_MS = 50
+BRANCH_BUTTON = "branchButton"
+BRANCHES_BUTTON = "branchesButton"
+
+
+def untitled(title: str) -> str:
+    """A conversation's title for display ("Untitled conversation" when empty)."""
+    return title or _("Untitled conversation")
+
+
+def branch_icon(color: QColor, size: int = 16) -> QIcon:
+    """A small fork glyph drawn in ``color`` (no icon theme needed)."""
+    pixmap = QPixmap(size * 2, size * 2)
+    pixmap.fill(Qt.GlobalColor.transparent)
+    painter = QPainter(pixmap)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+    pen = QPen(color, 3.0)
+    pen.setCapStyle(Qt.PenCapStyle.RoundCap)
+    painter.setPen(pen)
+    s = size * 2
+    path = QPainterPath(QPointF(s * 0.3, s * 0.85))
+    path.lineTo(QPointF(s * 0.3, s * 0.15))
+    path.moveTo(QPointF(s * 0.3, s * 0.6))
+    path.cubicTo(
+        QPointF(s * 0.3, s * 0.4), QPointF(s * 0.72, s * 0.45), QPointF(s * 0.72, s * 0.15)
+    )
+    painter.drawPath(path)
+    painter.setBrush(color)
+    for x, y in ((0.3, 0.85), (0.3, 0.15), (0.72, 0.15)):
+        painter.drawEllipse(QPointF(s * x, s * y), s * 0.08, s * 0.08)
+    painter.end()
+    return QIcon(pixmap)
+
+
+class MessageLabel(QLabel):
+    """A selectable, word-wrapped message; assistant text is rendered as Markdown."""
+
+    def __init__(self, entry: Entry, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.role = entry.role
+        self.message_id = entry.message_id
+        self.setWordWrap(True)
+        self.setTextInteractionFlags(
+            Qt.TextInteractionFlag.TextSelectableByMouse
+            | Qt.TextInteractionFlag.LinksAccessibleByMouse
+        )
+        self.setOpenExternalLinks(True)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.setObjectName(f"{entry.role}Message")
+        if entry.role == "assistant":
+            self.setTextFormat(Qt.TextFormat.MarkdownText)
+        else:
+            self.setTextFormat(Qt.TextFormat.PlainText)
+        self.set_content(entry.content)
+
+    def set_content(self, text: str) -> None:
+        """Show ``text`` (tool calls get a localized prefix)."""
+        self.content = text
+        if self.role == "tool":
+            self.setText(fill(_("Tool call: {call}"), {"call": text}))
+        else:
+            self.setText(text)
+
+    def retranslate_ui(self) -> None:
+        """Re-render the localized prefix of tool calls."""
+        if self.role == "tool":
+            self.set_content(self.content)
+
+
+class TurnWidget(QFrame):
+    """One row of the transcript.
+
+    Args:
+        row: the turn to show.
+        on_branch: called with the bound target when the branch action is clicked.
+        on_open: called with a session id to open a listed branch.
+    """
+
+    def __init__(
+        self,
+        row: Row,
+        on_branch: Callable[[BranchTarget], None],
+        on_open: Callable[[str], None],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("turn")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self._on_branch = on_branch
+        self._on_open = on_open
+        self._state = BranchState(None, None)
+        self._branches: list[Manifest] = []
+        self._labels: dict[str, MessageLabel] = {}
+        self._pending_text: dict[str, list[str]] = {}
+        self._repaint = QTimer(self)
+        self._repaint.setSingleShot(True)
+        self._repaint.setInterval(STREAM_REPAINT_MS)
+        self._repaint.timeout.connect(self._flush_text)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(12, 8, 12, 4)
+        layout.setSpacing(6)
+        self._messages = QVBoxLayout()
+        self._messages.setSpacing(6)
+        layout.addLayout(self._messages)
+        self.status_label = QLabel(self)
+        self.status_label.setObjectName("turnStatus")
+        self.status_label.setWordWrap(True)
+        self.status_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        layout.addWidget(self.status_label)
+
+        footer = QHBoxLayout()
+        footer.setSpacing(6)
+        self.number_label = QLabel(self)
+        self.number_label.setObjectName("turnNumber")
+        footer.addWidget(self.number_label)
+        footer.addStretch(1)
+        self.branches_button = QToolButton(self)
+        self.branches_button.setObjectName(BRANCHES_BUTTON)
+        self.branches_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        self.branches_button.setAutoRaise(True)
+        self.branches_button.setMenu(QMenu(self.branches_button))
+        self.branches_button.hide()
+        footer.addWidget(self.branches_button)
+        self.branch_button = QToolButton(self)
+        self.branch_button.setObjectName(BRANCH_BUTTON)
+        self.branch_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.branch_button.setAutoRaise(True)
+        self.branch_button.setIconSize(QSize(16, 16))
+        self.branch_button.setIcon(branch_icon(self.palette().color(QPalette.ColorRole.Link)))
+        self.branch_button.clicked.connect(self._clicked)
+        footer.addWidget(self.branch_button)
+        layout.addLayout(footer)
+
+        self.row = row
+        self.set_row(row)
+
+    # -- content -------------------------------------------------------------
+
+    def set_row(self, row: Row) -> None:
+        """Show ``row`` (reusing message labels by message id)."""
+        self.row = row
+        self._flush_text()
+        keep = {entry.message_id for entry in row.entries}
+        for message_id in [m for m in self._labels if m not in keep]:
+            self._labels.pop(message_id).deleteLater()
+        for position, entry in enumerate(row.entries):
+            label = self._labels.get(entry.message_id)
+            if label is None:
+                label = MessageLabel(entry, self)
+                self._labels[entry.message_id] = label
+                self._messages.insertWidget(position, label)
+            elif label.content != entry.content:
+                label.set_content(entry.content)
+        self._render_status()
+
+    def append_text(self, message_id: str, chunk: str) -> None:
+        """Append streamed text to the running answer (repainted at most every 50 ms)."""
+        self._pending_text.setdefault(message_id, []).append(chunk)
+        if not self._repaint.isActive():
+            self._repaint.start()
+
+    def _flush_text(self) -> None:
+        pending, self._pending_text = self._pending_text, {}
+        for message_id, parts in pending.items():
+            label = self._labels.get(message_id)
+            if label is None:
+                label = MessageLabel(Entry(message_id, "assistant", ""), self)
+                self._labels[message_id] = label
+                self._messages.addWidget(label)
+            label.set_content(label.content + "".join(parts))
+
+    def shown_messages(self) -> list[tuple[str, str]]:
+        """``(role, text)`` of every message label, in display order, as displayed."""
+        self._flush_text()
+        shown = []
+        for position in range(self._messages.count()):
+            item = self._messages.itemAt(position)
+            label = item.widget() if item is not None else None
+            if isinstance(label, MessageLabel):
+                shown.append((label.role, label.text()))
+        return shown
+
+    def answer_text(self) -> str:
+        """The answer as currently shown (streamed text included)."""
+        self._flush_text()
+        return "\n\n".join(
+            label.content for label in self._labels.values() if label.role == "assistant"
+        )
+
+    def _render_status(self) -> None:
+        row = self.row
+        text = ""
+        if row.running:
+            text = _("Answering…")
+        elif row.end_reason == "error":
+            text = fill(
+                _("This turn ended with an error: {error}"),
+                {"error": row.error or _("unknown error")},
+            )
+        elif row.end_reason == "cancelled":
+            text = _("Stopped before the answer was complete.")
+        elif row.end_reason == "interrupted":
+            text = _("This turn was interrupted.")
+        self.status_label.setText(text)
+        self.status_label.setVisible(bool(text))
+        self.status_label.setProperty("error", row.end_reason == "error")
+        if row.index is not None:
+            self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
+        else:
+            self.number_label.setText(_("Imported history"))
+
+    # -- branch action ---------------------------------------------------------
+
+    def set_branch_state(self, state: BranchState) -> None:
+        """Enable the branch action with its target, or disable it with a reason."""
+        self._state = state
+        self._render_branch_action()
+
+    @property
+    def branch_state(self) -> BranchState:
+        """The action's current state."""
+        return self._state
+
+    def _render_branch_action(self) -> None:
+        button = self.branch_button
+        name = _("Branch into a new conversation")
+        button.setText(_("Branch"))
+        button.setAccessibleName(name)
+        button.setEnabled(self._state.enabled)
+        if self._state.enabled:
+            button.setToolTip(name)
+            button.setAccessibleDescription("")
+        else:
+            reason = reason_text(self._state.reason or "targets_loading")
+            button.setToolTip(reason)
+            button.setAccessibleDescription(reason)
+
+    def _clicked(self) -> None:
+        target = self._state.target
+        if target is not None:
+            self._on_branch(target)
+
+    def set_branches(self, branches: Sequence[Manifest]) -> None:
+        """List the conversations branched from this turn (hidden when none)."""
+        self._branches = list(branches)
+        self._render_branches()
+
+    def _render_branches(self) -> None:
+        button = self.branches_button
+        menu = button.menu()
+        menu.clear()
+        if not self._branches:
+            button.hide()
+            return
+        button.setText(branch_count(len(self._branches)))
+        tip = _("Conversations branched from this turn")
+        button.setToolTip(tip)
+        button.setAccessibleName(button.text())
+        button.setAccessibleDescription(tip)
+        for manifest in self._branches:
+            action = menu.addAction(untitled(manifest.title))
+            action.triggered.connect(
+                lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
+            )
+        button.show()
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text of this turn."""
+        for label in self._labels.values():
+            label.retranslate_ui()
+        self._render_status()
+        self._render_branch_action()
+        self._render_branches()

@@ -1,0 +1,380 @@
+"""The main window: lineage sidebar, one tab per open conversation, menus, notices.
+
+The window is the host's *navigator*: the host creates a branch, then asks
+the window to show it in a new tab. It listens to the host's change flags and
+hands each part only what concerns it; streamed text goes straight to the
+tab of its conversation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QLabel,
+    QMainWindow,
+    QMenu,
+    QMessageBox,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.i18n.language import (
+    DISPLAY_NAMES,
+    _,
+    current_language,
+    set_language,
+)
+from branchwise.core.i18n.locales import SUPPORTED, system_locale
+from branchwise.core.i18n.reasons import fill
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.first_run import FirstRun
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.notices import Level, NoticeAction
+from branchwise.desktop.widgets.conversation_tab import ConversationTab
+from branchwise.desktop.widgets.notice_area import NoticeArea
+from branchwise.desktop.widgets.settings_dialog import SettingsDialog
+from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
+
+TAB_TITLE_CHARS = 28
+SYSTEM_LANGUAGE = ""
+
+
+class MainWindow(QMainWindow):
+    """The app's one window.
+
+    Args:
+        host: the host it shows.
+
+    Signals:
+        closed: the window was closed (the app shuts the host down and quits).
+        language_chosen: the user picked a language code ("" for the system's).
+    """
+
+    closed = Signal()
+    language_chosen = Signal(str)
+
+    def __init__(
+        self, host: Host, parent: QWidget | None = None, first_run: FirstRun | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("mainWindow")
+        self.host = host
+        self.first_run = first_run
+        host.navigator = self._navigate
+        self.sidebar = Sidebar(host, self.open_session, self.new_conversation, self)
+        self.tabs = QTabWidget(self)
+        self.tabs.setObjectName("conversationTabs")
+        self.tabs.setTabsClosable(True)
+        self.tabs.setMovable(True)
+        self.tabs.setDocumentMode(True)
+        self.tabs.tabCloseRequested.connect(self._close_tab_at)
+        self.tabs.currentChanged.connect(self._current_changed)
+        self.empty_label = QLabel(self)
+        self.empty_label.setObjectName("emptyState")
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setWordWrap(True)
+        self.notice_area = NoticeArea(host.notices, host.title, self._notice_action, self)
+        right = QWidget(self)
+        right_layout = QVBoxLayout(right)
+        right_layout.setContentsMargins(0, 0, 0, 0)
+        right_layout.setSpacing(0)
+        right_layout.addWidget(self.tabs, 1)
+        right_layout.addWidget(self.empty_label, 1)
+        right_layout.addWidget(self.notice_area)
+        splitter = QSplitter(self)
+        splitter.addWidget(self.sidebar)
+        splitter.addWidget(right)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([260, 760])
+        self.setCentralWidget(splitter)
+        self.provider_label = QLabel(self)
+        self.provider_label.setObjectName("providerLabel")
+        self.statusBar().addPermanentWidget(self.provider_label)
+        self._settings_dialog: SettingsDialog | None = None
+        self._build_menus()
+        self.language_chosen.connect(self.choose_language)
+        self._unsubscribe = [host.subscribe(self.apply_changes), host.subscribe_text(self._text)]
+        self.resize(1100, 720)
+        self.retranslate_ui()
+        self.sidebar.rebuild()
+        self._render_empty_state()
+
+    # -- menus ------------------------------------------------------------------
+
+    def _build_menus(self) -> None:
+        bar = self.menuBar()
+        self.file_menu = QMenu(self)
+        self.new_action = QAction(self)
+        self.new_action.setShortcut(QKeySequence.StandardKey.New)
+        self.new_action.triggered.connect(self.new_conversation)
+        self.settings_action = QAction(self)
+        self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        self.settings_action.triggered.connect(self.show_settings)
+        self.quit_action = QAction(self)
+        self.quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        self.quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        self.quit_action.triggered.connect(self.close)
+        self.language_menu = QMenu(self)
+        self.language_group = QActionGroup(self)
+        self.language_group.setExclusive(True)
+        self.language_actions: dict[str, QAction] = {}
+        for code in (SYSTEM_LANGUAGE, *SUPPORTED):
+            action = QAction(self)
+            action.setCheckable(True)
+            action.setData(code)
+            action.triggered.connect(lambda _c=False, code=code: self.language_chosen.emit(code))
+            self.language_group.addAction(action)
+            self.language_menu.addAction(action)
+            self.language_actions[code] = action
+        self.file_menu.addAction(self.new_action)
+        self.file_menu.addSeparator()
+        self.file_menu.addAction(self.settings_action)
+        self.file_menu.addMenu(self.language_menu)
+        self.file_menu.addSeparator()
+        self.file_menu.addAction(self.quit_action)
+        self.help_menu = QMenu(self)
+        self.about_action = QAction(self)
+        self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
+        self.about_action.triggered.connect(self.show_about)
+        self.help_menu.addAction(self.about_action)
+        bar.addMenu(self.file_menu)
+        bar.addMenu(self.help_menu)
+
+    # -- what the UI exposes -------------------------------------------------
+
+    def conversation_tabs(self) -> list[ConversationTab]:
+        """Every open conversation tab, in tab order."""
+        return [
+            tab
+            for i in range(self.tabs.count())
+            if isinstance(tab := self.tabs.widget(i), ConversationTab)
+        ]
+
+    def tab_for(self, session_id: str) -> ConversationTab | None:
+        """The tab of a conversation, if it is open."""
+        return next((t for t in self.conversation_tabs() if t.session_id == session_id), None)
+
+    def current_tab(self) -> ConversationTab | None:
+        """The tab in front."""
+        widget = self.tabs.currentWidget()
+        return widget if isinstance(widget, ConversationTab) else None
+
+    # -- opening and closing ---------------------------------------------------
+
+    def open_tab(self, session_id: str) -> ConversationTab:
+        """Open (or bring forward) the tab of a conversation.
+
+        Raises:
+            BranchwiseError: the conversation cannot be opened.
+        """
+        tab = self.tab_for(session_id)
+        if tab is None:
+            self.host.open_session(session_id)
+            tab = ConversationTab(self.host, session_id, self.open_session, self)
+            self.tabs.addTab(tab, "")
+            self._render_tab_title(tab)
+        self.tabs.setCurrentWidget(tab)
+        self._render_empty_state()
+        return tab
+
+    def open_session(self, session_id: str) -> None:
+        """A click that opens a conversation; a failure becomes a notice."""
+        try:
+            self.open_tab(session_id)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+
+    async def _navigate(self, session_id: str) -> None:
+        """The host's navigator: show a newly created branch (raises if it cannot)."""
+        self.open_tab(session_id)
+
+    def new_conversation(self) -> None:
+        """Create a conversation and put the cursor in its composer."""
+        try:
+            session = self.host.create_session()
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        tab = self.open_tab(session.session_id)
+        tab.composer.editor.setFocus()
+
+    def _close_tab_at(self, index: int) -> None:
+        tab = self.tabs.widget(index)
+        if not isinstance(tab, ConversationTab):
+            return
+        self.tabs.removeTab(index)
+        tab.deleteLater()
+        self.host.spawn(self.host.close_session(tab.session_id), "close conversation")
+        self._render_empty_state()
+
+    def _notice_action(self, action: NoticeAction) -> None:
+        if action.kind == "use_server" and self.first_run is not None:
+            self.first_run.accept()
+        elif action.kind == "open_session":
+            self.host.spawn(self.host.open_kept_child(action.session_id), "open conversation")
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
+        """Closing the window ends the app (after running turns are committed)."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+        self.notice_area.close_area()
+        event.accept()
+        self.closed.emit()
+
+    # -- refreshing ------------------------------------------------------------
+
+    def apply_changes(self, changes: Changes) -> None:
+        """Hand each part what concerns it."""
+        if changes.sidebar:
+            self.sidebar.rebuild()
+        elif changes.sessions:
+            self.sidebar.refresh_items(changes.sessions)
+        for tab in self.conversation_tabs():
+            if changes.sidebar or changes.touches(tab.session_id):
+                tab.apply_changes(changes)
+                self._render_tab_title(tab)
+        if changes.settings:
+            self._render_provider()
+
+    def _text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
+        tab = self.tab_for(session_id)
+        if tab is not None:
+            tab.append_text(turn_id, message_id, chunk)
+
+    def _current_changed(self, _index: int) -> None:
+        tab = self.current_tab()
+        if tab is not None:
+            self.sidebar.select(tab.session_id)
+        self._render_window_title()
+
+    def _render_tab_title(self, tab: ConversationTab) -> None:
+        index = self.tabs.indexOf(tab)
+        if index < 0:
+            return
+        title = tab.title
+        short = title if len(title) <= TAB_TITLE_CHARS else title[: TAB_TITLE_CHARS - 1] + "…"
+        self.tabs.setTabText(index, (RUNNING_MARK if tab.running else "") + short)
+        tip = fill(_("{title} (running)"), {"title": title}) if tab.running else title
+        self.tabs.setTabToolTip(index, tip)
+        if tab is self.current_tab():
+            self._render_window_title()
+
+    def _render_window_title(self) -> None:
+        tab = self.current_tab()
+        self.setWindowTitle(f"{tab.title} — Branchwise" if tab is not None else "Branchwise")
+
+    def _render_empty_state(self) -> None:
+        has_tabs = self.tabs.count() > 0
+        self.tabs.setVisible(has_tabs)
+        self.empty_label.setVisible(not has_tabs)
+        self._render_window_title()
+
+    def _render_provider(self) -> None:
+        provider = self.host.provider
+        if isinstance(provider, DemoProvider):
+            label = _("Demo responder (offline)")
+        else:
+            label = provider.label
+        self.provider_label.setText(label)
+        self.provider_label.setToolTip(
+            fill(_("Answers come from: {provider}"), {"provider": label})
+        )
+
+    # -- dialogs ---------------------------------------------------------------
+
+    def show_settings(self) -> SettingsDialog:
+        """Open the settings dialog (window-modal; saving applies at once).
+
+        One dialog at a time: an open one is brought forward, a closed one is
+        replaced by a fresh one showing the current settings.
+        """
+        old = self._settings_dialog
+        if old is not None and old.isVisible():
+            old.raise_()
+            return old
+        if old is not None:
+            old.deleteLater()
+        dialog = SettingsDialog(self.host.settings, self._save_settings, self)
+        self._settings_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _save_settings(self, settings: object) -> None:
+        from branchwise.core.settings import Settings
+
+        assert isinstance(settings, Settings)
+        language_changed = settings.language != self.host.settings.language
+        self.host.update_settings(settings)
+        if language_changed:
+            self.language_chosen.emit(settings.language or SYSTEM_LANGUAGE)
+
+    def choose_language(self, code: str) -> None:
+        """Switch the whole app to ``code`` ("" = the system's) live, and remember it."""
+        set_language(code or system_locale())
+        language = code or None
+        if self.host.settings.language != language:
+            self.host.update_settings(dataclasses.replace(self.host.settings, language=language))
+        self._render_language_menu()
+
+    def show_about(self) -> None:
+        """The About box."""
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("branchwise")
+        except PackageNotFoundError:
+            number = "?"
+        QMessageBox.about(
+            self,
+            _("About Branchwise"),
+            fill(
+                _(
+                    "Branchwise {version}\n\nAn offline-first chat where any finished turn "
+                    "can be branched into a new conversation."
+                ),
+                {"version": number},
+            ),
+        )
+
+    # -- languages --------------------------------------------------------------
+
+    def _render_language_menu(self) -> None:
+        saved = self.host.settings.language
+        for code, action in self.language_actions.items():
+            action.setText(DISPLAY_NAMES.get(code) or _("System default"))
+            if saved is None:
+                action.setChecked(code == SYSTEM_LANGUAGE)
+            else:
+                action.setChecked(code == current_language() and code != SYSTEM_LANGUAGE)
+
+    def retranslate_ui(self) -> None:
+        """Re-render every localized text of the window and its parts."""
+        self.file_menu.setTitle(_("&File"))
+        self.help_menu.setTitle(_("&Help"))
+        self.new_action.setText(_("New conversation"))
+        self.settings_action.setText(_("Settings…"))
+        self.language_menu.setTitle(_("Language"))
+        self.about_action.setText(_("About Branchwise"))
+        self.quit_action.setText(_("Quit"))
+        self.empty_label.setText(
+            _("Start a new conversation, or pick one from the list on the left.")
+        )
+        self._render_language_menu()
+        self._render_provider()
+        self.sidebar.retranslate_ui()
+        self.notice_area.retranslate_ui()
+        for tab in self.conversation_tabs():
+            tab.retranslate_ui()
+            self._render_tab_title(tab)
+        if self._settings_dialog is not None and self._settings_dialog.isVisible():
+            self._settings_dialog.retranslate_ui()
+        self._render_window_title()

@@ -1,0 +1,92 @@
+"""``branchwise session new|list|show|say|verify`` end to end, as a user scripts them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.cli import cli_command, run_cli
+
+
+def test_new_say_show_list_verify(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _, created = run_cli(root, "session", "new", "--title", "Plans")
+    session_id = created["sessionId"]
+    assert created == {"sessionId": session_id, "title": "Plans"}
+    _, said = run_cli(root, "session", "say", session_id, "What next?")
+    assert set(said) == {"sessionId", "turnId", "messageId", "boundarySequence", "endReason"}
+    assert said["endReason"] == "completed"
+    _, shown = run_cli(root, "session", "show", session_id)
+    assert shown["title"] == "Plans" and shown["generation"] == 1 and shown["parent"] is None
+    assert shown["turns"] == [
+        {k: said[k] for k in ("turnId", "messageId", "boundarySequence", "endReason")}
+    ]
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
+    assert shown["messages"][1]["messageId"] == said["messageId"]
+    assert shown["usage"]["outputTokens"] > 0
+    _, listed = run_cli(root, "session", "list")
+    assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
+    _, verified = run_cli(root, "session", "verify", session_id)
+    assert verified == {
+        "ok": True,
+        "commits": 3,
+        "lastSeq": said["boundarySequence"],
+        "tornTail": None,
+        "corruption": None,
+    }
+
+
+def test_say_streams_text_before_the_json_result(tmp_path: Path) -> None:
+    import subprocess
+
+    root = tmp_path / "root"
+    _, created = run_cli(root, "session", "new")
+    out = subprocess.run(
+        [
+            *cli_command(root),
+            "session",
+            "say",
+            created["sessionId"],
+            "stream it",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    assert "stream it" in out[0] and out[-1].startswith('{"sessionId"')
+
+
+def test_verify_reports_torn_tail_and_corruption_without_changing_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _, created = run_cli(root, "session", "new", "--title", "v")
+    session_id = created["sessionId"]
+    run_cli(root, "session", "say", session_id, "one")
+    log = root / "sessions" / session_id / "events.log"
+    whole = log.read_bytes()
+    log.write_bytes(whole[:-7])
+    code, report = run_cli(root, "session", "verify", session_id, check=False)
+    assert code == 0 and report["ok"] and report["tornTail"]["length"] > 0
+    assert log.read_bytes() == whole[:-7]
+    damaged = bytearray(whole)
+    damaged[40] ^= 0xFF
+    log.write_bytes(bytes(damaged))
+    code, report = run_cli(root, "session", "verify", session_id, check=False)
+    assert code == 1 and not report["ok"]
+    assert report["corruption"]["code"] == "corrupt_log"
+    assert log.read_bytes() == bytes(damaged)
+    code, refused = run_cli(root, "session", "say", session_id, "more", check=False)
+    assert code == 1 and refused["error"]["code"] == "corrupt_log"
+
+
+def test_errors_are_typed_json_with_nonzero_exit(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    for args, expected in [
+        (("session", "show", "../../etc"), "invalid_session_id"),
+        (("session", "show", "abcdefgh-missing"), "session_not_found"),
+        (("session", "say", "", "hi"), "invalid_session_id"),
+        (("session", "verify", "/abs/path"), "invalid_session_id"),
+    ]:
+        code, body = run_cli(root, *args, check=False)
+        assert code == 1, args
+        assert body["error"]["code"] == expected
+        assert body["error"]["message"]
+    assert list((root / "sessions").iterdir()) == []

@@ -1,0 +1,279 @@
+"""Building sessions for the fork tests, and the worker processes they run.
+
+As a module: small builders that commit real events through a real
+``SessionWriter``. As a script (a real second process):
+
+``python helpers_fork.py append ROOT SESSION_ID N``
+    opens the writer, prints ``ready``, commits N more turns (two commits
+    each), prints ``done`` and exits 0.
+``python helpers_fork.py hold ROOT SESSION_ID``
+    opens the writer, prints ``ready`` and holds it until stdin closes.
+``python helpers_fork.py forker ROOT SESSION_ID TURN BOUNDARY GENERATION``
+    forks in a loop with fresh operation ids, printing ``op <id>`` before
+    each fork and ``child <id>`` after it, until killed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hypothesis import strategies as st
+
+from branchwise.core.log.frames import encode_frame
+from branchwise.core.log.scan import scan_log
+from branchwise.core.projection import events as ev
+from branchwise.core.projection.projection import Projection
+from branchwise.core.store.store import SessionStore, SessionWriter
+
+HELPER = Path(__file__)
+
+
+def complete_turn(writer: SessionWriter, turn_id: str, text: str = "hi", *, tokens: int = 5) -> int:
+    """Commit a whole turn the way the runner does; return its boundary sequence."""
+    writer.commit([ev.turn_start(turn_id), ev.user_message(f"u-{turn_id}", text)])
+    closing = writer.commit(
+        [
+            ev.assistant_message(f"a-{turn_id}", f"answer to {text}", "demo"),
+            ev.usage(tokens, tokens * 2, "demo"),
+            ev.turn_end(turn_id, "completed"),
+        ]
+    )
+    return int(closing[-1]["seq"])
+
+
+def session_with_turns(store: SessionStore, count: int, title: str = "src") -> str:
+    """A closed session with ``count`` completed turns ``t0``…"""
+    with store.create(title) as writer:
+        for n in range(count):
+            complete_turn(writer, f"t{n}", f"question {n}")
+        return writer.session_id
+
+
+def legacy_session(store: SessionStore) -> str:
+    """A session holding only imported, message-only history."""
+    with store.create("imported") as writer:
+        writer.commit(
+            [
+                {
+                    "type": "legacy/import",
+                    "messages": [
+                        {"role": "user", "content": "old question"},
+                        {"role": "assistant", "content": "old answer"},
+                    ],
+                }
+            ]
+        )
+        return writer.session_id
+
+
+def commits_of(store: SessionStore, session_id: str) -> list[list[dict[str, Any]]]:
+    """Every committed commit of a session, as stored."""
+    scan = scan_log(store.session_dir(session_id) / "events.log")
+    assert scan.corruption is None and scan.torn_tail is None
+    return [frame.events for frame in scan.frames]
+
+
+def prefix_projection(store: SessionStore, session_id: str, boundary: int) -> Projection:
+    """The parent's projection as of ``boundary`` (commits ending at or before it)."""
+    commits = [c for c in commits_of(store, session_id) if c and c[-1]["seq"] <= boundary]
+    return Projection.replay(commits)
+
+
+def strip(event: dict[str, Any]) -> dict[str, Any]:
+    """An event without what a fork may change (``seq``)."""
+    return {k: v for k, v in event.items() if k != "seq"}
+
+
+def tree_hashes(directory: Path) -> dict[str, str]:
+    """sha256 of every file below ``directory`` (by relative path)."""
+    return {
+        str(path.relative_to(directory)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(directory.rglob("*"))
+        if path.is_file()
+    }
+
+
+def visible_sessions(store: SessionStore) -> set[str]:
+    """Names of published (non-temporary) session folders."""
+    return {p.name for p in store.sessions_dir.iterdir() if not p.name.startswith(".")}
+
+
+@contextmanager
+def read_only(directory: Path) -> Iterator[bool]:
+    """Make a session folder read-only while the block runs.
+
+    Modes become 0400/0500; as root (who ignores modes) the immutable
+    attribute is set too where ``chattr`` allows it, so any write, create or
+    hard link really fails. Yields whether that strict form is in force.
+    """
+    paths = [*sorted(directory.rglob("*")), directory]
+    modes = {path: path.stat().st_mode for path in paths}
+    for path in paths:
+        path.chmod(0o500 if path.is_dir() else 0o400)
+    frozen: list[Path] = []
+    if os.geteuid() == 0 and shutil.which("chattr"):
+        for path in paths:
+            done = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+            if done.returncode == 0:
+                frozen.append(path)
+    try:
+        yield os.geteuid() != 0 or len(frozen) == len(paths)
+    finally:
+        for path in frozen:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        for path, mode in modes.items():
+            path.chmod(mode)
+
+
+def write_big_session(
+    store: SessionStore, turns: int, answer_words: int, *, usage: bool = True
+) -> str:
+    """A long closed session written straight as frames (fast, for benchmarks).
+
+    ``usage=False`` mimics providers that report no token usage."""
+    words = ("lorem", "ipsum", "dolor", "sit", "amet", "consectetur", "adipiscing", "elit")
+    answer = " ".join(words[n % len(words)] for n in range(answer_words))
+    with store.create("big") as writer:
+        session_id = writer.session_id
+    directory = store.session_dir(session_id)
+    chunks: list[bytes] = []
+    seq, ts = 0, 1.0e9
+
+    def frame(events: list[dict[str, Any]]) -> bytes:
+        nonlocal seq
+        stamped = []
+        for event in events:
+            seq += 1
+            stamped.append({"seq": seq, "ts": ts, **event})
+        return encode_frame(len(chunks) + 1, stamped)
+
+    chunks.append(frame([ev.session_created("big")]))
+    for n in range(turns):
+        turn = f"turn_{n:08d}"
+        step = f"step_{n:08d}"
+        chunks.append(
+            frame(
+                [
+                    ev.turn_start(turn),
+                    ev.user_message(f"u_{n}", f"question {n}"),
+                    ev.step_start(step),
+                ]
+            )
+        )
+        if n % 4 == 0:  # long answers also commit partial text while streaming
+            chunks.append(
+                frame([ev.assistant_message(f"a_{n}", answer[:200], "demo", partial=True)])
+            )
+        closing = [ev.assistant_message(f"a_{n}", answer, "demo"), ev.step_end(step)]
+        if usage:
+            closing.append(ev.usage(100, 200, "demo"))
+        chunks.append(frame([*closing, ev.turn_end(turn, "completed")]))
+    (directory / "events.log").write_bytes(b"".join(chunks))
+    return session_id
+
+
+def _append(root: Path, session_id: str, count: int) -> None:
+    writer = SessionStore(root).open_writer(session_id)
+    print("ready", flush=True)
+    start = len(writer.projection.turns)
+    for n in range(start, start + count):
+        complete_turn(writer, f"w{n}", f"more {n}")
+    writer.close()
+    print("done", flush=True)
+
+
+def _hold(root: Path, session_id: str) -> None:
+    writer = SessionStore(root).open_writer(session_id)
+    print("ready", flush=True)
+    sys.stdin.read()
+    writer.close()
+
+
+def _forker(root: Path, session_id: str, turn: str, boundary: int, generation: int) -> None:
+    from branchwise.core.fork.engine import fork
+
+    store = SessionStore(root)
+    print("ready", flush=True)
+    n = 0
+    while True:
+        op = f"op-{os.getpid()}-{n}"
+        print(f"op {op}", flush=True)
+        result = fork(store, session_id, turn, boundary, generation, op)
+        print(f"child {result.child_session_id}", flush=True)
+        n += 1
+
+
+def main(argv: list[str]) -> None:
+    command, root, session_id = argv[0], Path(argv[1]), argv[2]
+    if command == "append":
+        _append(root, session_id, int(argv[3]))
+    elif command == "hold":
+        _hold(root, session_id)
+    elif command == "forker":
+        _forker(root, session_id, argv[3], int(argv[4]), int(argv[5]))
+    else:
+        raise SystemExit(f"unknown command {command}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+
+
+@st.composite
+def session_layouts(draw: st.DrawFn, max_turns: int = 6) -> list[list[dict[str, Any]]]:
+    """Plausible commit layouts: turns with partials, usage, tools and approvals
+    (resolved or left open), cut into commits at random places, the last turn
+    perhaps still open."""
+    stream: list[dict[str, Any]] = []
+    turns = draw(st.integers(0, max_turns))
+    for n in range(turns):
+        turn = f"t{n}"
+        stream += [ev.turn_start(turn), ev.user_message(f"u{n}", f"q{n}")]
+        for k in range(draw(st.integers(0, 2))):
+            stream.append(ev.assistant_message(f"a{n}", f"part {k}", "demo", partial=True))
+        if draw(st.booleans()):
+            stream.append({"type": "tool/call", "callId": f"c{n}", "name": "ls", "args": {}})
+            if draw(st.integers(0, 3)):
+                stream.append({"type": "tool/result", "callId": f"c{n}", "output": "ok"})
+        if draw(st.booleans()):
+            stream.append(
+                {"type": "interaction/request", "interactionId": f"i{n}", "kind": "approval"}
+            )
+            if draw(st.integers(0, 3)):
+                stream.append({"type": "interaction/resolve", "interactionId": f"i{n}"})
+        if draw(st.booleans()):
+            stream.append({"type": "checkpoint", "checkpointId": f"k{n}", "blobs": []})
+        stream.append(ev.assistant_message(f"a{n}", f"answer {n}", "demo"))
+        if draw(st.booleans()):
+            stream.append(ev.usage(n + 1, n + 2, "demo"))
+        if n < turns - 1 or draw(st.integers(0, 3)):
+            reason = draw(st.sampled_from(["completed", "cancelled", "error", "interrupted"]))
+            stream.append(ev.turn_end(turn, reason))
+            if draw(st.integers(0, 2)) == 0:
+                stream.append(ev.usage(1, 1, "demo"))  # usage after turn/end, same commit
+    commits: list[list[dict[str, Any]]] = []
+    current: list[dict[str, Any]] = []
+    for event in stream:
+        current.append(event)
+        if draw(st.integers(0, 2)):  # cut here two times in three
+            commits.append(current)
+            current = []
+    return [*commits, current] if current else commits
+
+
+def write_layout(store: SessionStore, commits: list[list[dict[str, Any]]]) -> str:
+    """A closed session holding exactly ``commits`` after its ``session/created``."""
+    writer = store.create("layout")
+    for events in commits:
+        writer.commit([dict(event) for event in events])
+    # Closing the writer directly (not reopening) keeps a trailing turn open on disk.
+    writer.close()
+    return writer.session_id
