@@ -46,6 +46,9 @@ class BranchwiseError(Exception):
         return {"error": {"code": self.code, "message": self.message, **self.details}}
 
 
+_BY_CODE[BranchwiseError.code] = BranchwiseError
+
+
 def error_class(code: str) -> type[BranchwiseError] | None:
     """The error class that owns ``code`` (``None`` for a code this build does not know)."""
     return _BY_CODE.get(code)
