@@ -63,6 +63,7 @@ FORK_TURN = (
 def build_fixture(root: Path) -> tuple[str, str, str]:
     """Write the fixture sessions; return (parent, fork, child) ids."""
     from branchwise.core.fork.engine import fork
+    from branchwise.core.fork.operations import ForkRequest
     from branchwise.core.ids import new_id
     from branchwise.core.lineage import create_child
     from branchwise.core.projection import events as ev
@@ -90,9 +91,9 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
         parent = writer.session_id
         generation = writer.manifest.generation
         first_boundary = writer.projection.turn(turns[0]).boundary_sequence  # type: ignore[union-attr]
-    forked = fork(store, parent, turns[0], first_boundary, generation, new_id("op"))
+    request = ForkRequest(parent, turns[0], first_boundary, generation)
+    forked = fork(store, request, new_id("op"), title="Kyoto in autumn — food")
     with store.open_writer(forked.child_session_id) as writer:
-        writer.set_title("Kyoto in autumn — food")
         turn(writer, *FORK_TURN)
     child = create_child(store, parent, {"turnId": turns[2]}, "Packing checklist")
     with store.open_writer(child.child_session_id) as writer:

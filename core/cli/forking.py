@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from branchwise.core.fork.engine import fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.lineage import create_child, lineage, tree
@@ -70,15 +71,8 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
             boundary = target.boundary_sequence if target and target.boundary_sequence else 0
         if generation is None:
             generation = current.generation
-    result = fork(
-        store,
-        source_id,
-        args.turn,
-        boundary,
-        generation,
-        args.operation_id or new_id("op"),
-        args.child_id,
-    )
+    request = ForkRequest(source_id, args.turn, boundary, generation, args.child_id)
+    result = fork(store, request, args.operation_id or new_id("op"))
     return result.to_json()
 
 

@@ -5,13 +5,15 @@ writes the source. The inherited prefix runs through the whole commit that
 closed the target turn; ``usage`` events are left out (the parent already
 paid for them) and the rest are renumbered densely, commits too, keeping each
 inherited commit whole so the child's own turn boundaries stay atomic. The
-child's first own commit holds ``session/fork``.
+child's first own commit holds ``session/fork``, then, when the caller names
+the child, its ``session/title`` (the manifest carries the same title), so a
+branch is published already named: nobody has to open it as writer to rename it.
 
 The child is built in a temporary folder under ``sessions/`` (swept on start
 if a crash leaves it) and published with one rename: a crash leaves either no
 child or a whole one.
 
-Idempotency per operation id: see :mod:`~branchwise.core.fork_index`.
+Idempotency per operation id: see :mod:`~branchwise.core.fork.operations`.
 """
 
 from __future__ import annotations
@@ -192,16 +194,23 @@ def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
 # -- fork -----------------------------------------------------------------------
 
 
-def _validate_request(
-    turn_id: object, operation_id: object, boundary: object, generation: object
-) -> None:
-    if not isinstance(turn_id, str):
+def _validate_request(request: ForkRequest, operation_id: object, title: object) -> None:
+    validate_session_id(request.source_session_id)
+    if request.child_session_id is not None:
+        validate_session_id(request.child_session_id)
+    if not isinstance(request.turn_id, str):
         raise InvalidForkRequest("turnId must be a string", field="turnId")
     if not isinstance(operation_id, str) or not 0 < len(operation_id) <= MAX_OPERATION_ID:
         raise InvalidForkRequest(f"operation id must be 1-{MAX_OPERATION_ID} characters")
-    for name, value in (("boundarySequence", boundary), ("expectedGeneration", generation)):
+    numbers = (
+        ("boundarySequence", request.boundary_sequence),
+        ("expectedGeneration", request.expected_generation),
+    )
+    for name, value in numbers:
         if not isinstance(value, int) or isinstance(value, bool):
             raise InvalidForkRequest(f"{name} must be an integer", field=name)
+    if title is not None and not isinstance(title, str):
+        raise InvalidForkRequest("title must be a string", field="title")
 
 
 def _conflict(operation_id: str) -> OperationConflict:
@@ -254,11 +263,16 @@ def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, 
 
 
 def _child_manifest(
-    source: Manifest, request: ForkRequest, child_id: str, cut: _Cut, operation_id: str
+    source: Manifest,
+    request: ForkRequest,
+    child_id: str,
+    cut: _Cut,
+    operation_id: str,
+    title: str | None,
 ) -> Manifest:
     return Manifest(
         session_id=child_id,
-        title=source.title,
+        title=source.title if title is None else title,
         kind="fork",
         created_at=time.time(),
         parent=ParentLink(
@@ -276,20 +290,28 @@ def _child_manifest(
 
 def fork(
     store: SessionStore,
-    source_id: str,
-    turn_id: str,
-    boundary_sequence: int,
-    expected_generation: int,
+    request: ForkRequest,
     operation_id: str,
-    child_id: str | None = None,
+    *,
+    title: str | None = None,
 ) -> ForkResult:
-    """Fork ``source_id`` at ``turn_id`` into a new, independent child session.
+    """Fork ``request``'s source at its turn into a new, independent child session.
 
     Idempotent per ``operation_id``: a retry of the same request returns the
-    same child with ``created: false`` (even if the source changed since).
-    Every refusal is a typed error and publishes nothing. Like
-    :func:`~branchwise.core.targets.fork_targets`, it reads committed frames
-    only: a torn tail or damage ends the history it can fork from.
+    same child with ``created: false`` (even if the source changed since), and
+    leaves it untouched. Every refusal is a typed error and publishes nothing.
+    Like :func:`~branchwise.core.fork.targets.fork_targets`, it reads committed
+    frames only: a torn tail or damage ends the history it can fork from.
+
+    Args:
+        store: the data root's sessions.
+        request: the source, turn, boundary and generation the caller saw, and
+            the child id it asks for (``None``: a new one).
+        operation_id: the idempotency key.
+        title: the new child's title, written in the same publish (its manifest,
+            and a ``session/title`` event in its first own commit); ``None``
+            keeps the source's title. Not part of the request: a retry may
+            name the child differently and still gets the child made first.
 
     Raises:
         InvalidSessionId, InvalidForkRequest: malformed arguments.
@@ -297,16 +319,12 @@ def fork(
         SourceNotFound, DuplicateChild, StaleSource, Unverifiable, UnknownTurn,
         TurnOpen, BoundaryNotAtomic, ActiveAuthority: see DESIGN §3.2.
     """
-    validate_session_id(source_id)
-    if child_id is not None:
-        validate_session_id(child_id)
-    _validate_request(turn_id, operation_id, boundary_sequence, expected_generation)
-    request = ForkRequest(source_id, turn_id, boundary_sequence, expected_generation, child_id)
+    _validate_request(request, operation_id, title)
     index = OperationIndex(store.root)
     reserved = index.lookup(operation_id)
     if reserved is not None and not request.same_as(reserved):
         raise _conflict(operation_id)
-    named = reserved.child_session_id if reserved else child_id
+    named = reserved.child_session_id if reserved else request.child_session_id
     if named is not None:
         earlier = _existing_child(store, named, request, operation_id)
         if earlier is not None:
@@ -314,27 +332,34 @@ def fork(
 
     source, cut = _read_and_cut(store, request)
     if reserved is None:  # reserve before publishing: a crash after publish still finds it
-        mine = dataclasses.replace(request, child_session_id=child_id or new_session_id())
+        child_id = request.child_session_id or new_session_id()
+        mine = dataclasses.replace(request, child_session_id=child_id)
         reserved = index.reserve(operation_id, mine)
         if not request.same_as(reserved):
             raise _conflict(operation_id)
     child = str(reserved.child_session_id)
 
-    fork_event = validate_event(
+    manifest = _child_manifest(source, request, child, cut, operation_id, title)
+    own = [
         {
             "type": EventType.SESSION_FORK.value,
-            "parentSessionId": source_id,
+            "parentSessionId": request.source_session_id,
             "parentGeneration": source.generation,
-            "turnId": turn_id,
-            "boundarySequence": boundary_sequence,
+            "turnId": request.turn_id,
+            "boundarySequence": request.boundary_sequence,
             "seedLength": cut.events,
             "operationId": operation_id,
         }
-    )
-    manifest = _child_manifest(source, request, child, cut, operation_id)
-    stamped = {"seq": cut.events + 1, "ts": manifest.created_at, **fork_event}
-    cut.frames += encode_frame(cut.commits + 1, [stamped])
-    blobs = (store.session_dir(source_id) / "blobs", cut.blobs) if cut.blobs else None
+    ]
+    if title is not None:
+        own.append({"type": EventType.SESSION_TITLE.value, "title": title})
+    stamped = [
+        {"seq": cut.events + n, "ts": manifest.created_at, **validate_event(event)}
+        for n, event in enumerate(own, start=1)
+    ]
+    cut.frames += encode_frame(cut.commits + 1, stamped)
+    source_blobs = store.session_dir(request.source_session_id) / "blobs"
+    blobs = (source_blobs, cut.blobs) if cut.blobs else None
     try:
         publish_new_session(store, manifest, cut.frames, blobs)
     except SessionExists:

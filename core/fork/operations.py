@@ -1,10 +1,16 @@
-"""Fork operations: what an operation id stands for, kept durably per data root.
+"""Fork operations: the one fork request, and what an operation id stands for.
+
+:class:`ForkRequest` is the one value a fork travels as: a click on a
+transcript row carries it (:mod:`~branchwise.desktop.host.rows`), the desktop
+journal stores it (:mod:`~branchwise.desktop.host.journal`, in its own JSON
+shape), and :func:`~branchwise.core.fork.engine.fork` takes it.
 
 A fork is idempotent per operation id. Before a fork publishes anything it
 *reserves* the id in ``<root>/fork-index/``: the request and the child id it
 will use. Publishing is the fork's last step, so after a crash a retry finds
 either the published child or just the reservation, and finishes that same
-child; it never makes a second one.
+child; it never makes a second one. Each file keeps its own JSON shape, written
+by the module that owns the file: the reservation's is here.
 """
 
 from __future__ import annotations
@@ -25,12 +31,16 @@ INDEX_DIR = "fork-index"
 
 @dataclass(frozen=True, slots=True)
 class ForkRequest:
-    """What an operation id stands for; a retry must ask for the same thing.
+    """A fork asked for: the turn of a source session to branch from, as the caller saw it.
+
+    A retry of an operation must ask for the same thing (:meth:`same_as`). A
+    click on the same fork target is the same request, so the desktop reuses
+    the journalled operation for it.
 
     Attributes:
         source_session_id: the session forked.
         turn_id: the turn forked at.
-        boundary_sequence: the boundary the caller saw.
+        boundary_sequence: the boundary the caller saw (last seq of the turn's closing commit).
         expected_generation: the source generation the caller saw.
         child_session_id: the child id asked for (``None``: any).
     """
@@ -50,27 +60,6 @@ class ForkRequest:
             and self.boundary_sequence == other.boundary_sequence
             and self.expected_generation == other.expected_generation
             and (None in children or children[0] == children[1])
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """camelCase form kept in the operation index."""
-        return {
-            "sourceSessionId": self.source_session_id,
-            "turnId": self.turn_id,
-            "boundarySequence": self.boundary_sequence,
-            "expectedGeneration": self.expected_generation,
-            "childSessionId": self.child_session_id,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> ForkRequest:
-        """Inverse of :meth:`to_json` (raises ``KeyError``/``TypeError`` if malformed)."""
-        return cls(
-            source_session_id=data["sourceSessionId"],
-            turn_id=data["turnId"],
-            boundary_sequence=data["boundarySequence"],
-            expected_generation=data["expectedGeneration"],
-            child_session_id=data["childSessionId"],
         )
 
 
@@ -98,7 +87,7 @@ class OperationIndex:
             data = orjson.loads(self._path(operation_id).read_bytes())
             if data["operationId"] != operation_id:
                 return None
-            return ForkRequest.from_json(data["request"])
+            return _request_from_json(data["request"])
         except FileNotFoundError:
             return None
         except (orjson.JSONDecodeError, KeyError, TypeError):
@@ -110,7 +99,7 @@ class OperationIndex:
         self.directory.mkdir(mode=0o700, exist_ok=True)
         final = self._path(operation_id)
         tmp = self.directory / f".{final.name}.{os.getpid()}-{secrets.token_hex(4)}"
-        body = orjson.dumps({"operationId": operation_id, "request": request.to_json()})
+        body = orjson.dumps({"operationId": operation_id, "request": _request_json(request)})
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.write(fd, body)
@@ -130,3 +119,25 @@ class OperationIndex:
             os.unlink(tmp)
         fsync_dir(self.directory)
         return request
+
+
+def _request_json(request: ForkRequest) -> dict[str, Any]:
+    """The request as a reservation stores it (camelCase, the child id included)."""
+    return {
+        "sourceSessionId": request.source_session_id,
+        "turnId": request.turn_id,
+        "boundarySequence": request.boundary_sequence,
+        "expectedGeneration": request.expected_generation,
+        "childSessionId": request.child_session_id,
+    }
+
+
+def _request_from_json(data: Any) -> ForkRequest:
+    """Inverse of :func:`_request_json` (raises ``KeyError``/``TypeError`` if malformed)."""
+    return ForkRequest(
+        source_session_id=data["sourceSessionId"],
+        turn_id=data["turnId"],
+        boundary_sequence=data["boundarySequence"],
+        expected_generation=data["expectedGeneration"],
+        child_session_id=data["childSessionId"],
+    )

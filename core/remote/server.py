@@ -26,6 +26,7 @@ from branchwise.core.errors import (
     Unauthorized,
 )
 from branchwise.core.fork.engine import fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import (
@@ -104,15 +105,13 @@ def build_app(store: SessionStore, token: str) -> web.Application:
         except orjson.JSONDecodeError as exc:
             raise InvalidRequest("the body is not valid JSON") from exc
         body = validate_fork_body(body)
-        result = await asyncio.to_thread(
-            fork,
-            store,
-            body["sourceSessionId"],
-            body["turnId"],
-            body["boundarySequence"],
-            body["expectedGeneration"],
-            body["operationId"],
+        fork_request = ForkRequest(
+            source_session_id=body["sourceSessionId"],
+            turn_id=body["turnId"],
+            boundary_sequence=body["boundarySequence"],
+            expected_generation=body["expectedGeneration"],
         )
+        result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
         return _json({"childSessionId": result.child_session_id, "created": result.created})
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)

@@ -1,7 +1,9 @@
 """Where fork clicks are carried out, and how their failures are classified.
 
-The coordinator (``fork_ops``) talks to a ``ForkBackend``: today the local
-store, later a remote server over HTTP. Failures are classified generically so
+The coordinator (:mod:`~branchwise.desktop.host.branching`) talks to a
+``ForkBackend``: today the local store, later a remote server over HTTP. Both
+take core's :class:`~branchwise.core.fork.operations.ForkRequest`, as the
+click carried it and the journal stored it. Failures are classified generically so
 both behave the same: a typed refusal whose code cannot change by retrying is
 *definitive* (the journal record goes); a timeout, a disconnect, an
 undecodable reply or any other exception is *uncertain* (the fork may have
@@ -18,8 +20,8 @@ from typing import Protocol
 
 from branchwise.core.errors import BranchwiseError, InvalidSessionId
 from branchwise.core.fork.engine import ForkResult, fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.journal import ForkRequest
 
 Opener = Callable[[str], Awaitable[None]]
 Checkpoint = Callable[[str], None]
@@ -40,8 +42,14 @@ class CrashPoint(StrEnum):
 class ForkBackend(Protocol):
     """Where forks happen: the local store, or later a remote server."""
 
-    async def fork(self, request: ForkRequest, operation_id: str) -> ForkResult:
-        """Fork idempotently per ``operation_id``; raise typed refusals."""
+    async def fork(
+        self, request: ForkRequest, operation_id: str, *, title: str | None = None
+    ) -> ForkResult:
+        """Fork idempotently per ``operation_id``; raise typed refusals.
+
+        ``title`` names a child this call creates (a retry that finds the
+        operation's child returns it untouched).
+        """
         ...
 
     async def session_exists(self, session_id: str) -> bool:
@@ -71,25 +79,22 @@ class LocalForkBackend:
         self._guard = threading.Lock()
         self._op_locks: dict[str, threading.Lock] = {}
 
-    async def fork(self, request: ForkRequest, operation_id: str) -> ForkResult:
-        """Run the core fork for ``request`` under ``operation_id``."""
+    async def fork(
+        self, request: ForkRequest, operation_id: str, *, title: str | None = None
+    ) -> ForkResult:
+        """Run the core fork of ``request`` under ``operation_id``; a new child is ``title``."""
         self._checkpoint(CrashPoint.FORK_STARTED)
-        result = await asyncio.to_thread(self._fork_blocking, request, operation_id)
+        result = await asyncio.to_thread(self._fork_blocking, request, operation_id, title)
         self._checkpoint(CrashPoint.FORK_PUBLISHED)
         return result
 
-    def _fork_blocking(self, request: ForkRequest, operation_id: str) -> ForkResult:
+    def _fork_blocking(
+        self, request: ForkRequest, operation_id: str, title: str | None
+    ) -> ForkResult:
         with self._guard:
             lock = self._op_locks.setdefault(operation_id, threading.Lock())
         with lock:
-            return fork(
-                self.store,
-                request.source_session_id,
-                request.turn_id,
-                request.boundary_sequence,
-                request.generation,
-                operation_id,
-            )
+            return fork(self.store, request, operation_id, title=title)
 
     async def session_exists(self, session_id: str) -> bool:
         """Whether the session is published in the store."""

@@ -4,7 +4,8 @@
 
 1. a ``pending`` record with a fresh operation id is durable in
    ``fork-operations.json`` before anything is written or sent;
-2. the backend forks (locally in a worker thread, or remotely);
+2. the backend forks (locally in a worker thread, or remotely), naming the
+   child as the ``namer`` says, so the child is published with its own title;
 3. success is journalled as ``completed`` with the child id, then the opener
    shows the child, and only after that is the record removed;
 4. an uncertain failure (timeout, disconnect, undecodable reply, internal
@@ -31,6 +32,7 @@ from pathlib import Path
 
 from branchwise.core.errors import BranchwiseError, InvalidSessionId, SessionNotFound, error_class
 from branchwise.core.fork.engine import ForkResult
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.desktop.host.backends import (
     Checkpoint,
@@ -43,7 +45,6 @@ from branchwise.desktop.host.backends import (
 )
 from branchwise.desktop.host.journal import (
     DroppedRecord,
-    ForkRequest,
     JournalLoad,
     OperationRecord,
     OperationsJournal,
@@ -52,6 +53,14 @@ from branchwise.desktop.host.journal import (
 from branchwise.desktop.host.notices import Level, NoticeAction, NoticeCenter
 
 log = logging.getLogger(__name__)
+
+#: Names the child a request would create (``None``: it keeps its parent's title).
+Namer = Callable[[ForkRequest], str | None]
+
+
+def no_name(request: ForkRequest) -> str | None:
+    """Default namer: a new child keeps its parent's title."""
+    return None
 
 
 class ForkCoordinator:
@@ -62,6 +71,8 @@ class ForkCoordinator:
         backend: where forks happen.
         notices: the notice channel every outcome is posted to.
         opener: shows a session in a tab; raises if it cannot.
+        namer: the title a new child gets, asked right before each fork
+            attempt (a retry that finds the child leaves it as it is).
         checkpoint: crash-injection hook, called with a ``CrashPoint`` name.
         fork_timeout: seconds before a fork attempt counts as uncertain.
         clock: wall clock for record timestamps.
@@ -74,6 +85,7 @@ class ForkCoordinator:
         notices: NoticeCenter,
         opener: Opener,
         *,
+        namer: Namer = no_name,
         checkpoint: Checkpoint = no_checkpoint,
         fork_timeout: float | None = None,
         clock: Callable[[], float] = time.time,
@@ -82,6 +94,7 @@ class ForkCoordinator:
         self.backend = backend
         self.notices = notices
         self.opener = opener
+        self._namer = namer
         self._checkpoint = checkpoint
         self._fork_timeout = fork_timeout
         self._clock = clock
@@ -211,7 +224,7 @@ class ForkCoordinator:
     async def _fork(self, record: OperationRecord, quiet: bool) -> BranchOutcome:
         op = record.operation_id
         try:
-            attempt = self.backend.fork(record.request, op)
+            attempt = self.backend.fork(record.request, op, title=self._namer(record.request))
             if self._fork_timeout is not None:
                 result = await asyncio.wait_for(attempt, self._fork_timeout)
             else:

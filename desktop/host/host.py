@@ -1,7 +1,7 @@
 """The desktop host: everything the window does, without a single widget.
 
 The host owns the session store, the open conversations (each an
-:class:`~branchwise.desktop.session_host.OpenSession` with its writer and
+:class:`~branchwise.desktop.host.session.OpenSession` with its writer and
 turn runner), the notice channel, the settings and provider, and fork
 requests. Widgets only call the host and listen to it; the host never
 imports Qt, so the fork-operations journal and crash tests drive it headless.
@@ -9,7 +9,8 @@ imports Qt, so the fork-operations journal and crash tests drive it headless.
 Every mutating call reports what changed as :class:`Changes` — returned to
 the caller and broadcast to listeners — so views refresh only what changed.
 Creating a branch is separate from opening its tab: the host creates the
-child, then asks its *navigator* (the window) to show it.
+child, already titled "<title> (branch N)" by the fork itself, then asks its
+*navigator* (the window) to show it.
 """
 
 from __future__ import annotations
@@ -21,17 +22,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.errors import BranchwiseError, InvalidTitle
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import LineageIndex
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
 from branchwise.core.settings import Settings, load_settings, save_settings
-from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.notices import Level, NoticeCenter
-from branchwise.desktop.host.rows import BranchState, BranchTarget, Row, branch_state
+from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
 
 if TYPE_CHECKING:
@@ -314,44 +315,53 @@ class Host:
             row, table, in_flight=self._in_flight, server_supported=self.server_supported
         )
 
-    def branch_in_flight(self, target: BranchTarget) -> bool:
+    def branch_in_flight(self, request: ForkRequest) -> bool:
         """A branch from this turn is being created right now."""
-        return (target.session_id, target.turn_id) in self._in_flight
+        return (request.source_session_id, request.turn_id) in self._in_flight
 
-    async def request_branch(self, target: BranchTarget) -> str | None:
+    async def request_branch(self, request: ForkRequest) -> str | None:
         """Create a new conversation from a finished turn and open it in a new tab.
 
-        The one place a branch click lands. Returns the child's id, or ``None``
-        when it was refused or is uncertain (the notice channel says which).
+        The one place a branch click lands, with the request its row's action
+        carries. Returns the child's id, or ``None`` when it was refused or is
+        uncertain (the notice channel says which).
         """
-        from branchwise.desktop.host.journal import ForkRequest
-
-        key = (target.session_id, target.turn_id)
+        key = (request.source_session_id, request.turn_id)
         if key in self._in_flight:
             return None
         self._in_flight.add(key)
-        self.emit(Changes(targets=frozenset({target.session_id})))
+        self.emit(Changes(targets=frozenset({request.source_session_id})))
         try:
-            outcome = await self.fork_coordinator.branch(
-                ForkRequest(
-                    source_session_id=target.session_id,
-                    generation=target.generation,
-                    turn_id=target.turn_id,
-                    boundary_sequence=target.boundary_sequence,
-                )
-            )
+            outcome = await self.fork_coordinator.branch(request)
         finally:
             self._in_flight.discard(key)
-            self.emit(Changes(targets=frozenset({target.session_id})))
+            self.emit(Changes(targets=frozenset({request.source_session_id})))
         return outcome.child_session_id if outcome.opened else None
+
+    def branch_title(self, request: ForkRequest) -> str | None:
+        """The title a new branch of ``request``'s source gets, in the user's language.
+
+        A fork would inherit its parent's title, so the sidebar and tabs would
+        show two identical names; "<title> (branch N)" tells them apart, N
+        counting the parent's forks this app knows of, this one included. The
+        fork writes it into the child as it publishes it; ``None`` (a parent
+        with no title yet) keeps the inherited one.
+        """
+        parent_title = self.title(request.source_session_id)
+        if not parent_title:
+            return None
+        siblings = [m for m in self.index.children(request.source_session_id) if m.kind == "fork"]
+        return fill(_("{title} (branch {n})"), {"title": parent_title, "n": len(siblings) + 1})
 
     async def open_child(self, child_id: str) -> None:
         """The coordinator's opener: index a new branch, open it, ask the window for a tab.
 
-        Raises whatever opening raises, so the operations journal keeps the
-        record and its notice offers to open the kept child again.
+        The branch is published already titled, so this only reads its
+        manifest and opens it once. Raises whatever opening raises, so the
+        operations journal keeps the record and its notice offers to open the
+        kept child again.
         """
-        manifest = name_branch(self, self.store.manifest(child_id))
+        manifest = self.store.manifest(child_id)
         self.index.put(manifest)
         self.emit(Changes(sidebar=True, sessions=frozenset(self._parents_of(manifest))))
         self.open_session(child_id)
@@ -373,7 +383,9 @@ class Host:
             from branchwise.desktop.host.branching import ForkCoordinator
 
             backend = self._fork_backend or LocalForkBackend(self.store)
-            self._coordinator = ForkCoordinator(self.root, backend, self.notices, self.open_child)
+            self._coordinator = ForkCoordinator(
+                self.root, backend, self.notices, self.open_child, namer=self.branch_title
+            )
         return self._coordinator
 
     # -- settings ---------------------------------------------------------------
@@ -384,33 +396,3 @@ class Host:
         self.settings = settings
         self.provider = self._provider_factory(settings)
         return self.emit(Changes(settings=True))
-
-
-def name_branch(host: Host, manifest: Manifest) -> Manifest:
-    """Give a fresh branch a title of its own, in the user's language.
-
-    A fork inherits its parent's title, so the sidebar and tabs would show two
-    identical names; "<title> (branch N)" tells them apart. Only a branch still
-    carrying the parent's exact title is renamed, so opening it again (or a
-    user's own title) is left alone; if another process writes it already,
-    the inherited title simply stays.
-    """
-    parent = manifest.parent
-    if manifest.kind != "fork" or parent is None:
-        return manifest
-    parent_title = host.title(parent.session_id)
-    if not parent_title or manifest.title != parent_title:
-        return manifest
-    siblings = [
-        m
-        for m in host.index.children(parent.session_id)
-        if m.kind == "fork" and m.session_id != manifest.session_id
-    ]
-    title = fill(_("{title} (branch {n})"), {"title": parent_title, "n": len(siblings) + 1})
-    try:
-        with host.store.open_writer(manifest.session_id) as writer:
-            writer.set_title(title)
-            return writer.manifest
-    except BranchwiseError as exc:
-        log.info("kept the inherited title of %s: %s", manifest.session_id, exc)
-        return manifest

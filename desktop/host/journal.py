@@ -11,6 +11,11 @@ The document is versioned. A journal that does not parse, or is of a version
 this build does not know, is moved aside (``.bad-<timestamp>``) rather than
 guessed at; a record of the wrong shape is dropped and reported, never fatal.
 No Qt here: the journal is plain Python so the host runs headless.
+
+A record's request is core's :class:`~branchwise.core.fork.operations.ForkRequest`,
+stored in the journal's own shape ``{"sourceSessionId", "generation", "turnId",
+"boundarySequence"}`` with a ``requestHash`` of it (:func:`request_to_json`,
+:func:`request_hash`): journals written before the one request type still load.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any, TypeGuard
 import orjson
 
 from branchwise.core.errors import InvalidSessionId
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import validate_session_id
 from branchwise.core.store.atomic import atomic_write_bytes, fsync_dir
 
@@ -46,62 +52,54 @@ class OperationState(StrEnum):
     COMPLETED = "completed"
 
 
-@dataclass(frozen=True, slots=True)
-class ForkRequest:
-    """What a click on "Branch into a new conversation" asks for.
+def request_to_json(request: ForkRequest) -> dict[str, Any]:
+    """A click's request as the journal stores it (camelCase; a click names no child).
 
-    It is also the identity of a fork target: a second click on the same
-    target is the same request, so it reuses the journalled operation.
-
-    Attributes:
-        source_session_id: the session being branched.
-        generation: the source generation the fork target answer came from.
-        turn_id: the finished turn to branch after.
-        boundary_sequence: the last seq of that turn's closing commit.
+    Raises:
+        ValueError: the request names a child (the journal has no field for it).
     """
+    if request.child_session_id is not None:
+        raise ValueError("the journal keeps requests for a new child only")
+    return {
+        "sourceSessionId": request.source_session_id,
+        "generation": request.expected_generation,
+        "turnId": request.turn_id,
+        "boundarySequence": request.boundary_sequence,
+    }
 
-    source_session_id: str
-    generation: int
-    turn_id: str
-    boundary_sequence: int
 
-    def to_json(self) -> dict[str, Any]:
-        """The camelCase form stored in the journal."""
-        return {
-            "sourceSessionId": self.source_session_id,
-            "generation": self.generation,
-            "turnId": self.turn_id,
-            "boundarySequence": self.boundary_sequence,
-        }
+def request_hash(request: ForkRequest) -> str:
+    """A stable digest of the stored request, kept beside it to detect hand-edited records."""
+    canonical = orjson.dumps(request_to_json(request), option=orjson.OPT_SORT_KEYS)
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
-    @property
-    def request_hash(self) -> str:
-        """A stable digest of the request, stored to detect hand-edited records."""
-        canonical = orjson.dumps(self.to_json(), option=orjson.OPT_SORT_KEYS)
-        return "sha256:" + hashlib.sha256(canonical).hexdigest()
 
-    @classmethod
-    def from_json(cls, data: object) -> ForkRequest:
-        """Validate a stored request.
+def request_from_json(data: object) -> ForkRequest:
+    """Validate a stored request (inverse of :func:`request_to_json`).
 
-        Raises:
-            InvalidRecord: any field missing or of the wrong shape.
-        """
-        if not isinstance(data, dict):
-            raise InvalidRecord("request is not an object")
-        source, turn = data.get("sourceSessionId"), data.get("turnId")
-        generation, boundary = data.get("generation"), data.get("boundarySequence")
-        try:
-            validate_session_id(source)
-        except InvalidSessionId as exc:
-            raise InvalidRecord("request names a malformed source session") from exc
-        if not isinstance(turn, str) or not 0 < len(turn) <= MAX_ID_LENGTH:
-            raise InvalidRecord("request turnId is malformed")
-        if not _is_int(generation) or generation < 1:
-            raise InvalidRecord("request generation is malformed")
-        if not _is_int(boundary) or boundary < 1:
-            raise InvalidRecord("request boundarySequence is malformed")
-        return cls(str(source), generation, turn, boundary)
+    Raises:
+        InvalidRecord: any field missing or of the wrong shape.
+    """
+    if not isinstance(data, dict):
+        raise InvalidRecord("request is not an object")
+    source, turn = data.get("sourceSessionId"), data.get("turnId")
+    generation, boundary = data.get("generation"), data.get("boundarySequence")
+    try:
+        validate_session_id(source)
+    except InvalidSessionId as exc:
+        raise InvalidRecord("request names a malformed source session") from exc
+    if not isinstance(turn, str) or not 0 < len(turn) <= MAX_ID_LENGTH:
+        raise InvalidRecord("request turnId is malformed")
+    if not _is_int(generation) or generation < 1:
+        raise InvalidRecord("request generation is malformed")
+    if not _is_int(boundary) or boundary < 1:
+        raise InvalidRecord("request boundarySequence is malformed")
+    return ForkRequest(
+        source_session_id=str(source),
+        turn_id=turn,
+        boundary_sequence=boundary,
+        expected_generation=generation,
+    )
 
 
 class InvalidRecord(ValueError):
@@ -114,7 +112,7 @@ class OperationRecord:
 
     Attributes:
         operation_id: the idempotency key sent with every attempt.
-        request: what was asked.
+        request: what was asked (a new child: no child id).
         state: ``pending`` until the child's id is known, then ``completed``.
         child_session_id: the child, once known.
         error: the last uncertain failure, for diagnosis (not a refusal).
@@ -151,8 +149,8 @@ class OperationRecord:
         data: dict[str, Any] = {
             "operationId": self.operation_id,
             "kind": self.kind,
-            "request": self.request.to_json(),
-            "requestHash": self.request.request_hash,
+            "request": request_to_json(self.request),
+            "requestHash": request_hash(self.request),
             "state": self.state.value,
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
@@ -179,8 +177,8 @@ class OperationRecord:
             raise InvalidRecord("record operationId is malformed")
         if data.get("kind") != OPERATION_KIND:
             raise InvalidRecord(f"record kind {data.get('kind')!r} is unknown")
-        request = ForkRequest.from_json(data.get("request"))
-        if data.get("requestHash") != request.request_hash:
+        request = request_from_json(data.get("request"))
+        if data.get("requestHash") != request_hash(request):
             raise InvalidRecord("record requestHash does not match its request")
         try:
             state = OperationState(str(data.get("state")))

@@ -8,29 +8,37 @@ paged in later and for a session restored cold from disk (DESIGN §6).
 
 Whether a row's "Branch into a new conversation" action is enabled is a pure
 function of the row, the session's fork targets and what the host is doing
-(:func:`branch_state`), so it is tested without widgets.
+(:func:`branch_state`), so it is tested without widgets. The targets are
+core's own :class:`~branchwise.core.fork.targets.ForkTarget` values, indexed by
+binding key (:class:`TargetTable`); an enabled action carries core's
+:class:`~branchwise.core.fork.operations.ForkRequest`, which the host journals
+and forks as it is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.fork.targets import ForkTarget, ForkTargetSet, TargetReason
 from branchwise.core.projection.projection import Message, Projection
 
 #: Turns shown per page; scrolling up loads the previous page.
 PAGE_SIZE = 50
 
-# Why a branch action is disabled. The first four come from fork targets
-# (DESIGN §3.1); the rest are the desktop's own states.
-TURN_OPEN = "turn_open"
-ACTIVE_AUTHORITY = "active_authority"
-BOUNDARY_NOT_ATOMIC = "boundary_not_atomic"
-UNVERIFIABLE = "unverifiable"
-TARGETS_LOADING = "targets_loading"
-FORK_IN_FLIGHT = "creation_in_flight"
-SERVER_UNSUPPORTED = "server_unsupported"
+
+class DesktopReason(StrEnum):
+    """The desktop's own reasons a branch action is disabled.
+
+    The others are a fork target's :class:`~branchwise.core.fork.targets.TargetReason`.
+    """
+
+    TARGETS_LOADING = "targets_loading"
+    CREATION_IN_FLIGHT = "creation_in_flight"
+    SERVER_UNSUPPORTED = "server_unsupported"
 
 
 def target_key(message_id: str | None, turn_id: str | None) -> str:
@@ -198,76 +206,40 @@ def _turn_row(
 
 
 @dataclass(frozen=True, slots=True)
-class ForkTarget:
-    """One entry of a session's fork targets (DESIGN §3.1)."""
-
-    turn_id: str
-    message_id: str | None
-    boundary_sequence: int | None
-    available: bool
-    reason: str | None
-
-    @property
-    def key(self) -> str:
-        """The row binding key."""
-        return target_key(self.message_id, self.turn_id)
-
-
-@dataclass(frozen=True, slots=True)
 class TargetTable:
-    """A session's fork targets indexed by binding key.
+    """A session's fork targets (core's answer) indexed by binding key.
 
     Attributes:
-        session_id: the source session.
-        generation: the source generation the targets were read at.
-        verifiable: false for message-only history.
-        by_key: binding key -> target.
+        answer: the targets as :func:`~branchwise.core.fork.targets.fork_targets`
+            (or a writer's live projection) gave them.
+        by_key: binding key -> target: the answer's ``messageId``, and
+            ``turn:<turnId>`` for every turn.
     """
 
-    session_id: str
-    generation: int
-    verifiable: bool
+    answer: ForkTargetSet
     by_key: Mapping[str, ForkTarget]
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> TargetTable:
-        """Build the table from the §3.1 JSON shape."""
+    def of(cls, answer: ForkTargetSet) -> TargetTable:
+        """Index ``answer``'s targets by the key their rows carry."""
         by_key: dict[str, ForkTarget] = {}
-        for item in data.get("targets", ()):
-            target = ForkTarget(
-                turn_id=item["turnId"],
-                message_id=item.get("messageId"),
-                boundary_sequence=item.get("boundarySequence"),
-                available=bool(item.get("available")),
-                reason=item.get("reason"),
-            )
-            by_key[target.key] = target
+        for target in answer.targets:
+            by_key[target_key(target.message_id, target.turn_id)] = target
             by_key.setdefault(target_key(None, target.turn_id), target)
-        source = data["source"]
-        return cls(
-            session_id=source["sessionId"],
-            generation=int(source["generation"]),
-            verifiable=bool(data.get("verifiable", True)),
-            by_key=by_key,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class BranchTarget:
-    """What a click on a branch action carries to the host (DESIGN §4 step 1)."""
-
-    session_id: str
-    generation: int
-    turn_id: str
-    boundary_sequence: int
-    message_id: str | None = None
+        return cls(answer, by_key)
 
 
 @dataclass(frozen=True, slots=True)
 class BranchState:
-    """A row's branch action: enabled with a target, or disabled with a reason code."""
+    """A row's branch action: enabled with the fork it asks for, or disabled with a reason code.
 
-    target: BranchTarget | None
+    Attributes:
+        target: what a click asks for (DESIGN §4 step 1); ``None`` when disabled.
+        reason: a :class:`~branchwise.core.fork.targets.TargetReason` or a
+            :class:`DesktopReason` when disabled.
+    """
+
+    target: ForkRequest | None
     reason: str | None
 
     @property
@@ -285,28 +257,28 @@ def branch_state(
 ) -> BranchState:
     """Decide a row's branch action from committed fork targets and host state."""
     if row.running:
-        return BranchState(None, TURN_OPEN)
+        return BranchState(None, TargetReason.TURN_OPEN)
     if not server_supported:
-        return BranchState(None, SERVER_UNSUPPORTED)
+        return BranchState(None, DesktopReason.SERVER_UNSUPPORTED)
     if table is None:
-        return BranchState(None, TARGETS_LOADING)
-    if not table.verifiable or row.imported:
-        return BranchState(None, UNVERIFIABLE)
+        return BranchState(None, DesktopReason.TARGETS_LOADING)
+    answer = table.answer
+    if not answer.verifiable or row.imported:
+        return BranchState(None, TargetReason.UNVERIFIABLE)
     target = table.by_key.get(row.key)
-    if target is None or target.turn_id != row.turn_id or target.reason == TURN_OPEN:
+    if target is None or target.turn_id != row.turn_id or target.reason == TargetReason.TURN_OPEN:
         # Targets are read after the turn ends: until then the table is older than the row.
-        return BranchState(None, TARGETS_LOADING)
-    if (table.session_id, target.turn_id) in in_flight:
-        return BranchState(None, FORK_IN_FLIGHT)
+        return BranchState(None, DesktopReason.TARGETS_LOADING)
+    if (answer.session_id, target.turn_id) in in_flight:
+        return BranchState(None, DesktopReason.CREATION_IN_FLIGHT)
     if not target.available or target.boundary_sequence is None:
-        return BranchState(None, target.reason or BOUNDARY_NOT_ATOMIC)
+        return BranchState(None, target.reason or TargetReason.BOUNDARY_NOT_ATOMIC)
     return BranchState(
-        BranchTarget(
-            session_id=table.session_id,
-            generation=table.generation,
+        ForkRequest(
+            source_session_id=answer.session_id,
             turn_id=target.turn_id,
             boundary_sequence=target.boundary_sequence,
-            message_id=target.message_id,
+            expected_generation=answer.generation,
         ),
         None,
     )

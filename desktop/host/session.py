@@ -1,7 +1,7 @@
 """One open conversation inside the host: its writer, turn runner and fork targets.
 
 An :class:`OpenSession` is what a tab shows, without being a widget. It holds
-the session's :class:`~branchwise.core.store.SessionWriter` (or, when another
+the session's :class:`~branchwise.core.store.store.SessionWriter` (or, when another
 process holds the lease or the log is damaged, a read-only snapshot that it
 re-reads when the file grows), runs turns through
 :class:`~branchwise.core.runtime.TurnRunner`, keeps the transcript rows, and
@@ -268,8 +268,7 @@ class OpenSession(TurnListener):
         projection = self.projection
         if projection is None:
             return
-        answer = targets_from_projection(projection, self.manifest)
-        self.targets = TargetTable.from_json(answer.to_json())
+        self.targets = TargetTable.of(targets_from_projection(projection, self.manifest))
         self._host.emit(Changes(targets=frozenset({self.session_id})))
 
     # -- turns ---------------------------------------------------------------

@@ -11,11 +11,11 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.rows import BranchTarget
 from branchwise.desktop.host.session import SessionMode
 from branchwise.desktop.widgets.banner import ForkBanner
 from branchwise.desktop.widgets.composer import Composer
@@ -82,8 +82,8 @@ class ConversationTab(QWidget):
     def _stop(self) -> None:
         self.host.stop(self.session_id)
 
-    def _branch(self, target: BranchTarget) -> None:
-        self.host.spawn(self.host.request_branch(target), "branch")
+    def _branch(self, request: ForkRequest) -> None:
+        self.host.spawn(self.host.request_branch(request), "branch")
 
     # -- refreshing ------------------------------------------------------------
 

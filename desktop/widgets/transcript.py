@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterable
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.rows import PAGE_SIZE, BranchTarget, Row, Window
+from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
 from branchwise.desktop.widgets.turn_widget import TurnWidget
 
 #: Pixels from the bottom that still count as "at the bottom".
@@ -40,7 +41,7 @@ class TranscriptView(QScrollArea):
     Args:
         host: the host (rows, branch states and branches come from it).
         session_id: the conversation shown.
-        on_branch: a branch action was clicked.
+        on_branch: a branch action was clicked (with the fork request it carries).
         on_open: a listed branch should be opened.
         page_size: rows per page.
     """
@@ -49,7 +50,7 @@ class TranscriptView(QScrollArea):
         self,
         host: Host,
         session_id: str,
-        on_branch: Callable[[BranchTarget], None],
+        on_branch: Callable[[ForkRequest], None],
         on_open: Callable[[str], None],
         page_size: int = PAGE_SIZE,
         parent: QWidget | None = None,

@@ -23,10 +23,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import branch_count, fill, reason_text
 from branchwise.core.store.manifest import Manifest
-from branchwise.desktop.host.rows import BranchState, BranchTarget, Entry, Row
+from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
 
 STREAM_REPAINT_MS = 50
 BRANCH_BUTTON = "branchButton"
@@ -102,14 +103,14 @@ class TurnWidget(QFrame):
 
     Args:
         row: the turn to show.
-        on_branch: called with the bound target when the branch action is clicked.
+        on_branch: called with the fork request the action carries when it is clicked.
         on_open: called with a session id to open a listed branch.
     """
 
     def __init__(
         self,
         row: Row,
-        on_branch: Callable[[BranchTarget], None],
+        on_branch: Callable[[ForkRequest], None],
         on_open: Callable[[str], None],
         parent: QWidget | None = None,
     ) -> None:
@@ -263,7 +264,7 @@ class TurnWidget(QFrame):
             button.setToolTip(name)
             button.setAccessibleDescription("")
         else:
-            reason = reason_text(self._state.reason or "targets_loading")
+            reason = reason_text(self._state.reason or DesktopReason.TARGETS_LOADING)
             button.setToolTip(reason)
             button.setAccessibleDescription(reason)
 

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.sessions import complete_turn, write_big_session
 
 from branchwise.core.fork.engine import fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import forget_turn_scans, fork_targets
 from branchwise.core.lineage import tree  # noqa: E402
 from branchwise.core.projection.projection import Projection
@@ -96,10 +97,7 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     def fork_last() -> Path:
         child = fork(
             store,
-            source,
-            last.turn_id,
-            last.boundary_sequence or 0,
-            answer.generation,
+            ForkRequest(source, last.turn_id, last.boundary_sequence or 0, answer.generation),
             f"op-{next(ops)}",
         ).child_session_id
         return store.session_dir(child)
@@ -123,10 +121,7 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     def fork_plain() -> Path:
         child = fork(
             store,
-            plain,
-            plain_last.turn_id,
-            plain_last.boundary_sequence or 0,
-            1,
+            ForkRequest(plain, plain_last.turn_id, plain_last.boundary_sequence or 0, 1),
             f"op-{next(ops)}",
         ).child_session_id
         return store.session_dir(child)

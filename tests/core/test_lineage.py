@@ -118,11 +118,14 @@ def test_bad_child_requests_are_typed_and_create_nothing(store: SessionStore) ->
 
 def test_lineage_walks_forks_and_children_to_the_root(store: SessionStore) -> None:
     from branchwise.core.fork.engine import fork
+    from branchwise.core.fork.operations import ForkRequest
     from branchwise.core.fork.targets import fork_targets
 
     root = session_with_turns(store, 2)
     target = fork_targets(store, root).targets[0]
-    forked = fork(store, root, "t0", target.boundary_sequence or 0, 1, "op-1").child_session_id
+    forked = fork(
+        store, ForkRequest(root, "t0", target.boundary_sequence or 0, 1), "op-1"
+    ).child_session_id
     child = create_child(store, forked, {"turnId": "t0"}, "helper").child_session_id
     walked = lineage(store, child)
     assert [m.session_id for m in walked.chain] == [child, forked, root]

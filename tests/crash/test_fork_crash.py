@@ -14,6 +14,7 @@ import pytest
 from helpers.sessions import HELPER, commits_of, complete_turn, strip
 
 from branchwise.core.fork.engine import ForkResult, fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.log.scan import scan_log
 from branchwise.core.store.store import TEMP_PREFIX, SessionStore
@@ -54,7 +55,7 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
     target = fork_targets(store, source).target("last")
     assert target is not None and target.boundary_sequence is not None
     clock = time.monotonic()
-    reference = fork(store, source, "last", target.boundary_sequence, 1, "reference")
+    reference = fork(store, ForkRequest(source, "last", target.boundary_sequence, 1), "reference")
     one_fork = time.monotonic() - clock
     seed = [[strip(e) for e in c] for c in commits_of(store, reference.child_session_id)[:-1]]
     checked = {source, reference.child_session_id}
@@ -93,7 +94,7 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
             checked.add(child)
         if last_op is not None:  # the interrupted operation, retried as the host would
             before = set(published)
-            again = fork(store, source, "last", target.boundary_sequence, 1, last_op)
+            again = fork(store, ForkRequest(source, "last", target.boundary_sequence, 1), last_op)
             assert _check_whole(store, again.child_session_id, seed, blob) == last_op
             if again.created:
                 retried_new += 1
@@ -103,9 +104,9 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
                 assert again.child_session_id in before
             checked.add(again.child_session_id)
         for op, child in finished.items():  # reported done: a retry gets the same child
-            assert fork(store, source, "last", target.boundary_sequence, 1, op) == ForkResult(
-                child, False, op
-            )
+            assert fork(
+                store, ForkRequest(source, "last", target.boundary_sequence, 1), op
+            ) == ForkResult(child, False, op)
         swept = store.sweep_temporary()
         leftovers += len(swept)
         assert all(name.startswith(TEMP_PREFIX) for name in swept)

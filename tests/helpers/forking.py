@@ -12,13 +12,14 @@ import pytest
 
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import ForkResult, fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.projection import events as ev
 from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import LocalForkBackend
 from branchwise.desktop.host.branching import ForkCoordinator
-from branchwise.desktop.host.journal import ForkRequest, read_journal_document
+from branchwise.desktop.host.journal import read_journal_document
 from branchwise.desktop.host.notices import NoticeCenter
 from helpers.sessions import visible_sessions
 
@@ -28,7 +29,8 @@ def fork_at(store: SessionStore, session_id: str, turn_id: str, op: str = "op-1"
     answer = fork_targets(store, session_id)
     target = answer.target(turn_id)
     assert target is not None and target.boundary_sequence is not None
-    return fork(store, session_id, turn_id, target.boundary_sequence, answer.generation, op)
+    request = ForkRequest(session_id, turn_id, target.boundary_sequence, answer.generation)
+    return fork(store, request, op)
 
 
 def refused(store: SessionStore, code: str, call: Callable[[], object]) -> BranchwiseError:
@@ -87,9 +89,9 @@ def request_for(store: SessionStore, source: Source, turn: int = 0) -> ForkReque
     assert target is not None and target.boundary_sequence is not None
     return ForkRequest(
         source.session_id,
-        snapshot.manifest.generation,
         target.turn_id,
         target.boundary_sequence,
+        snapshot.manifest.generation,
     )
 
 
@@ -145,7 +147,9 @@ class RemoteDouble:
         self.calls: list[str] = []
         self.release = asyncio.Event()
 
-    async def fork(self, request: ForkRequest, operation_id: str) -> ForkResult:
+    async def fork(
+        self, request: ForkRequest, operation_id: str, *, title: str | None = None
+    ) -> ForkResult:
         """Forward a fork, misbehaving as scripted."""
         self.calls.append(operation_id)
         step = self.script.pop(0) if self.script else "ok"
@@ -155,7 +159,7 @@ class RemoteDouble:
             await self.release.wait()
         if step == "refuse_reset":
             raise ConnectionRefusedError("connection refused")
-        result = await self.inner.fork(request, operation_id)
+        result = await self.inner.fork(request, operation_id, title=title)
         if step == "lost_reply":
             raise ConnectionResetError("connection reset by peer")
         if step == "garbled":

@@ -34,10 +34,10 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import CrashPoint, LocalForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator, RecoverySummary
-from branchwise.desktop.host.journal import ForkRequest
 from branchwise.desktop.host.notices import Notice, NoticeCenter
 
 CRASH_ENV = "BRANCHWISE_CRASH_AT"
@@ -106,7 +106,7 @@ def resolve_request(store: SessionStore, session_id: str, turn_id: str) -> ForkR
     turn = snapshot.projection.turn(turn_id)
     if turn is None or turn.boundary_sequence is None:
         raise SystemExit(f"turn {turn_id} has no boundary in {session_id}")
-    return ForkRequest(session_id, snapshot.manifest.generation, turn_id, turn.boundary_sequence)
+    return ForkRequest(session_id, turn_id, turn.boundary_sequence, snapshot.manifest.generation)
 
 
 def summary_json(summary: RecoverySummary) -> dict[str, Any]:

@@ -199,6 +199,7 @@ def _hold(root: Path, session_id: str) -> None:
 
 def _forker(root: Path, session_id: str, turn: str, boundary: int, generation: int) -> None:
     from branchwise.core.fork.engine import fork
+    from branchwise.core.fork.operations import ForkRequest
 
     store = SessionStore(root)
     print("ready", flush=True)
@@ -206,7 +207,7 @@ def _forker(root: Path, session_id: str, turn: str, boundary: int, generation: i
     while True:
         op = f"op-{os.getpid()}-{n}"
         print(f"op {op}", flush=True)
-        result = fork(store, session_id, turn, boundary, generation, op)
+        result = fork(store, ForkRequest(session_id, turn, boundary, generation), op)
         print(f"child {result.child_session_id}", flush=True)
         n += 1
 

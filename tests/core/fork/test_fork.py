@@ -125,8 +125,12 @@ def test_the_cut_covers_the_whole_commit_that_closed_the_turn(store: SessionStor
         complete_turn(writer, "t1")
         source = writer.session_id
     end_seq, boundary = closing[1]["seq"], closing[-1]["seq"]
-    refused(store, "boundary_not_atomic", lambda: fork(store, source, "t0", end_seq, 1, "op-1"))
-    child = fork(store, source, "t0", boundary, 1, "op-1").child_session_id
+    refused(
+        store,
+        "boundary_not_atomic",
+        lambda: fork(store, ForkRequest(source, "t0", end_seq, 1), "op-1"),
+    )
+    child = fork(store, ForkRequest(source, "t0", boundary, 1), "op-1").child_session_id
     commits = commits_of(store, child)
     assert [e["type"] for e in commits[-2]] == [
         "message/assistant",
@@ -163,7 +167,7 @@ def test_retry_with_the_same_operation_returns_the_same_child(store: SessionStor
     boundary = fork_targets(store, source).targets[1].boundary_sequence or 0
     before = visible_sessions(store)
     with pytest.raises(BranchwiseError) as conflict:
-        fork(store, source, "t1", boundary, 1, "op-1")
+        fork(store, ForkRequest(source, "t1", boundary, 1), "op-1")
     assert conflict.value.code == "operation_conflict" and visible_sessions(store) == before
 
 
@@ -172,8 +176,32 @@ def test_retry_finds_its_child_even_after_the_source_moved_on(store: SessionStor
     first = fork_at(store, source, "t0", "op-1")
     boundary = first and store.manifest(first.child_session_id).parent.boundary_sequence  # type: ignore[union-attr]
     replace_log(store, source, commits_of(store, source)[:3])
-    again = fork(store, source, "t0", boundary, 1, "op-1")
+    again = fork(store, ForkRequest(source, "t0", boundary, 1), "op-1")
     assert again == ForkResult(first.child_session_id, False, "op-1")
+
+
+def test_a_named_fork_publishes_its_title_in_its_first_own_commit(store: SessionStore) -> None:
+    source = session_with_turns(store, 2)
+    boundary = fork_targets(store, source).targets[0].boundary_sequence or 0
+    request = ForkRequest(source, "t0", boundary, 1)
+    result = fork(store, request, "op-1", title="src (branch 1)")
+    child = result.child_session_id
+    assert result.created and store.manifest(child).title == "src (branch 1)"
+    *inherited, own = commits_of(store, child)
+    assert [e["type"] for e in own] == ["session/fork", "session/title"]
+    assert own[1]["title"] == "src (branch 1)" and own[1]["seq"] == own[0]["seq"] + 1
+    assert own[0]["seedLength"] == inherited[-1][-1]["seq"] == own[0]["seq"] - 1
+    projection = store.read(child).projection
+    assert projection.title == "src (branch 1)" and projection.fork is not None
+    assert store.manifest(source).title == store.read(source).projection.title == "src"
+    # A retry gets the child it made, untouched, whatever title it asks for.
+    files = tree_hashes(store.session_dir(child))
+    assert fork(store, request, "op-1", title="another") == ForkResult(child, False, "op-1")
+    assert tree_hashes(store.session_dir(child)) == files
+    # Without a title the child keeps its source's, and its own commit is the fork alone.
+    plain = fork(store, request, "op-2").child_session_id
+    assert store.manifest(plain).title == "src"
+    assert [e["type"] for e in commits_of(store, plain)[-1]] == ["session/fork"]
 
 
 def test_a_reservation_left_by_a_crash_is_finished_with_the_same_child(
@@ -183,10 +211,10 @@ def test_a_reservation_left_by_a_crash_is_finished_with_the_same_child(
     boundary = fork_targets(store, source).targets[0].boundary_sequence or 0
     reserved = ForkRequest(source, "t0", boundary, 1, "0000000000-reserved")
     OperationIndex(store.root).reserve("op-1", reserved)  # as if killed right after this
-    assert fork(store, source, "t0", boundary, 1, "op-1") == ForkResult(
+    assert fork(store, ForkRequest(source, "t0", boundary, 1), "op-1") == ForkResult(
         "0000000000-reserved", True, "op-1"
     )
-    assert fork(store, source, "t0", boundary, 1, "op-1").created is False
+    assert fork(store, ForkRequest(source, "t0", boundary, 1), "op-1").created is False
 
 
 def test_concurrent_calls_of_one_operation_make_one_child(store: SessionStore) -> None:
@@ -197,7 +225,7 @@ def test_concurrent_calls_of_one_operation_make_one_child(store: SessionStore) -
 
     def run() -> None:
         start.wait()
-        results.append(fork(store, source, "t2", boundary, 1, "op-same"))
+        results.append(fork(store, ForkRequest(source, "t2", boundary, 1), "op-same"))
 
     threads = [threading.Thread(target=run) for _ in range(4)]
     for thread in threads:
@@ -250,10 +278,9 @@ def test_forking_while_another_process_appends_does_not_disturb_it(store: Sessio
             target = [t for t in answer.targets if t.available][-1]
             result = fork(
                 store,
-                source,
-                target.turn_id,
-                target.boundary_sequence or 0,
-                answer.generation,
+                ForkRequest(
+                    source, target.turn_id, target.boundary_sequence or 0, answer.generation
+                ),
                 f"op-{len(children)}",
             )
             children.append((result.child_session_id, target.turn_id))
@@ -304,11 +331,13 @@ def test_any_available_target_forks_to_the_parent_prefix(
             op = f"op-{n}"
             if not target.available:
                 with pytest.raises(BranchwiseError) as caught:
-                    fork(store, source, target.turn_id, boundary or 0, 1, op)
+                    fork(store, ForkRequest(source, target.turn_id, boundary or 0, 1), op)
                 assert caught.value.code == target.reason
                 continue
             assert boundary is not None
-            child = fork(store, source, target.turn_id, boundary, 1, op).child_session_id
+            child = fork(
+                store, ForkRequest(source, target.turn_id, boundary, 1), op
+            ).child_session_id
             parent_then = prefix_projection(store, source, boundary)
             child_state = store.read(child).projection
             assert child_state.model_messages() == parent_then.model_messages()
@@ -321,7 +350,7 @@ def test_any_available_target_forks_to_the_parent_prefix(
             target = data.draw(st.sampled_from(answer.targets))
             if seq != target.boundary_sequence:
                 with pytest.raises(BranchwiseError) as caught:
-                    fork(store, source, target.turn_id, seq, 1, "op-random")
+                    fork(store, ForkRequest(source, target.turn_id, seq, 1), "op-random")
                 assert caught.value.code in {"stale_source", "boundary_not_atomic", target.reason}
 
 
@@ -331,7 +360,7 @@ def test_a_damaged_reservation_is_replaced_not_fatal(store: SessionStore) -> Non
     index = OperationIndex(store.root)
     index.directory.mkdir()
     index._path("op-1").write_bytes(b"{torn")
-    first = fork(store, source, "t0", boundary, 1, "op-1")
-    assert first.created and fork(store, source, "t0", boundary, 1, "op-1") == ForkResult(
-        first.child_session_id, False, "op-1"
-    )
+    first = fork(store, ForkRequest(source, "t0", boundary, 1), "op-1")
+    assert first.created and fork(
+        store, ForkRequest(source, "t0", boundary, 1), "op-1"
+    ) == ForkResult(first.child_session_id, False, "op-1")

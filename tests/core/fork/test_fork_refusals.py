@@ -8,6 +8,7 @@ from helpers.sessions import commits_of, complete_turn, legacy_session, session_
 
 from branchwise.core.errors import InvalidForkRequest
 from branchwise.core.fork.engine import fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.projection import events as ev
 from branchwise.core.store.publish import replace_log
@@ -22,9 +23,11 @@ def test_open_trailing_turn_leaves_every_earlier_turn_forkable(store: SessionSto
         source = writer.session_id
         first = fork_at(store, source, "t0", "op-a")
         second = fork_at(store, source, "t1", "op-b")
-        refused(store, "turn_open", lambda: fork(store, source, "t2", 0, 1, "op-c"))
+        refused(store, "turn_open", lambda: fork(store, ForkRequest(source, "t2", 0, 1), "op-c"))
         last_seq = writer.projection.last_seq
-        refused(store, "turn_open", lambda: fork(store, source, "t2", last_seq, 1, "op-c"))
+        refused(
+            store, "turn_open", lambda: fork(store, ForkRequest(source, "t2", last_seq, 1), "op-c")
+        )
     assert len(commits_of(store, first.child_session_id)) < len(
         commits_of(store, second.child_session_id)
     )
@@ -36,7 +39,7 @@ def test_unknown_turn_is_refused_not_redirected_to_the_newest_turn(store: Sessio
     error = refused(
         store,
         "unknown_turn",
-        lambda: fork(store, source, "t9", newest.boundary_sequence or 0, 1, "op-1"),
+        lambda: fork(store, ForkRequest(source, "t9", newest.boundary_sequence or 0, 1), "op-1"),
     )
     assert error.details["turnId"] == "t9"
 
@@ -57,7 +60,9 @@ def test_authority_left_open_by_the_closing_commit_is_refused(
         )
         source = writer.session_id
     error = refused(
-        store, "active_authority", lambda: fork(store, source, "t0", closing[-1]["seq"], 1, "op")
+        store,
+        "active_authority",
+        lambda: fork(store, ForkRequest(source, "t0", closing[-1]["seq"], 1), "op"),
     )
     assert error.details["openAuthority"] == [opened.get("interactionId", opened.get("callId"))]
 
@@ -70,11 +75,13 @@ def test_a_replaced_log_or_a_moved_boundary_is_stale(store: SessionStore) -> Non
     refused(
         store,
         "stale_source",
-        lambda: fork(store, source, "t1", t1.boundary_sequence - 3, 1, "op-1"),
+        lambda: fork(store, ForkRequest(source, "t1", t1.boundary_sequence - 3, 1), "op-1"),
     )
     assert replace_log(store, source, commits_of(store, source)[:-2]) == 2  # a rewind
     error = refused(
-        store, "stale_source", lambda: fork(store, source, "t1", t1.boundary_sequence, 1, "op-1")
+        store,
+        "stale_source",
+        lambda: fork(store, ForkRequest(source, "t1", t1.boundary_sequence, 1), "op-1"),
     )
     assert error.details["generation"] == 2
     assert fork_at(store, source, "t1").created
@@ -82,7 +89,7 @@ def test_a_replaced_log_or_a_moved_boundary_is_stale(store: SessionStore) -> Non
 
 def test_message_only_history_is_unverifiable(store: SessionStore) -> None:
     source = legacy_session(store)
-    refused(store, "unverifiable", lambda: fork(store, source, "t0", 2, 1, "op-1"))
+    refused(store, "unverifiable", lambda: fork(store, ForkRequest(source, "t0", 2, 1), "op-1"))
 
 
 def test_missing_source_taken_child_id_and_bad_arguments(store: SessionStore) -> None:
@@ -92,16 +99,26 @@ def test_missing_source_taken_child_id_and_bad_arguments(store: SessionStore) ->
     refused(
         store,
         "source_not_found",
-        lambda: fork(store, "0000000000-nothing", "t0", boundary, 1, "op-1"),
+        lambda: fork(store, ForkRequest("0000000000-nothing", "t0", boundary, 1), "op-1"),
     )
     refused(
         store,
         "duplicate_child",
-        lambda: fork(store, source, "t0", boundary, 1, "op-1", child_id=other),
+        lambda: fork(store, ForkRequest(source, "t0", boundary, 1, other), "op-1"),
     )
-    refused(store, "invalid_session_id", lambda: fork(store, "../x", "t0", boundary, 1, "op"))
-    for args in [(boundary, 1, ""), (boundary, True, "op"), ("7", 1, "op")]:
+    refused(
+        store,
+        "invalid_session_id",
+        lambda: fork(store, ForkRequest("../x", "t0", boundary, 1), "op"),
+    )
+    for boundary_sequence, generation, op in [
+        (boundary, 1, ""),
+        (boundary, True, "op"),
+        ("7", 1, "op"),
+    ]:
         with pytest.raises(InvalidForkRequest):
-            fork(store, source, "t0", *args)  # type: ignore[arg-type]
-    named = fork(store, source, "t0", boundary, 1, "op-2", child_id="0000000000-named")
+            fork(store, ForkRequest(source, "t0", boundary_sequence, generation), op)  # type: ignore[arg-type]
+    with pytest.raises(InvalidForkRequest):
+        fork(store, ForkRequest(source, "t0", boundary, 1), "op-3", title=7)  # type: ignore[arg-type]
+    named = fork(store, ForkRequest(source, "t0", boundary, 1, "0000000000-named"), "op-2")
     assert named.child_session_id == "0000000000-named"

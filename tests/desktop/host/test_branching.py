@@ -20,10 +20,11 @@ from helpers.forking import (
 
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import ForkResult
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import LocalForkBackend
 from branchwise.desktop.host.branching import BranchStatus
-from branchwise.desktop.host.journal import JOURNAL_NAME, ForkRequest, read_journal_document
+from branchwise.desktop.host.journal import JOURNAL_NAME, read_journal_document, request_to_json
 from branchwise.desktop.host.notices import Level, NoticeAction
 
 
@@ -40,10 +41,12 @@ class InspectingBackend(RemoteDouble):
 
     seen: list[dict[str, Any]]
 
-    async def fork(self, request: ForkRequest, operation_id: str) -> ForkResult:
+    async def fork(
+        self, request: ForkRequest, operation_id: str, *, title: str | None = None
+    ) -> ForkResult:
         document = read_journal_document(self.inner.store.root)
         self.seen = [] if document is None else list(document["operations"])
-        return await super().fork(request, operation_id)
+        return await super().fork(request, operation_id, title=title)
 
 
 def test_click_journals_first_then_forks_opens_and_acknowledges(
@@ -65,7 +68,7 @@ def test_click_journals_first_then_forks_opens_and_acknowledges(
     assert outcome.status is BranchStatus.OPENED and outcome.created
     [pending] = backend.seen
     assert pending["state"] == "pending" and pending["operationId"] == outcome.operation_id
-    assert pending["request"] == request.to_json()
+    assert pending["request"] == request_to_json(request)
     [[completed]] = journal_at_open
     assert completed["state"] == "completed"
     assert completed["childSessionId"] == outcome.child_session_id
@@ -179,8 +182,10 @@ def test_lost_or_garbled_reply_after_the_fork_retries_to_the_same_child(
 
 def test_a_reply_naming_a_malformed_child_is_uncertain(store: SessionStore, source: Source) -> None:
     class BadChild(RemoteDouble):
-        async def fork(self, request: ForkRequest, operation_id: str) -> ForkResult:
-            await super().fork(request, operation_id)
+        async def fork(
+            self, request: ForkRequest, operation_id: str, *, title: str | None = None
+        ) -> ForkResult:
+            await super().fork(request, operation_id, title=title)
             return ForkResult("../../etc", True, operation_id)
 
     host = Host(store, BadChild(LocalForkBackend(store)))
@@ -192,7 +197,9 @@ def test_a_reply_naming_a_malformed_child_is_uncertain(store: SessionStore, sour
 
 def test_a_non_definitive_typed_error_is_uncertain(store: SessionStore, source: Source) -> None:
     class DiskTrouble(RemoteDouble):
-        async def fork(self, request: ForkRequest, operation_id: str) -> ForkResult:
+        async def fork(
+            self, request: ForkRequest, operation_id: str, *, title: str | None = None
+        ) -> ForkResult:
             raise BranchwiseError("fsync failed")  # internal_error: may or may not have happened
 
     host = Host(store, DiskTrouble(LocalForkBackend(store)))
@@ -207,7 +214,7 @@ def test_a_non_definitive_typed_error_is_uncertain(store: SessionStore, source: 
 @pytest.mark.parametrize(
     ("change", "code"),
     [
-        ({"generation": 7}, "stale_source"),
+        ({"expected_generation": 7}, "stale_source"),
         ({"turn_id": "turn_missing"}, "unknown_turn"),
         ({"source_session_id": "0190a1b2-0000-7000-8000-000000000000"}, "source_not_found"),
     ],

@@ -19,11 +19,11 @@ from helpers.forking import (
     run,
 )
 
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import LocalForkBackend
 from branchwise.desktop.host.journal import (
     JOURNAL_NAME,
-    ForkRequest,
     OperationRecord,
     OperationsJournal,
     OperationState,
@@ -54,7 +54,7 @@ def test_recovery_resumes_every_record_with_one_notice(store: SessionStore, sour
     # A pending operation whose fork never ran, one whose fork ran but whose
     # reply was lost, and a completed one whose tab never opened.
     first, second, third = (request_for(store, source, i) for i in (0, 1, 1))
-    third = ForkRequest(third.source_session_id, 1, third.turn_id, third.boundary_sequence)
+    third = ForkRequest(third.source_session_id, third.turn_id, third.boundary_sequence, 1)
     made = run(LocalForkBackend(store).fork(second, "op_ran"))
     other = make_source(store, 1, "other")
     done = run(LocalForkBackend(store).fork(request_for(store, other), "op_done"))
@@ -80,7 +80,7 @@ def test_recovery_resumes_every_record_with_one_notice(store: SessionStore, sour
 
 def test_recovery_reports_what_it_could_not_finish(store: SessionStore, source: Source) -> None:
     req0, req1 = request_for(store, source, 0), request_for(store, source, 1)
-    stale = ForkRequest(req1.source_session_id, 9, req1.turn_id, req1.boundary_sequence)
+    stale = ForkRequest(req1.source_session_id, req1.turn_id, req1.boundary_sequence, 9)
     kept = run(LocalForkBackend(store).fork(req1, "op_kept"))
     seed_journal(
         store.root,
@@ -105,7 +105,7 @@ def test_recovery_reports_what_it_could_not_finish(store: SessionStore, source: 
 def test_records_naming_missing_sessions_are_dropped_not_retried(
     store: SessionStore, source: Source
 ) -> None:
-    gone_source = ForkRequest("0190a1b2-0000-7000-8000-000000000001", 1, "turn_0", 6)
+    gone_source = ForkRequest("0190a1b2-0000-7000-8000-000000000001", "turn_0", 6, 1)
     request = request_for(store, source)
     seed_journal(
         store.root,

@@ -30,10 +30,11 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import CrashPoint, LocalForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, BranchStatus, ForkCoordinator
-from branchwise.desktop.host.journal import ForkRequest, OperationState, read_journal_document
+from branchwise.desktop.host.journal import OperationState, read_journal_document
 from branchwise.desktop.host.notices import NoticeCenter
 
 
@@ -53,7 +54,7 @@ class ForkProtocolMachine(RuleBasedStateMachine):
         self.store = SessionStore(self.tmp / "root")
         source = make_source(self.store, turns=2)
         good = [request_for(self.store, source, i) for i in (0, 1)]
-        stale = ForkRequest(source.session_id, 9, good[0].turn_id, good[0].boundary_sequence)
+        stale = ForkRequest(source.session_id, good[0].turn_id, good[0].boundary_sequence, 9)
         self.requests = [*good, stale]
         self.loop = asyncio.new_event_loop()
         # Tabs survive a crash the way the headless host's open-tabs file does.

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from helpers.gui import seed_session
+from helpers.sessions import commits_of
 
 from branchwise.core.providers.demo import DemoProvider
-from branchwise.core.store.store import SessionStore
+from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.session import SessionMode
@@ -67,6 +69,48 @@ def test_branching_headless_creates_and_opens_the_child(tmp_path: Path) -> None:
         assert child_session is not None
         assert [r.turn_id for r in child_session.rows] == [first.turn_id]
         assert [n.code for n in host.notices.history] == ["fork_created"]
+        await host.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_a_branch_is_published_titled_and_the_click_opens_it_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writers: list[str] = []
+    open_writer = SessionStore.open_writer
+
+    def counting_open_writer(store: SessionStore, session_id: str) -> SessionWriter:
+        writers.append(session_id)
+        return open_writer(store, session_id)
+
+    monkeypatch.setattr(SessionStore, "open_writer", counting_open_writer)
+
+    async def scenario() -> None:
+        host = _host(tmp_path)
+        published: list[str] = []
+
+        async def navigate(session_id: str) -> None:
+            # The tab opens on a child whose files already carry its own title.
+            published.append(host.store.manifest(session_id).title)
+
+        host.navigator = navigate
+        sid = seed_session(host.store, ["one", "two"], title="Planning")
+        session = host.open_session(sid)
+        request = host.branch_state(sid, session.rows[0]).target
+        assert request is not None
+        writers.clear()
+        child = await host.request_branch(request)
+        assert child is not None and published == ["Planning (branch 1)"]
+        assert writers == [child]  # the tab's writer only: no second open to rename it
+        child_session = host.session(child)
+        assert child_session is not None and child_session.writer is not None
+        own = commits_of(host.store, child)[-1]
+        assert [e["type"] for e in own] == ["session/fork", "session/title"]
+        assert child_session.writer.projection.title == "Planning (branch 1)"
+        assert host.title(child) == host.index.by_id[child].title == "Planning (branch 1)"
+        second = await host.request_branch(request)
+        assert second is not None and host.title(second) == "Planning (branch 2)"
         await host.shutdown()
 
     asyncio.run(scenario())

@@ -12,19 +12,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.desktop.host.journal import (
     JOURNAL_NAME,
-    ForkRequest,
     InvalidRecord,
     OperationRecord,
     OperationsJournal,
     OperationState,
     read_journal_document,
+    request_from_json,
+    request_hash,
+    request_to_json,
 )
 
 SOURCE = "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
 CHILD = "0190a1b2-c3d4-7e5f-8a9b-ffffffffffff"
-REQUEST = ForkRequest(SOURCE, 1, "turn_1", 12)
+REQUEST = ForkRequest(SOURCE, "turn_1", 12, 1)
 
 
 def pending(op: str = "op_1", request: ForkRequest = REQUEST, at: float = 1.0) -> OperationRecord:
@@ -66,7 +69,7 @@ def test_document_shape_and_round_trip(tmp_path: Path) -> None:
             "turnId": "turn_1",
             "boundarySequence": 12,
         },
-        "requestHash": REQUEST.request_hash,
+        "requestHash": request_hash(REQUEST),
         "state": "completed",
         "childSessionId": CHILD,
         "createdAt": 1.0,
@@ -82,7 +85,7 @@ def test_document_shape_and_round_trip(tmp_path: Path) -> None:
 def test_remove_is_durable_and_leaves_no_temp(tmp_path: Path) -> None:
     journal = OperationsJournal(tmp_path)
     journal.put(pending("op_1"))
-    journal.put(pending("op_2", ForkRequest(SOURCE, 1, "turn_2", 20), at=2.0))
+    journal.put(pending("op_2", ForkRequest(SOURCE, "turn_2", 20, 1), at=2.0))
     journal.remove("op_1")
     journal.remove("op_missing")
     document = read_journal_document(tmp_path)
@@ -95,8 +98,8 @@ def test_find_matches_the_whole_request(tmp_path: Path) -> None:
     journal = OperationsJournal(tmp_path)
     journal.put(pending())
     assert journal.find(REQUEST) is not None
-    assert journal.find(ForkRequest(SOURCE, 2, "turn_1", 12)) is None
-    assert journal.find(ForkRequest(SOURCE, 1, "turn_1", 13)) is None
+    assert journal.find(ForkRequest(SOURCE, "turn_1", 12, 2)) is None
+    assert journal.find(ForkRequest(SOURCE, "turn_1", 13, 1)) is None
 
 
 def test_failed_write_leaves_memory_and_disk_unchanged(tmp_path: Path) -> None:
@@ -107,7 +110,7 @@ def test_failed_write_leaves_memory_and_disk_unchanged(tmp_path: Path) -> None:
     blocker = tmp_path / f".{JOURNAL_NAME}.tmp-{os.getpid()}"
     blocker.mkdir()
     with pytest.raises(OSError):
-        journal.put(pending("op_2", ForkRequest(SOURCE, 1, "turn_2", 20)))
+        journal.put(pending("op_2", ForkRequest(SOURCE, "turn_2", 20, 1)))
     with pytest.raises(OSError):
         journal.put(pending("op_1").completed(CHILD, 2.0))
     with pytest.raises(OSError):
@@ -166,10 +169,10 @@ BROKEN_RECORDS = [
     {**valid_record_json(), "state": "completed"},  # completed without a child
     {**valid_record_json(), "childSessionId": "../../etc"},
     {**valid_record_json(), "requestHash": "sha256:0"},
-    {**valid_record_json(), "request": {**REQUEST.to_json(), "sourceSessionId": "../x"}},
-    {**valid_record_json(), "request": {**REQUEST.to_json(), "generation": 0}},
-    {**valid_record_json(), "request": {**REQUEST.to_json(), "boundarySequence": True}},
-    {**valid_record_json(), "request": {**REQUEST.to_json(), "turnId": 7}},
+    {**valid_record_json(), "request": {**request_to_json(REQUEST), "sourceSessionId": "../x"}},
+    {**valid_record_json(), "request": {**request_to_json(REQUEST), "generation": 0}},
+    {**valid_record_json(), "request": {**request_to_json(REQUEST), "boundarySequence": True}},
+    {**valid_record_json(), "request": {**request_to_json(REQUEST), "turnId": 7}},
     {**valid_record_json(), "createdAt": "yesterday"},
     {**valid_record_json(), "error": 3},
 ]
@@ -198,7 +201,7 @@ def test_duplicate_operation_ids_keep_the_first(tmp_path: Path) -> None:
 
 def test_concurrent_puts_from_threads_all_land(tmp_path: Path) -> None:
     journal = OperationsJournal(tmp_path)
-    requests = [ForkRequest(SOURCE, 1, f"turn_{i}", i + 1) for i in range(16)]
+    requests = [ForkRequest(SOURCE, f"turn_{i}", i + 1, 1) for i in range(16)]
     threads = [
         threading.Thread(target=journal.put, args=(pending(f"op_{i}", r, at=float(i)),))
         for i, r in enumerate(requests)
@@ -212,7 +215,26 @@ def test_concurrent_puts_from_threads_all_land(tmp_path: Path) -> None:
 
 def test_request_from_json_rejects_non_objects() -> None:
     with pytest.raises(InvalidRecord):
-        ForkRequest.from_json([SOURCE, 1, "turn_1", 12])
+        request_from_json([SOURCE, 1, "turn_1", 12])
+
+
+def test_the_stored_request_and_its_hash_are_those_of_earlier_builds() -> None:
+    # Journals written before core's ForkRequest was the one request type must
+    # still load: same fields, same hash (pinned from the earlier build).
+    stored = {
+        "sourceSessionId": SOURCE,
+        "generation": 1,
+        "turnId": "turn_1",
+        "boundarySequence": 12,
+    }
+    assert request_to_json(REQUEST) == stored
+    assert list(request_to_json(REQUEST)) == list(stored)
+    assert request_from_json(stored) == REQUEST
+    assert request_hash(REQUEST) == (
+        "sha256:6e3447325acb6b4059540bfa9ac0829db05399fc3459e6034f1274ec17db41df"
+    )
+    with pytest.raises(ValueError, match="new child only"):
+        request_to_json(ForkRequest(SOURCE, "turn_1", 12, 1, CHILD))
 
 
 json_values = st.recursive(
@@ -229,8 +251,8 @@ record_like = st.fixed_dictionaries(
     optional={
         "operationId": st.text(max_size=4) | st.just("op_1"),
         "kind": st.sampled_from(["fork", "merge"]) | json_values,
-        "request": st.just(REQUEST.to_json()) | json_values,
-        "requestHash": st.just(REQUEST.request_hash) | json_values,
+        "request": st.just(request_to_json(REQUEST)) | json_values,
+        "requestHash": st.just(request_hash(REQUEST)) | json_values,
         "state": st.sampled_from(["pending", "completed"]) | json_values,
         "childSessionId": st.just(CHILD) | json_values,
         "createdAt": st.floats(allow_nan=False) | json_values,

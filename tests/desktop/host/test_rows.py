@@ -8,7 +8,7 @@ import pytest
 from helpers.gui import seed_legacy_session, seed_long_session, seed_session
 
 from branchwise.core.errors import InvalidManifest
-from branchwise.core.fork.targets import fork_targets
+from branchwise.core.fork.targets import TargetReason, fork_targets
 from branchwise.core.lineage import LineageIndex
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
@@ -16,12 +16,7 @@ from branchwise.core.store.manifest import Manifest, ParentLink
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.rows import (
-    ACTIVE_AUTHORITY,
-    FORK_IN_FLIGHT,
-    SERVER_UNSUPPORTED,
-    TARGETS_LOADING,
-    TURN_OPEN,
-    UNVERIFIABLE,
+    DesktopReason,
     TargetTable,
     Window,
     branch_state,
@@ -56,9 +51,7 @@ def _turn(turn: str, question: str, answer: str | None, reason: str | None = "co
 def _table(projection: Projection) -> TargetTable:
     from branchwise.core.fork.targets import target_set
 
-    return TargetTable.from_json(
-        target_set("s1", 1, projection.turns, projection.verifiable).to_json()
-    )
+    return TargetTable.of(target_set("s1", 1, projection.turns, projection.verifiable))
 
 
 def test_rows_bind_by_answer_id_else_turn_id() -> None:
@@ -81,7 +74,7 @@ def test_live_text_fills_the_running_row() -> None:
         ("user", "q2"),
         ("assistant", "partial te"),
     ]
-    assert branch_state(row, _table(projection)).reason == TURN_OPEN
+    assert branch_state(row, _table(projection)).reason == TargetReason.TURN_OPEN
 
 
 def test_branch_state_reasons() -> None:
@@ -97,10 +90,16 @@ def test_branch_state_reasons() -> None:
     rows = rows_from_projection(projection)
     table = _table(projection)
     by_key = {r.key: r for r in rows}
-    assert branch_state(by_key["a2"], table).reason == ACTIVE_AUTHORITY
-    assert branch_state(rows[0], None).reason == TARGETS_LOADING
-    assert branch_state(rows[0], table, in_flight={("s1", "t1")}).reason == FORK_IN_FLIGHT
-    assert branch_state(rows[0], table, server_supported=False).reason == SERVER_UNSUPPORTED
+    assert branch_state(by_key["a2"], table).reason == TargetReason.ACTIVE_AUTHORITY
+    assert branch_state(rows[0], None).reason == DesktopReason.TARGETS_LOADING
+    assert (
+        branch_state(rows[0], table, in_flight={("s1", "t1")}).reason
+        == DesktopReason.CREATION_IN_FLIGHT
+    )
+    assert (
+        branch_state(rows[0], table, server_supported=False).reason
+        == DesktopReason.SERVER_UNSUPPORTED
+    )
     assert any(e.role == "tool" for e in by_key["a2"].entries)
 
 
@@ -109,22 +108,22 @@ def test_targets_older_than_the_row_count_as_loading() -> None:
     stale = _table(running)
     finished = _events(_turn("t1", "q1", "a1"))
     row = rows_from_projection(finished)[0]
-    assert branch_state(row, stale).reason == TARGETS_LOADING
+    assert branch_state(row, stale).reason == DesktopReason.TARGETS_LOADING
     assert branch_state(row, _table(finished)).enabled
 
 
 def test_imported_history_is_unverifiable(store: SessionStore) -> None:
     sid = seed_legacy_session(store)
     rows = rows_from_projection(store.read(sid).projection)
-    table = TargetTable.from_json(fork_targets(store, sid).to_json())
+    table = TargetTable.of(fork_targets(store, sid))
     assert [r.imported for r in rows] == [True, True]
-    assert {branch_state(r, table).reason for r in rows} == {UNVERIFIABLE}
+    assert {branch_state(r, table).reason for r in rows} == {TargetReason.UNVERIFIABLE}
 
 
 def test_cold_rows_bind_to_fork_targets_of_the_same_log(store: SessionStore) -> None:
     sid = seed_session(store, ["a", "b", "c"])
     rows = rows_from_projection(store.read(sid).projection)
-    table = TargetTable.from_json(fork_targets(store, sid).to_json())
+    table = TargetTable.of(fork_targets(store, sid))
     states = [branch_state(r, table) for r in rows]
     assert all(s.enabled for s in states)
     assert [s.target.turn_id for s in states] == [r.turn_id for r in rows]  # type: ignore[union-attr]
