@@ -220,7 +220,7 @@ class Host:
         writer.close()
         self.index.put(self.store.manifest(writer.session_id))
         session = self.open_session(writer.session_id)
-        self.emit(Changes(sidebar=True))
+        self.emit(Changes(sidebar=True, added=frozenset({session.session_id})))
         return session
 
     def rename(self, session_id: str, title: str) -> Changes:
@@ -353,7 +353,13 @@ class Host:
         """
         manifest = name_branch(self, self.store.manifest(child_id))
         self.index.put(manifest)
-        self.emit(Changes(sidebar=True, sessions=frozenset(self._parents_of(manifest))))
+        self.emit(
+            Changes(
+                sidebar=True,
+                sessions=frozenset(self._parents_of(manifest)),
+                added=frozenset({child_id}),
+            )
+        )
         self.open_session(child_id)
         if self.navigator is not None:
             await self.navigator(child_id)
