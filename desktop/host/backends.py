@@ -176,6 +176,7 @@ class RemoteForkBackend:
             raise
         return True
 
+
 def failure_kind(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timeout"
