@@ -385,9 +385,13 @@ class SessionMismatch(BranchwiseError):
 
 
 class ServerUnsupported(BranchwiseError):
-    """The server does not advertise ``session-fork-targets-v1``; there is no fallback."""
+    """The server does not advertise ``session-fork-targets-v1``; there is no fallback.
+
+    Definitive: nothing was sent to fork, and asking again gets the same answer.
+    """
 
     code = "server_unsupported"
+    definitive = True
 
 
 class RemoteUnavailable(BranchwiseError):

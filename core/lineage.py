@@ -4,13 +4,16 @@ A child does not inherit history: it starts empty and is tied to its parent
 by one ``session/child`` link event written, identically, into both logs.
 Relations are also in every manifest (``parent``, ``rootSessionId``), so
 walking them never reads a log: ``lineage`` follows parent links upward with
-cycle detection, and ``tree`` indexes one scan of all manifests by parent.
+cycle detection; :class:`LineageIndex` indexes one scan of all manifests by
+parent, and ``tree``, ``forest`` and the desktop sidebar grow their trees
+from it with one iterative algorithm, so a fork chain of any depth works.
 """
 
 from __future__ import annotations
 
+import bisect
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,7 +229,7 @@ def lineage(store: SessionStore, session_id: str) -> Lineage:
 
 @dataclass(frozen=True, slots=True)
 class TreeNode:
-    """One session in a lineage tree and its forks and children, oldest first."""
+    """One session in a lineage tree and its forks and children, in the forest's order."""
 
     manifest: Manifest
     children: tuple[TreeNode, ...] = field(default=())
@@ -250,83 +253,64 @@ class TreeNode:
         return {"rootSessionId": self.manifest.session_id, "sessions": sessions}
 
 
-def _index_by_parent(store: SessionStore) -> tuple[dict[str, Manifest], dict[str, list[Manifest]]]:
-    """One scan of every manifest: by id, and the children of each parent, oldest first."""
-    by_id: dict[str, Manifest] = {}
-    children: dict[str, list[Manifest]] = {}
-    for manifest in store.iter_manifests():
-        if not isinstance(manifest, Manifest):
-            continue  # a damaged manifest is not part of any tree
-        by_id[manifest.session_id] = manifest
-        if manifest.parent is not None:
-            children.setdefault(manifest.parent.session_id, []).append(manifest)
-    for siblings in children.values():
-        siblings.sort(key=lambda m: (m.created_at, m.session_id))
-    return by_id, children
+def creation_order(manifest: Manifest) -> tuple[float, str]:
+    """The order of siblings and of top-level sessions: creation time, then id."""
+    return (manifest.created_at, manifest.session_id)
 
 
-def _build(top: Manifest, children: dict[str, list[Manifest]], placed: set[str]) -> TreeNode:
-    """Build the subtree under ``top`` bottom-up, without recursion, each session once."""
+ChildrenOf = Callable[[str], Sequence[Manifest]]
+
+
+def _build(top: Manifest, children_of: ChildrenOf, placed: set[str]) -> TreeNode:
+    """The subtree under ``top``, each session once, built bottom-up without recursion.
+
+    ``children_of`` gives a session's direct branches in the order wanted;
+    ``placed`` holds every session some tree already shows (and gains this
+    subtree's), so a damaged parent loop never repeats a node.
+    """
     placed.add(top.session_id)
-    order: list[Manifest] = []
+    order: list[tuple[Manifest, list[Manifest]]] = []
     stack = [top]
     while stack:
         manifest = stack.pop()
-        order.append(manifest)
-        for child in children.get(manifest.session_id, ()):
-            if child.session_id not in placed:  # a damaged loop never repeats a node
-                placed.add(child.session_id)
-                stack.append(child)
+        below = [c for c in children_of(manifest.session_id) if c.session_id not in placed]
+        placed.update(c.session_id for c in below)
+        order.append((manifest, below))
+        stack.extend(below)
+    # A node comes after its parent in ``order``, so going backwards builds children first.
     nodes: dict[str, TreeNode] = {}
-    for manifest in reversed(order):
-        below = children.get(manifest.session_id, ())
-        kids = tuple(nodes[c.session_id] for c in below if c.session_id in nodes)
-        nodes[manifest.session_id] = TreeNode(manifest, kids)
+    for manifest, below in reversed(order):
+        nodes[manifest.session_id] = TreeNode(
+            manifest, tuple(nodes.pop(c.session_id) for c in below)
+        )
     return nodes[top.session_id]
 
 
-def tree(store: SessionStore, session_id: str) -> TreeNode:
-    """The whole descendant tree (forks and children) of ``session_id``, in one manifest scan.
+def _grow_forest(ordered: Sequence[Manifest], children_of: ChildrenOf) -> list[TreeNode]:
+    """The one forest algorithm (the CLI's and the sidebar's): iterative, any depth.
 
-    Raises:
-        SessionNotFound: no such session.
+    ``ordered`` is every session in the wanted top-level order and
+    ``children_of`` answers in the same order. Tops are the sessions without a
+    parent or whose parent is gone; sessions caught in a damaged parent loop
+    still appear after them, each loop under its first member in ``ordered``,
+    so no session is ever hidden.
     """
-    validate_session_id(session_id)
-    by_id, children = _index_by_parent(store)
-    top = by_id.get(session_id)
-    if top is None:
-        load_manifest(store.session_dir(session_id))  # the precise error: missing or damaged
-        raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
-    return _build(top, children, set())
-
-
-def forest(store: SessionStore) -> list[TreeNode]:
-    """Every session as one forest (the sidebar), in one manifest scan.
-
-    Roots are sessions without a parent, or whose parent is gone; sessions
-    caught in a damaged parent loop still appear, each loop under one of its
-    members, so no session is ever hidden.
-    """
-    by_id, children = _index_by_parent(store)
+    present = {m.session_id for m in ordered}
     placed: set[str] = set()
-    ordered = sorted(by_id.values(), key=lambda m: (m.created_at, m.session_id))
-    roots = [m for m in ordered if m.parent is None or m.parent.session_id not in by_id]
-    trees = [_build(root, children, placed) for root in roots]
-    trees.extend(_build(m, children, placed) for m in ordered if m.session_id not in placed)
+    tops = [m for m in ordered if m.parent is None or m.parent.session_id not in present]
+    trees = [_build(top, children_of, placed) for top in tops]
+    trees.extend(_build(m, children_of, placed) for m in ordered if m.session_id not in placed)
     return trees
-
-
-@dataclass(frozen=True, slots=True)
-class LineageNode:
-    """One session in the forest and its branches."""
-
-    manifest: Manifest
-    children: list[LineageNode]
 
 
 @dataclass(slots=True)
 class LineageIndex:
-    """Manifests by id and by parent.
+    """Manifests by id and by parent: one scan of the store, then kept up to date.
+
+    The desktop host owns one (built at start, updated with :meth:`put` as it
+    creates, renames and forks sessions); ``tree`` and ``forest`` build a
+    throwaway one from a single manifest scan. Both grow their trees with the
+    same iterative algorithm.
 
     Attributes:
         by_id: every readable session's manifest.
@@ -335,6 +319,7 @@ class LineageIndex:
 
     by_id: dict[str, Manifest] = field(default_factory=dict)
     damaged: list[BranchwiseError] = field(default_factory=list)
+    # parent id -> child ids, oldest first (kept sorted by ``put``)
     _children: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
@@ -346,12 +331,15 @@ class LineageIndex:
                 index.by_id[item.session_id] = item
             else:
                 index.damaged.append(item)
-        for manifest in index.by_id.values():
+        for manifest in sorted(index.by_id.values(), key=creation_order):
             if manifest.parent is not None:
                 index._children.setdefault(manifest.parent.session_id, []).append(
                     manifest.session_id
                 )
         return index
+
+    def _age_of(self, session_id: str) -> tuple[float, str]:
+        return creation_order(self.by_id[session_id])
 
     def put(self, manifest: Manifest) -> None:
         """Add or replace one manifest (created, renamed, forked)."""
@@ -362,23 +350,24 @@ class LineageIndex:
                 siblings.remove(manifest.session_id)
         self.by_id[manifest.session_id] = manifest
         if manifest.parent is not None:
-            self._children.setdefault(manifest.parent.session_id, []).append(manifest.session_id)
+            siblings = self._children.setdefault(manifest.parent.session_id, [])
+            bisect.insort(siblings, manifest.session_id, key=self._age_of)
 
-    def _newest_first(self, ids: Iterable[str]) -> list[Manifest]:
-        found = [self.by_id[i] for i in ids if i in self.by_id]
-        return sorted(found, key=lambda m: (m.created_at, m.session_id), reverse=True)
-
-    def roots(self) -> list[Manifest]:
-        """Top-level sessions: roots, and sessions whose parent is gone."""
-        return self._newest_first(
-            m.session_id
-            for m in self.by_id.values()
-            if m.parent is None or m.parent.session_id not in self.by_id
-        )
+    def _oldest_first(self, session_id: str) -> list[Manifest]:
+        return [self.by_id[i] for i in self._children.get(session_id, ())]
 
     def children(self, session_id: str) -> list[Manifest]:
         """Direct forks and children of a session, newest first."""
-        return self._newest_first(self._children.get(session_id, ()))
+        return [self.by_id[i] for i in reversed(self._children.get(session_id, ()))]
+
+    def roots(self) -> list[Manifest]:
+        """Top-level sessions: roots, and sessions whose parent is gone, newest first."""
+        found = [
+            m
+            for m in self.by_id.values()
+            if m.parent is None or m.parent.session_id not in self.by_id
+        ]
+        return sorted(found, key=creation_order, reverse=True)
 
     def branches_at(self, session_id: str, turn_id: str) -> list[Manifest]:
         """Forks and children that start at one turn of a session, newest first."""
@@ -396,25 +385,41 @@ class LineageIndex:
             if m.parent is not None and m.parent.turn_id is not None
         }
 
-    def forest(self) -> list[LineageNode]:
-        """The whole forest, newest first at every level.
+    def forest(self, *, newest_first: bool = True) -> list[TreeNode]:
+        """The whole forest (the sidebar's is newest first at every level), at any depth.
 
-        Walks with a visited set, so a damaged manifest that makes a parent
-        cycle neither hangs it nor hides the sessions in the cycle: whatever a
-        walk from the roots did not reach is listed at the top level.
+        A damaged manifest that makes a parent loop neither hangs it nor hides
+        the sessions in the loop: whatever no top-level session reaches is
+        listed at the top level too.
         """
-        seen: set[str] = set()
-
-        def node(manifest: Manifest) -> LineageNode:
-            seen.add(manifest.session_id)
-            kids = [node(m) for m in self.children(manifest.session_id) if m.session_id not in seen]
-            return LineageNode(manifest, kids)
-
-        nodes = [node(m) for m in self.roots() if m.session_id not in seen]
-        for manifest in self._newest_first(self.by_id):
-            if manifest.session_id not in seen:
-                nodes.append(node(manifest))
-        return nodes
+        ordered = sorted(self.by_id.values(), key=creation_order, reverse=newest_first)
+        return _grow_forest(ordered, self.children if newest_first else self._oldest_first)
 
     def __len__(self) -> int:
         return len(self.by_id)
+
+
+def tree(store: SessionStore, session_id: str) -> TreeNode:
+    """The whole descendant tree (forks and children) of ``session_id``, oldest first.
+
+    One manifest scan; any depth.
+
+    Raises:
+        SessionNotFound: no such session.
+    """
+    validate_session_id(session_id)
+    index = LineageIndex.build(store.iter_manifests())
+    top = index.by_id.get(session_id)
+    if top is None:
+        load_manifest(store.session_dir(session_id))  # the precise error: missing or damaged
+        raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
+    return _build(top, index._oldest_first, set())
+
+
+def forest(store: SessionStore) -> list[TreeNode]:
+    """Every session as one forest, oldest first, in one manifest scan (damaged ones left out).
+
+    The same algorithm as the sidebar's :meth:`LineageIndex.forest`, in the
+    other order.
+    """
+    return LineageIndex.build(store.iter_manifests()).forest(newest_first=False)

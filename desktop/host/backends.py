@@ -1,13 +1,15 @@
 """Where fork clicks are carried out, and how their failures are classified.
 
-The coordinator (:mod:`~branchwise.desktop.host.branching`) talks to a
-``ForkBackend``: today the local store, later a remote server over HTTP. Both
-take core's :class:`~branchwise.core.fork.operations.ForkRequest`, as the
-click carried it and the journal stored it. Failures are classified generically so
-both behave the same: a typed refusal whose code cannot change by retrying is
-*definitive* (the journal record goes); a timeout, a disconnect, an
-undecodable reply or any other exception is *uncertain* (the fork may have
-happened, so the record stays and its operation id is reused).
+The coordinator (``branching.ForkCoordinator``) talks to a ``ForkBackend``:
+this machine's store (:class:`LocalForkBackend`) or a ``branchwise serve``
+server over HTTP (:class:`RemoteForkBackend`, DESIGN §5). Both take core's
+:class:`~branchwise.core.fork.operations.ForkRequest`, as the click carried it
+and the journal stored it. Failures are
+classified generically so both behave the same: a typed refusal whose code
+cannot change by retrying is *definitive* (the journal record goes); a
+timeout, a disconnect, an undecodable reply or any other exception is
+*uncertain* (the fork may have happened, so the record stays and its
+operation id is reused).
 """
 
 from __future__ import annotations
@@ -18,9 +20,17 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Protocol
 
-from branchwise.core.errors import BranchwiseError, InvalidSessionId
+from branchwise.core.errors import (
+    BranchwiseError,
+    InvalidSessionId,
+    RemoteRefusal,
+    SessionNotFound,
+    error_class,
+)
 from branchwise.core.fork.engine import ForkResult, fork
 from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.ids import validate_session_id
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.store.store import SessionStore
 
 Opener = Callable[[str], Awaitable[None]]
@@ -40,7 +50,7 @@ class CrashPoint(StrEnum):
 
 
 class ForkBackend(Protocol):
-    """Where forks happen: the local store, or later a remote server."""
+    """Where forks happen: the local store, or a remote server."""
 
     async def fork(
         self, request: ForkRequest, operation_id: str, *, title: str | None = None
@@ -102,6 +112,80 @@ class LocalForkBackend:
             return await asyncio.to_thread(self.store.exists, session_id)
         except InvalidSessionId:
             return False
+
+
+def remote_fork_fields(request: ForkRequest) -> tuple[str, str, int, int]:
+    """``(source, turn, boundary sequence, expected generation)`` of a request.
+
+    The one place a request is mapped onto ``POST /fork-session``'s fields.
+    """
+    return (
+        request.source_session_id,
+        request.turn_id,
+        request.boundary_sequence,
+        request.expected_generation,
+    )
+
+
+class RemoteForkBackend:
+    """Forks on a ``branchwise serve`` server (DESIGN §5), with no local fallback.
+
+    Before its first request it checks that the server advertises
+    ``session-fork-targets-v1``; a server that does not raises
+    :class:`~branchwise.core.errors.ServerUnsupported` (a definitive refusal:
+    nothing was forked) on every call, and the host turns its branch actions
+    off. Refusals come back as ``RemoteRefusal`` with the server's own code
+    and definitiveness; timeouts, disconnects and undecodable replies are
+    ``RemoteUnavailable`` (uncertain: the journal keeps its record).
+
+    Args:
+        remote: the server's client.
+    """
+
+    def __init__(self, remote: RemoteStore) -> None:
+        self.remote = remote
+        self._supported = False
+
+    def __repr__(self) -> str:
+        return f"RemoteForkBackend({self.remote.base_url!r})"
+
+    async def check_support(self) -> None:
+        """Ask the server's capabilities (once it has answered yes, never again).
+
+        Raises:
+            ServerUnsupported: the server cannot list fork targets.
+            RemoteUnavailable: it could not be asked.
+        """
+        if not self._supported:
+            await self.remote.require_fork_targets()
+            self._supported = True
+
+    async def fork(
+        self, request: ForkRequest, operation_id: str, *, title: str | None = None
+    ) -> ForkResult:
+        """``POST /fork-session``; the server answers a repeated operation id with its child.
+
+        ``title`` is not sent: ``session-fork-v1`` has no field for it, so a
+        remote branch keeps its parent's title until renamed.
+        """
+        await self.check_support()
+        return await self.remote.fork(*remote_fork_fields(request), operation_id)
+
+    async def session_exists(self, session_id: str) -> bool:
+        """Whether the server has the session (its fork-targets answer, or not-found)."""
+        try:
+            validate_session_id(session_id)
+        except InvalidSessionId:
+            return False
+        await self.check_support()
+        try:
+            await self.remote.fork_targets(session_id)
+        except RemoteRefusal as exc:
+            known = error_class(exc.code)
+            if known is not None and issubclass(known, SessionNotFound):
+                return False
+            raise
+        return True
 
 
 def failure_kind(exc: BaseException) -> str:

@@ -3,7 +3,10 @@
 Modelled on Anki's ``OpChanges``: every mutating host call reports a few
 flags and the ids they concern, and views that do not care skip the work. A
 sidebar does not rebuild because a chunk of text streamed in, and a
-transcript does not repaint because another conversation was renamed.
+transcript does not repaint because another conversation was renamed. The
+sidebar updates only the items a change names (``sessions`` re-renders them,
+``added`` inserts them under their parent); a ``sidebar`` change naming no
+session at all is the one that makes it rebuild.
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ class Changes:
 
     Attributes:
         sidebar: the conversation list or its lineage changed (created, renamed,
-            forked, running state).
+            forked, running state); with no session named, the whole list must be
+            re-read.
         sessions: sessions whose state changed (title, running, read-only,
             loading finished, children).
+        added: sessions that are new to the conversation list (created or
+            forked), already in the host's lineage index.
         transcripts: sessions whose whole transcript must be re-read (opened,
             loaded, re-read from disk).
         turns: ``(session_id, turn_id)`` rows that changed (a turn started,
@@ -30,6 +36,7 @@ class Changes:
 
     sidebar: bool = False
     sessions: frozenset[str] = frozenset()
+    added: frozenset[str] = frozenset()
     transcripts: frozenset[str] = frozenset()
     turns: frozenset[tuple[str, str]] = frozenset()
     targets: frozenset[str] = frozenset()
@@ -39,6 +46,7 @@ class Changes:
         return Changes(
             sidebar=self.sidebar or other.sidebar,
             sessions=self.sessions | other.sessions,
+            added=self.added | other.added,
             transcripts=self.transcripts | other.transcripts,
             turns=self.turns | other.turns,
             targets=self.targets | other.targets,
@@ -51,6 +59,7 @@ class Changes:
         return not (
             self.sidebar
             or self.sessions
+            or self.added
             or self.transcripts
             or self.turns
             or self.targets
@@ -61,6 +70,7 @@ class Changes:
         """Whether anything about ``session_id`` changed."""
         return (
             session_id in self.sessions
+            or session_id in self.added
             or session_id in self.transcripts
             or session_id in self.targets
             or any(sid == session_id for sid, _ in self.turns)

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from branchwise.core.errors import BranchwiseError, InvalidTitle
+from branchwise.core.errors import BranchwiseError, InvalidTitle, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
@@ -64,7 +64,11 @@ class Host:
         provider_factory: builds the provider from settings (tests pass a slow
             demo responder here).
         settings: start with these instead of reading ``settings.json``.
-        fork_backend: where forks happen (default: this machine's store).
+        fork_backend: where forks happen (default: this machine's store; a
+            ``RemoteForkBackend`` forks on a ``branchwise serve`` server).
+
+    Attributes:
+        server_supported: the fork server can branch (see :meth:`check_server`).
     """
 
     def __init__(
@@ -110,8 +114,42 @@ class Host:
         return self.emit(Changes(sidebar=True))
 
     async def recover(self) -> None:
-        """Resume fork operations a crash left unfinished (DESIGN §4 step 7)."""
-        await self.fork_coordinator.recover()
+        """Check the fork server, then resume fork operations a crash left (DESIGN §4 step 7).
+
+        With a server that cannot branch the records stay as they are: there
+        is nothing to resume them against.
+        """
+        if await self.check_server():
+            await self.fork_coordinator.recover()
+
+    async def check_server(self) -> bool:
+        """Whether the fork backend can branch; a remote server is asked (DESIGN §5).
+
+        A server without ``session-fork-targets-v1`` sets ``server_supported``
+        to ``False``: every branch action shows the "server unsupported"
+        reason, a notice says so once, and there is no fallback. The local
+        store always can.
+
+        Raises:
+            RemoteUnavailable: the server could not be asked (nothing changes).
+        """
+        from branchwise.desktop.host.backends import RemoteForkBackend
+
+        backend = self.fork_coordinator.backend
+        if not isinstance(backend, RemoteForkBackend):
+            return True
+        try:
+            await backend.check_support()
+        except ServerUnsupported as exc:
+            if self.server_supported:
+                self.server_supported = False
+                self.notices.post(exc.code, Level.WARNING, detail=exc.message)
+                self.emit(Changes(targets=frozenset(self._open)))
+            return False
+        if not self.server_supported:
+            self.server_supported = True
+            self.emit(Changes(targets=frozenset(self._open)))
+        return True
 
     async def shutdown(self) -> None:
         """Stop running turns (they commit as ``cancelled``) and release every writer."""
@@ -221,7 +259,7 @@ class Host:
         writer.close()
         self.index.put(self.store.manifest(writer.session_id))
         session = self.open_session(writer.session_id)
-        self.emit(Changes(sidebar=True))
+        self.emit(Changes(sidebar=True, added=frozenset({session.session_id})))
         return session
 
     def rename(self, session_id: str, title: str) -> Changes:
@@ -363,7 +401,13 @@ class Host:
         """
         manifest = self.store.manifest(child_id)
         self.index.put(manifest)
-        self.emit(Changes(sidebar=True, sessions=frozenset(self._parents_of(manifest))))
+        self.emit(
+            Changes(
+                sidebar=True,
+                sessions=frozenset(self._parents_of(manifest)),
+                added=frozenset({child_id}),
+            )
+        )
         self.open_session(child_id)
         if self.navigator is not None:
             await self.navigator(child_id)

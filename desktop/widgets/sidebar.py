@@ -1,8 +1,12 @@
 """The conversation list: a lineage tree, newest first, running ones marked.
 
 Forks and children are nested under the conversation they came from. The
-tree is rebuilt from the host's manifest index only when the sidebar flag of
-a change is set, keeping which items were collapsed and which was selected.
+tree is built from the host's lineage index without recursion (a fork chain
+may be thousands deep). After that a change touches only the items it names:
+a turn starting or ending, or a rename, re-renders one item, and a new
+conversation or branch is inserted under its parent. Only a change that
+names nothing, or one the tree cannot place, rebuilds it (keeping which
+items were collapsed and which was selected).
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from PySide6.QtWidgets import (
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _, format_datetime
 from branchwise.core.i18n.reasons import fill
-from branchwise.core.lineage import LineageNode
+from branchwise.core.lineage import TreeNode, creation_order
+from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level
 from branchwise.desktop.widgets.turn_widget import untitled
@@ -112,33 +117,124 @@ class Sidebar(QWidget):
 
     # -- refreshing ------------------------------------------------------------
 
+    def apply_changes(self, changes: Changes) -> None:
+        """Update the items ``changes`` concern; rebuild only on a structural surprise.
+
+        Sessions in ``added`` (and any named session the tree does not show
+        yet) are inserted under their parent; the other named sessions are
+        re-rendered. A ``sidebar`` change naming no session, a session shown
+        under another parent than the index names, or an item count that no
+        longer matches the index rebuilds the whole tree.
+        """
+        named = changes.sessions | changes.added
+        if not named:
+            if changes.sidebar:
+                self.rebuild()
+            return
+        index = self.host.index
+        new = {sid for sid in named if sid not in self._items and sid in index.by_id}
+        for sid in sorted(new, key=lambda s: creation_order(index.by_id[s])):  # parents first
+            if not self._insert(sid):
+                self.rebuild()
+                return
+        shown = {sid for sid in named - new if sid in self._items}
+        if len(self._items) != len(index) or not all(self._placed_as_indexed(s) for s in shown):
+            self.rebuild()
+            return
+        self.refresh_items(shown)
+
     def rebuild(self) -> None:
-        """Rebuild the tree from the manifest index (keeps collapse state and selection)."""
-        collapsed = {sid for sid, item in self._items.items() if not item.isExpanded()}
+        """Rebuild the tree from the lineage index (keeps collapse state and selection)."""
+        collapsed = {
+            sid for sid, item in self._items.items() if item.childCount() and not item.isExpanded()
+        }
         current = self.tree.currentItem()
         current_id = current.data(0, SESSION_ROLE) if current is not None else None
         self.tree.setUpdatesEnabled(False)
         try:
             self.tree.clear()
             self._items = {}
-            top = [self._make(node) for node in self.host.index.forest()]
+            top: list[QTreeWidgetItem] = []
+            # Pre-order, so each item is added after its parent and its earlier siblings.
+            stack: list[tuple[TreeNode, QTreeWidgetItem | None]] = [
+                (node, None) for node in reversed(self.host.index.forest())
+            ]
+            while stack:
+                node, parent = stack.pop()
+                item = self._new_item(node.manifest.session_id)
+                if parent is None:
+                    top.append(item)
+                else:
+                    parent.addChild(item)
+                stack.extend((child, item) for child in reversed(node.children))
             self.tree.addTopLevelItems(top)
-            for sid, item in self._items.items():
-                if item.childCount():
-                    item.setExpanded(sid not in collapsed)
+            self.tree.expandAll()
+            for sid in collapsed & self._items.keys():
+                self._items[sid].setExpanded(False)
             if current_id in self._items:
                 self.tree.setCurrentItem(self._items[current_id])
         finally:
             self.tree.setUpdatesEnabled(True)
 
-    def _make(self, node: LineageNode) -> QTreeWidgetItem:
+    def _new_item(self, session_id: str) -> QTreeWidgetItem:
         item = QTreeWidgetItem()
-        sid = node.manifest.session_id
-        item.setData(0, SESSION_ROLE, sid)
-        self._items[sid] = item
+        item.setData(0, SESSION_ROLE, session_id)
+        self._items[session_id] = item
         self._render(item)
-        item.addChildren([self._make(child) for child in node.children])
         return item
+
+    def _insert(self, session_id: str) -> bool:
+        """Insert a new session's item among its siblings, newest first.
+
+        Returns ``False`` when the tree cannot place it by itself: its parent
+        is indexed but not shown, or it already has branches of its own (they
+        are shown elsewhere, at the top level).
+        """
+        index = self.host.index
+        manifest = index.by_id[session_id]
+        if index.children(session_id):
+            return False
+        link = manifest.parent
+        parent: QTreeWidgetItem | None = None
+        if link is not None and link.session_id in index.by_id:
+            parent = self._items.get(link.session_id)
+            if parent is None:
+                return False
+        count = parent.childCount() if parent is not None else self.tree.topLevelItemCount()
+        sibling_at = parent.child if parent is not None else self.tree.topLevelItem
+        order = creation_order(manifest)
+        position = count
+        for number in range(count):
+            sibling = sibling_at(number)
+            other = index.by_id.get(sibling.data(0, SESSION_ROLE)) if sibling else None
+            if other is not None and creation_order(other) < order:
+                position = number
+                break
+        item = self._new_item(session_id)
+        if parent is None:
+            self.tree.insertTopLevelItem(position, item)
+        else:
+            parent.insertChild(position, item)
+            if count == 0:
+                parent.setExpanded(True)  # a first branch shows; a parent collapsed stays so
+        return True
+
+    def _placed_as_indexed(self, session_id: str) -> bool:
+        """Whether a shown session sits where the index puts it.
+
+        Under its parent, or at the top level (roots, sessions whose parent is
+        gone, and the first member of a damaged parent loop).
+        """
+        item = self._items[session_id]
+        manifest = self.host.index.by_id.get(session_id)
+        if manifest is None:
+            return False
+        shown = item.parent()
+        if shown is None:
+            return True
+        return manifest.parent is not None and shown.data(0, SESSION_ROLE) == (
+            manifest.parent.session_id
+        )
 
     def refresh_items(self, session_ids: set[str] | frozenset[str]) -> None:
         """Re-render a few items (running state, title) without rebuilding."""

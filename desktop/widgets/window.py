@@ -234,10 +234,7 @@ class MainWindow(QMainWindow):
 
     def apply_changes(self, changes: Changes) -> None:
         """Hand each part what concerns it."""
-        if changes.sidebar:
-            self.sidebar.rebuild()
-        elif changes.sessions:
-            self.sidebar.refresh_items(changes.sessions)
+        self.sidebar.apply_changes(changes)
         for tab in self.conversation_tabs():
             if changes.sidebar or changes.touches(tab.session_id):
                 tab.apply_changes(changes)

@@ -7,10 +7,17 @@ import sys
 
 import orjson
 import pytest
-from helpers.sessions import HELPER, commits_of, complete_turn, session_with_turns, visible_sessions
+from helpers.sessions import (
+    HELPER,
+    commits_of,
+    complete_turn,
+    session_with_turns,
+    visible_sessions,
+    write_child_chain,
+)
 
 from branchwise.core.errors import BranchwiseError, LeaseHeld, LineageCycle, WrongParentWriter
-from branchwise.core.lineage import create_child, forest, lineage, tree
+from branchwise.core.lineage import LineageIndex, TreeNode, create_child, forest, lineage, tree
 from branchwise.core.projection import events as ev
 from branchwise.core.store.manifest import Manifest, ParentLink, save_manifest
 from branchwise.core.store.store import SessionStore
@@ -208,3 +215,70 @@ def test_a_very_deep_fork_chain_walks_and_serializes(store: SessionStore) -> Non
     assert len(lineage(store, ids[-1]).chain) == 600
     flat = orjson.loads(orjson.dumps(tree(store, ids[0]).to_json()))
     assert [s["depth"] for s in flat["sessions"]] == list(range(600))
+
+
+def test_forest_tree_and_index_handle_a_chain_thousands_deep(store: SessionStore) -> None:
+    ids = write_child_chain(store, 2_500)
+    # Deeper than the interpreter's recursion limit: nothing may recurse per level.
+    assert len(ids) > sys.getrecursionlimit()
+    (top,) = forest(store)
+    assert [n.manifest.session_id for n, _ in top.walk()] == ids
+    assert [depth for _, depth in tree(store, ids[0]).walk()] == list(range(2_500))
+    index = LineageIndex.build(store.iter_manifests())
+    (sidebar_top,) = index.forest()
+    deepest, depth = list(sidebar_top.walk())[-1]
+    assert (deepest.manifest.session_id, depth) == (ids[-1], 2_499)
+    assert deepest.manifest.title == "level 2499" and deepest.children == ()
+
+
+def test_the_index_and_the_store_grow_the_same_forest(store: SessionStore) -> None:
+    for session_id, parent, created in [
+        ("eeeeeeee-root", None, 1.0),
+        ("eeeeeeee-new1", None, 9.0),
+        ("eeeeeeee-f1", "eeeeeeee-root", 2.0),
+        ("eeeeeeee-f2", "eeeeeeee-root", 3.0),
+        ("eeeeeeee-f2a", "eeeeeeee-f2", 4.0),
+        ("eeeeeeee-orph", "eeeeeeee-gone", 5.0),
+        ("eeeeeeee-lp1", "eeeeeeee-lp2", 6.0),
+        ("eeeeeeee-lp2", "eeeeeeee-lp1", 7.0),
+    ]:
+        _manifest_only(store, session_id, parent)
+        path = store.session_dir(session_id) / "manifest.json"
+        data = orjson.loads(path.read_bytes())
+        path.write_bytes(orjson.dumps({**data, "createdAt": created}))
+
+    def shape(trees: list[TreeNode]) -> list[tuple[str, int]]:
+        return [(n.manifest.session_id[9:], d) for t in trees for n, d in t.walk()]
+
+    oldest_first = [
+        ("root", 0),
+        ("f1", 1),
+        ("f2", 1),
+        ("f2a", 2),
+        ("orph", 0),
+        ("new1", 0),
+        ("lp1", 0),  # a loop hangs under its first member, after the real tops
+        ("lp2", 1),
+    ]
+    assert shape(forest(store)) == oldest_first
+    index = LineageIndex.build(store.iter_manifests())
+    assert shape(index.forest(newest_first=False)) == oldest_first
+    assert shape(index.forest()) == [
+        ("new1", 0),
+        ("orph", 0),
+        ("root", 0),
+        ("f2", 1),
+        ("f2a", 2),
+        ("f1", 1),
+        ("lp2", 0),
+        ("lp1", 1),
+    ]
+    # A put keeps siblings in creation order, whatever order they arrive in.
+    late = Manifest("eeeeeeee-f0", "f0", "fork", 1.5, parent=ParentLink("eeeeeeee-root", "fork"))
+    index.put(late)
+    index.put(late.with_changes(title="renamed"))
+    assert [m.title for m in index.children("eeeeeeee-root")] == [
+        "eeeeeeee-f2",
+        "eeeeeeee-f1",
+        "renamed",
+    ]

@@ -25,12 +25,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import orjson
 from hypothesis import strategies as st
 
+from branchwise.core.ids import new_session_id
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.scan import scan_log
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
+from branchwise.core.store.manifest import Manifest, ParentLink
 from branchwise.core.store.store import SessionStore, SessionWriter
 
 HELPER = Path(__file__)
@@ -178,6 +181,34 @@ def write_big_session(
         chunks.append(frame([*closing, ev.turn_end(turn, "completed")]))
     (directory / "events.log").write_bytes(b"".join(chunks))
     return session_id
+
+
+def write_child_chain(store: SessionStore, depth: int, title: str = "level") -> list[str]:
+    """``depth`` sessions, each a child of the one before, written straight to disk (fast).
+
+    Every session gets the manifest and the one-frame log ``create_child``
+    would give it (``session/created``), without fsyncs; titles are
+    ``"<title> <n>"`` and creation times increase down the chain. Returns the
+    ids, root first.
+    """
+    ids = [new_session_id() for _ in range(depth)]
+    for number, session_id in enumerate(ids):
+        parent = ids[number - 1] if number else None
+        manifest = Manifest(
+            session_id=session_id,
+            title=f"{title} {number}",
+            kind="child" if parent else "root",
+            created_at=1.0e9 + number,
+            parent=ParentLink(parent, "child") if parent else None,
+            root_session_id=ids[0] if parent else None,
+        )
+        directory = store.session_dir(session_id)
+        directory.mkdir(parents=True)
+        (directory / "manifest.json").write_bytes(orjson.dumps(manifest.to_json()))
+        created = ev.session_created(manifest.title, manifest.kind)
+        log = encode_frame(1, [{"seq": 1, "ts": manifest.created_at, **created}])
+        (directory / "events.log").write_bytes(log)
+    return ids
 
 
 def _append(root: Path, session_id: str, count: int) -> None:

@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-import orjson
 import pytest
 from helpers.cli import run_cli
+from helpers.serve import serve_process, server_without_capabilities
 
 from branchwise.core.errors import RemoteRefusal, RemoteUnavailable, ServerUnsupported
 from branchwise.core.remote.client import RemoteStore
@@ -29,29 +26,8 @@ def served(tmp_path: Path) -> Iterator[tuple[Path, str, str, str]]:
     session_id = created["sessionId"]
     run_cli(root, "session", "say", session_id, "one", "--quiet")
     run_cli(root, "session", "say", session_id, "two", "--quiet")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "branchwise.desktop.entry",
-            "--data-dir",
-            str(root),
-            "serve",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ready = orjson.loads(proc.stdout.readline())
-    token = Path(ready["tokenFile"]).read_text().strip()
-    try:
-        yield root, ready["url"], token, session_id
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-        proc.stdout.close()
+    with serve_process(root) as server:
+        yield root, server.url, server.token, session_id
 
 
 def test_token_file_is_private(served: tuple[Path, str, str, str]) -> None:
@@ -144,23 +120,9 @@ def test_unreachable_and_unsupported_servers(tmp_path: Path) -> None:
     with pytest.raises(RemoteUnavailable):
         asyncio.run(RemoteStore(f"http://127.0.0.1:{port}", "t", timeout=2).capabilities())
 
-    from aiohttp import web
-
-    async def no_capabilities(request: web.Request) -> web.Response:
-        return web.json_response({"capabilities": []})
-
     async def go() -> None:
-        app = web.Application()
-        app.router.add_get("/capabilities", no_capabilities)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        try:
+        async with server_without_capabilities() as url:
             with pytest.raises(ServerUnsupported):
-                await RemoteStore(f"http://127.0.0.1:{bound}", "t").require_fork_targets()
-        finally:
-            await runner.cleanup()
+                await RemoteStore(url, "t").require_fork_targets()
 
     asyncio.run(go())

@@ -1,0 +1,61 @@
+"""``branchwise serve`` as a real process on 127.0.0.1, and a server that cannot branch."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+
+@dataclass(frozen=True)
+class Served:
+    """A running server: where it listens and its bearer token."""
+
+    url: str
+    token: str
+
+
+@contextmanager
+def serve_process(root: Path) -> Iterator[Served]:
+    """Run ``branchwise serve --port 0`` on ``root`` until the block ends (then SIGINT)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root)]
+        + ["serve", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    try:
+        ready = orjson.loads(proc.stdout.readline())
+        yield Served(ready["url"], Path(ready["tokenFile"]).read_text().strip())
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=10)
+        proc.stdout.close()
+
+
+@asynccontextmanager
+async def server_without_capabilities() -> AsyncIterator[str]:
+    """An HTTP server on 127.0.0.1 whose ``/capabilities`` lists nothing; yields its URL."""
+
+    async def no_capabilities(request: web.Request) -> web.Response:
+        return web.json_response({"capabilities": []})
+
+    app = web.Application()
+    app.router.add_get("/capabilities", no_capabilities)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
