@@ -35,7 +35,7 @@ from branchwise.desktop.host.rows import BranchState, BranchTarget, Row, branch_
 from branchwise.desktop.host.session import OpenSession
 
 if TYPE_CHECKING:
-    from branchwise.desktop.host.backends import ForkBackend
+    from branchwise.desktop.host.backends import Checkpoint, ForkBackend
     from branchwise.desktop.host.branching import ForkCoordinator
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,8 @@ class Host:
             demo responder here).
         settings: start with these instead of reading ``settings.json``.
         fork_backend: where forks happen (default: this machine's store).
+        checkpoint: crash-injection hook the coordinator and the default local
+            backend call at each ``CrashPoint`` (crash tests kill the process there).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class Host:
         provider_factory: ProviderFactory = _default_provider,
         settings: Settings | None = None,
         fork_backend: ForkBackend | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         self.root = Path(root)
         self.store = SessionStore(self.root)
@@ -94,6 +97,7 @@ class Host:
         self._in_flight: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._fork_backend = fork_backend
+        self._checkpoint = checkpoint
         self._coordinator: ForkCoordinator | None = None
 
     # -- start and stop ------------------------------------------------------
@@ -369,11 +373,14 @@ class Host:
     def fork_coordinator(self) -> ForkCoordinator:
         """The fork-operations journal that carries out every branch click (DESIGN §4)."""
         if self._coordinator is None:
-            from branchwise.desktop.host.backends import LocalForkBackend
+            from branchwise.desktop.host.backends import LocalForkBackend, no_checkpoint
             from branchwise.desktop.host.branching import ForkCoordinator
 
-            backend = self._fork_backend or LocalForkBackend(self.store)
-            self._coordinator = ForkCoordinator(self.root, backend, self.notices, self.open_child)
+            checkpoint = self._checkpoint or no_checkpoint
+            backend = self._fork_backend or LocalForkBackend(self.store, checkpoint=checkpoint)
+            self._coordinator = ForkCoordinator(
+                self.root, backend, self.notices, self.open_child, checkpoint=checkpoint
+            )
         return self._coordinator
 
     # -- settings ---------------------------------------------------------------
