@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 import qasync
-from PySide6.QtCore import QCoreApplication, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from branchwise.core.errors import BranchwiseError
@@ -123,13 +123,6 @@ def run_on_qt_loop(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run ``main()`` on a qasync loop over the existing QApplication; return its result."""
     with asyncio.Runner(loop_factory=qasync.QEventLoop) as runner:
         return runner.run(main())
-
-
-async def until_quit(app: QCoreApplication) -> None:
-    """Wait until the application is about to quit (last window closed, Quit)."""
-    quitting = asyncio.Event()
-    app.aboutToQuit.connect(quitting.set)
-    await quitting.wait()
 
 
 def report_loop_errors(loop: asyncio.AbstractEventLoop, notices: NoticeCenter) -> None:
