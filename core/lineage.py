@@ -1,10 +1,13 @@
-"""Child sessions, and walking lineage up (to the root) and down (the tree) (§3.3).
+"""Child sessions, lineage, tree and forest, and the host's lineage index (§3.3).
 
 A child does not inherit history: it starts empty and is tied to its parent
 by one ``session/child`` link event written, identically, into both logs.
 Relations are also in every manifest (``parent``, ``rootSessionId``), so
 walking them never reads a log: ``lineage`` follows parent links upward with
-cycle detection, and ``tree`` indexes one scan of all manifests by parent.
+cycle detection, ``tree`` indexes one scan of all manifests by parent, and
+``forest`` is every session as one forest (the sidebar).
+:class:`LineageIndex` keeps the manifests the desktop host has seen by id and
+by parent, updated as sessions change instead of rescanned.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Starting the desktop app: synchronous setup, then the async main on the qasync loop.
+"""The desktop app: the QApplication, its qasync loop, start-up and shutdown.
+
+Synchronous setup comes first (the application object, style, the data root
+and its instance lock), then the async main runs on a qasync loop over the
+QApplication (:func:`run_on_qt_loop`, which the screenshot script and the
+desktop benchmark use too); :func:`report_loop_errors` turns an exception no
+task handled into a notice.
 
 Start-up lists manifests and nothing more (no conversation's log is read
 until its tab opens), sweeps half-built session folders, picks the language

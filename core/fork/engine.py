@@ -11,7 +11,7 @@ The child is built in a temporary folder under ``sessions/`` (swept on start
 if a crash leaves it) and published with one rename: a crash leaves either no
 child or a whole one.
 
-Idempotency per operation id: see :mod:`~branchwise.core.fork_index`.
+Idempotency per operation id: see :mod:`~branchwise.core.fork.operations`.
 """
 
 from __future__ import annotations
@@ -103,10 +103,10 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
 
     The prefix is encoded while it is read (one pass, no second decode);
     whether the cut is acceptable is decided afterwards from the complete
-    turn state, the same state :func:`~branchwise.core.targets.fork_targets`
+    turn state, the same state :func:`~branchwise.core.fork.targets.fork_targets`
     answers from. Until the first ``usage`` event is left out nothing needs
     renumbering, so those frames are copied byte for byte; later ones are
-    encoded as :func:`~branchwise.core.frames.encode_frame` does, straight
+    encoded as :func:`~branchwise.core.log.frames.encode_frame` does, straight
     into the output buffer (a test pins the bytes).
     """
     tracker = TurnTracker()
@@ -288,7 +288,7 @@ def fork(
     Idempotent per ``operation_id``: a retry of the same request returns the
     same child with ``created: false`` (even if the source changed since).
     Every refusal is a typed error and publishes nothing. Like
-    :func:`~branchwise.core.targets.fork_targets`, it reads committed frames
+    :func:`~branchwise.core.fork.targets.fork_targets`, it reads committed frames
     only: a torn tail or damage ends the history it can fork from.
 
     Raises:

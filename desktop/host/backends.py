@@ -1,6 +1,6 @@
 """Where fork clicks are carried out, and how their failures are classified.
 
-The coordinator (``fork_ops``) talks to a ``ForkBackend``: today the local
+The coordinator (``branching.ForkCoordinator``) talks to a ``ForkBackend``: today the local
 store, later a remote server over HTTP. Failures are classified generically so
 both behave the same: a typed refusal whose code cannot change by retrying is
 *definitive* (the journal record goes); a timeout, a disconnect, an

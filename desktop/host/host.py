@@ -1,7 +1,7 @@
-"""The desktop host: everything the window does, without a single widget.
+"""The desktop host, everything the window does without a single widget, and branch titles.
 
 The host owns the session store, the open conversations (each an
-:class:`~branchwise.desktop.session_host.OpenSession` with its writer and
+:class:`~branchwise.desktop.host.session.OpenSession` with its writer and
 turn runner), the notice channel, the settings and provider, and fork
 requests. Widgets only call the host and listen to it; the host never
 imports Qt, so the fork-operations journal and crash tests drive it headless.
@@ -9,7 +9,8 @@ imports Qt, so the fork-operations journal and crash tests drive it headless.
 Every mutating call reports what changed as :class:`Changes` — returned to
 the caller and broadcast to listeners — so views refresh only what changed.
 Creating a branch is separate from opening its tab: the host creates the
-child, then asks its *navigator* (the window) to show it.
+child, names it (:func:`name_branch`: "<title> (branch N)", in the user's
+language), then asks its *navigator* (the window) to show it.
 """
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def test_every_error_code_in_core_has_a_reason() -> None:
         codes.add(cls.code)
         pending += cls.__subclasses__()
     missing = sorted(codes - reasons.known_codes())
-    assert missing == [], f"add these codes to core/reasons.py REASONS: {missing}"
+    assert missing == [], f"add these codes to core/i18n/reasons.py REASONS: {missing}"
 
 
 def test_unknown_codes_get_the_generic_reason() -> None:
