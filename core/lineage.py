@@ -1,4 +1,4 @@
-"""Child sessions, and walking lineage up (to the root) and down (the tree) (§3.3).
+"""Child sessions, lineage, tree and forest, and the host's lineage index (§3.3).
 
 A child does not inherit history: it starts empty and is tied to its parent
 by one ``session/child`` link event written, identically, into both logs.

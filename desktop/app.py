@@ -1,4 +1,10 @@
-"""Starting the desktop app: synchronous setup, then the async main on the qasync loop.
+"""The desktop app: the QApplication, its qasync loop, start-up and shutdown.
+
+Synchronous setup comes first (the application object, style, the data root
+and its instance lock), then the async main runs on a qasync loop over the
+QApplication (:func:`run_on_qt_loop`, which the screenshot script and the
+desktop benchmark use too); :func:`report_loop_errors` turns an exception no
+task handled into a notice.
 
 Start-up lists manifests and nothing more (no conversation's log is read
 until its tab opens), sweeps half-built session folders, picks the language
@@ -25,7 +31,7 @@ from typing import Any
 
 import orjson
 import qasync
-from PySide6.QtCore import QCoreApplication, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from branchwise.core.errors import BranchwiseError
@@ -123,13 +129,6 @@ def run_on_qt_loop(main: Callable[[], Coroutine[Any, Any, int]]) -> int:
     """Run ``main()`` on a qasync loop over the existing QApplication; return its result."""
     with asyncio.Runner(loop_factory=qasync.QEventLoop) as runner:
         return runner.run(main())
-
-
-async def until_quit(app: QCoreApplication) -> None:
-    """Wait until the application is about to quit (last window closed, Quit)."""
-    quitting = asyncio.Event()
-    app.aboutToQuit.connect(quitting.set)
-    await quitting.wait()
 
 
 def report_loop_errors(loop: asyncio.AbstractEventLoop, notices: NoticeCenter) -> None:

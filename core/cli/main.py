@@ -9,21 +9,14 @@ arguments and returns a JSON-ready dict. Typed errors become
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from branchwise.core.cli import forking, models, serve, sessions
 from branchwise.core.cli.output import print_json
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.store.store import SessionStore, default_data_root
-
-# Modules adding `session …` subcommands (register) and top-level commands (register_top).
-SESSION_COMMAND_MODULES = (
-    "branchwise.core.cli.sessions",
-    "branchwise.core.cli.forking",
-)
-TOP_COMMAND_MODULES = ("branchwise.core.cli.models", "branchwise.core.cli.serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,24 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     session_sub = session.add_subparsers(
         dest="session_command", metavar="SUBCOMMAND", required=True
     )
-    for name in SESSION_COMMAND_MODULES:
-        module = _optional_module(name)
-        if module is not None:
-            module.register(session_sub)
-    for name in TOP_COMMAND_MODULES:
-        module = _optional_module(name)
-        if module is not None:
-            module.register_top(top)
+    sessions.register(session_sub)
+    forking.register(session_sub)
+    models.register_top(top)
+    serve.register_top(top)
     return parser
-
-
-def _optional_module(name: str):  # type: ignore[no-untyped-def]
-    try:
-        return importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        if exc.name != name:
-            raise
-        return None
 
 
 def data_root(args: argparse.Namespace) -> Path:

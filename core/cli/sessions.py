@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import sys
 from typing import Any
 
+from branchwise.core.cli.models import add_provider_options, provider_from_args
 from branchwise.core.ids import validate_session_id
 from branchwise.core.log.scan import scan_log
-from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnListener, TurnRunner
 from branchwise.core.store.store import SessionStore
 
@@ -32,22 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     say.add_argument("text")
     say.add_argument("--delay-ms", type=int, default=0, help="demo responder delay per chunk")
     say.add_argument("--quiet", action="store_true", help="print only the JSON result")
-    options = _provider_options()
-    if options is not None:
-        options.add_provider_options(say)
+    add_provider_options(say)
     say.set_defaults(func=cmd_say)
 
     verify = sub.add_parser("verify", help="check a session's log without changing it")
     verify.add_argument("session_id")
     verify.set_defaults(func=cmd_verify)
-
-
-def _provider_options():  # type: ignore[no-untyped-def]
-    """The real-provider options module, when it is installed in this build."""
-    try:
-        return importlib.import_module("branchwise.core.cli.models")
-    except ModuleNotFoundError:
-        return None
 
 
 def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
@@ -101,11 +90,7 @@ class _StdoutStreamer(TurnListener):
 
 def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Run one whole turn and commit it; the JSON result is the last line."""
-    options = _provider_options()
-    if options is not None:
-        provider = options.provider_from_args(store, args)
-    else:
-        provider = DemoProvider(delay=args.delay_ms / 1000)
+    provider = provider_from_args(store, args)
     listener = None if args.quiet else _StdoutStreamer()
     with store.open_writer(validate_session_id(args.session_id)) as writer:
         runner = TurnRunner(writer, provider, listener)

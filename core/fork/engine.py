@@ -105,10 +105,10 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
 
     The prefix is encoded while it is read (one pass, no second decode);
     whether the cut is acceptable is decided afterwards from the complete
-    turn state, the same state :func:`~branchwise.core.targets.fork_targets`
+    turn state, the same state :func:`~branchwise.core.fork.targets.fork_targets`
     answers from. Until the first ``usage`` event is left out nothing needs
     renumbering, so those frames are copied byte for byte; later ones are
-    encoded as :func:`~branchwise.core.frames.encode_frame` does, straight
+    encoded as :func:`~branchwise.core.log.frames.encode_frame` does, straight
     into the output buffer (a test pins the bytes).
     """
     tracker = TurnTracker()

@@ -4,13 +4,13 @@ The answer is computed from whole committed frames only, never from a
 writer's memory or its lease, so a live session, a session whose writer is
 another process and a cold closed one all give the same answer.
 
-The turn-only replay is :class:`~branchwise.core.turn_tracker.TurnTracker`
+The turn-only replay is :class:`~branchwise.core.projection.turns.TurnTracker`
 (the fork engine feeds the same tracker while it copies, so a fork accepts
 exactly the turns this query lists as available); committed frames are read
-by :mod:`~branchwise.core.frame_reader`.
+by :func:`~branchwise.core.log.frames.iter_frames`.
 
 The typed refusals (and the reasons they share with targets) live in
-:mod:`~branchwise.core.fork_errors`.
+:mod:`~branchwise.core.errors`.
 """
 
 from __future__ import annotations

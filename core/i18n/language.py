@@ -9,7 +9,7 @@ at least as new, otherwise the ``.po`` is compiled in memory, so a fresh
 
 Pure Python (no Qt): the desktop's ``qt_i18n`` module listens here and
 retranslates widgets and Qt's own dialogs. Mapping locale spellings to our
-languages lives in :mod:`~branchwise.core.locale_map`, re-exported here.
+languages lives in :mod:`~branchwise.core.i18n.locales`.
 """
 
 from __future__ import annotations

@@ -149,7 +149,7 @@ class LanguageNotice:
     Attributes:
         value: the setting as given.
         source: where it came from, ``"cli"`` (``--lang``) or ``"saved"``.
-        code: the reason code for :func:`branchwise.core.reasons.reason_text`.
+        code: the reason code for :func:`branchwise.core.i18n.reasons.reason_text`.
     """
 
     value: str

@@ -1,11 +1,10 @@
-"""What every typed error code says to people, and the shared UI labels.
+"""What every typed error code says to people.
 
 The wire ``code`` of a :class:`~branchwise.core.errors.BranchwiseError` (and of
 a fork target's ``reason``) is the key; the text is English marked with
 :func:`N_` for extraction and translated with :func:`_` only when shown, so
-it follows a live language switch. The labels below are the msgids the
-desktop uses; they live here so the catalogs carry them whatever widget
-module shows them.
+it follows a live language switch. Widgets mark their own labels with
+:func:`_` where they show them.
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ REASONS: Mapping[str, str] = {
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
     "fork_created": N_("Branch created: {title}"),
+    # TRANSLATORS: "Open it" ends the sentence and is shown as a link.
     "fork_attach_failed": N_("Could not open the new conversation {title}; it is kept. Open it"),
     "child_missing": N_("The branched conversation no longer exists."),
     "source_missing": N_("The conversation to branch from no longer exists."),
@@ -136,58 +136,13 @@ REASONS: Mapping[str, str] = {
 
 GENERIC_REASON = N_("Something went wrong ({code}).")
 
-# --- labels the desktop shows (msgids shared with desktop/*.py) ---------------
-
+# The one label kept as a constant: the branch action's msgid, which the i18n tests look up.
 BRANCH_ACTION = N_("Branch into a new conversation")
-# TRANSLATORS: menu title; "&" marks the access key (Chinese: "文件(&F)").
-MENU_FILE = N_("&File")
-# TRANSLATORS: menu title; "&" marks the access key (Chinese: "对话(&C)").
-MENU_CONVERSATION = N_("&Conversation")
-# TRANSLATORS: menu title; "&" marks the access key (Chinese: "帮助(&H)").
-MENU_HELP = N_("&Help")
-NEW_CONVERSATION = N_("New conversation")
-SETTINGS_ELLIPSIS = N_("Settings…")
-LANGUAGE = N_("Language")
-SYSTEM_LANGUAGE = N_("System default")
-ABOUT = N_("About Branchwise")
-QUIT = N_("Quit")
-CONVERSATIONS = N_("Conversations")
-UNTITLED_CONVERSATION = N_("Untitled conversation")
-SEND = N_("Send")
-STOP = N_("Stop")
-# TRANSLATORS: keep the key names Enter and Shift+Enter as they are printed on keys.
-COMPOSER_PLACEHOLDER = N_("Type a message… (Enter to send, Shift+Enter for a new line)")
-# TRANSLATORS: {title} is the parent conversation's title, {turn} a turn number.
-BRANCHED_FROM = N_("Branched from {title}, turn {turn}")
-OPEN_PARENT = N_("Open parent conversation")
-NOTICES = N_("Notices")
-DISMISS = N_("Dismiss")
-RUNNING = N_("Running")
-LOADING = N_("Loading…")
-READ_ONLY = N_("Read-only")
-TURN_INTERRUPTED = N_("This turn was interrupted.")
-DEMO_RESPONDER = N_("Demo responder (offline)")
-SETTINGS = N_("Settings")
-PROVIDER = N_("Provider")
-BASE_URL = N_("Base URL")
-MODEL = N_("Model")
-API_KEY = N_("API key")
-PROVIDER_DEMO = N_("Demo (offline)")
-PROVIDER_OPENAI = N_("OpenAI-compatible server")
-REFRESH_MODELS = N_("Refresh models")
-BRANCH_CREATED = N_("Branch created: {title}")
-# TRANSLATORS: "Open it" ends the sentence and is shown as a link.
-CHILD_OPEN_FAILED = N_("Could not open the new conversation {title}; it is kept. Open it")
 
 
 def branch_count(n: int) -> str:
     """``"3 branches"``: how many conversations were branched from one."""
     return fill(ngettext("{n} branch", "{n} branches", n), {"n": format_number(n)})
-
-
-def token_count(n: int) -> str:
-    """``"1,234 tokens"``: usage shown next to a conversation."""
-    return fill(ngettext("{n} token", "{n} tokens", n), {"n": format_number(n)})
 
 
 def _recovered(n: int) -> str:

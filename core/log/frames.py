@@ -144,8 +144,8 @@ def iter_frames(
     neither is committed history. A newer frame version raises
     ``UnsupportedFormat`` (like every other reader).
 
-    This is :func:`~branchwise.core.frames.decode_frame` plus the sequence
-    checks of :func:`~branchwise.core.log.scan_bytes`, inlined: on a long log
+    This is :func:`decode_frame` plus the sequence
+    checks of :func:`~branchwise.core.log.scan.scan_bytes`, inlined: on a long log
     the per-frame overhead of the general decoder is a large share of a fork
     or a targets query. A test pins the two to the same verdicts.
     """

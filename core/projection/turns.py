@@ -1,10 +1,10 @@
 """The turn bookkeeping of a session, replayed without messages (§3.1).
 
-A full :class:`~branchwise.core.projection.Projection` creates an object per
+A full :class:`~branchwise.core.projection.projection.Projection` creates an object per
 message; fork targets need only the turn bookkeeping, so :class:`TurnTracker`
 replays just that, by the same rules as the projection (a property test keeps
 the two in step). The fork engine feeds the same tracker while it copies, so
-a fork accepts exactly the turns :func:`~branchwise.core.targets.fork_targets`
+a fork accepts exactly the turns :func:`~branchwise.core.fork.targets.fork_targets`
 lists as available.
 """
 

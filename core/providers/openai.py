@@ -3,7 +3,7 @@
 One client covers Ollama, llama.cpp's server, LM Studio, vLLM and hosted
 OpenAI-compatible APIs, because they all speak ``POST /chat/completions`` with
 ``"stream": true``. Every way such a call can go wrong ends in a typed
-:mod:`~branchwise.core.providers.errors` exception, never in a hang (connect
+:class:`~branchwise.core.errors.ProviderError` exception, never in a hang (connect
 and read timeouts bound every wait) and never in a silently empty answer (a
 reply only counts as finished when the server says so).
 

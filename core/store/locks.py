@@ -1,11 +1,15 @@
-"""The single-writer lease: a kernel ``flock`` on ``writer.lock``.
+"""The store's locks: a session's single-writer lease and the app's instance lock.
+
+:class:`WriterLease` is a kernel ``flock`` on a session's ``writer.lock``;
+:class:`InstanceLock` is one on the data root's ``app.lock``, held while the
+app runs so a second app on the same data folder refuses to start.
 
 ``flock`` (not ``lockf``/``fcntl`` record locks, which vanish when *any*
 descriptor of the file is closed by the process) belongs to one open file
 description, so a second ``open`` in the same process conflicts just like
 another process does, and the kernel drops the lock when its holder dies: a
-crashed writer never leaves a stale lock. The lock file is never renamed or
-deleted, so two processes can never lock two different inodes.
+crashed writer (or app) never leaves a stale lock. Lock files are never
+renamed or deleted, so two processes can never lock two different inodes.
 """
 
 from __future__ import annotations

@@ -39,23 +39,6 @@ from branchwise.core.store.store import SessionStore, publish_dir
 _BLOB_NAME = re.compile(r"[0-9a-f]{64}")
 
 
-def bump_generation(store: SessionStore, session_id: str) -> int:
-    """Raise a session's generation by one (under its writer lease); return the new one.
-
-    Raises:
-        LeaseHeld: a writer (this or another process) holds the session.
-    """
-    directory = store.session_dir(session_id)
-    lease = WriterLease(directory, session_id)
-    try:
-        manifest = load_manifest(directory)
-        generation = manifest.generation + 1
-        save_manifest(directory, manifest.with_changes(generation=generation))
-    finally:
-        lease.release()
-    return generation
-
-
 def encode_commits(commits: Iterable[list[dict[str, Any]]]) -> bytes:
     """Frames for ``commits``, seqs and commit numbers renumbered densely from 1.
 

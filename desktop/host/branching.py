@@ -1,4 +1,6 @@
-"""The fork click, end to end: journal, fork, tab, acknowledgement (DESIGN §4).
+"""Branching: the fork coordinator and the outcomes it reports (DESIGN §4).
+
+The fork click, end to end: journal, fork, tab, acknowledgement.
 
 ``ForkCoordinator.branch`` runs the whole protocol for one click:
 
@@ -16,8 +18,10 @@
 6. a definitive typed refusal removes the record and shows the reason;
 7. on start, ``recover`` resumes every record left over, with one notice.
 
-Clicks on a target whose operation is in flight join it. No Qt here: the UI
-passes an ``opener`` coroutine and listens to the notice center.
+Clicks on a target whose operation is in flight join it. Each click ends as
+a :class:`BranchOutcome` (its :class:`BranchStatus`), and ``recover`` reports
+a :class:`RecoverySummary`. No Qt here: the host passes an ``opener``
+coroutine and the UI listens to the notice center.
 """
 
 from __future__ import annotations

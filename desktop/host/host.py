@@ -1,4 +1,4 @@
-"""The desktop host: everything the window does, without a single widget.
+"""The desktop host, everything the window does without a single widget, and branch titles.
 
 The host owns the session store, the open conversations (each an
 :class:`~branchwise.desktop.host.session.OpenSession` with its writer and
@@ -36,7 +36,7 @@ from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
 
 if TYPE_CHECKING:
-    from branchwise.desktop.host.backends import ForkBackend
+    from branchwise.desktop.host.backends import Checkpoint, ForkBackend
     from branchwise.desktop.host.branching import ForkCoordinator
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,8 @@ class Host:
         settings: start with these instead of reading ``settings.json``.
         fork_backend: where forks happen (default: this machine's store; a
             ``RemoteForkBackend`` forks on a ``branchwise serve`` server).
+        checkpoint: crash-injection hook the coordinator and the default local
+            backend call at each ``CrashPoint`` (crash tests kill the process there).
 
     Attributes:
         server_supported: the fork server can branch (see :meth:`check_server`).
@@ -79,6 +81,7 @@ class Host:
         provider_factory: ProviderFactory = _default_provider,
         settings: Settings | None = None,
         fork_backend: ForkBackend | None = None,
+        checkpoint: Checkpoint | None = None,
     ) -> None:
         self.root = Path(root)
         self.store = SessionStore(self.root)
@@ -99,6 +102,7 @@ class Host:
         self._in_flight: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._fork_backend = fork_backend
+        self._checkpoint = checkpoint
         self._coordinator: ForkCoordinator | None = None
 
     # -- start and stop ------------------------------------------------------
@@ -423,12 +427,18 @@ class Host:
     def fork_coordinator(self) -> ForkCoordinator:
         """The fork-operations journal that carries out every branch click (DESIGN §4)."""
         if self._coordinator is None:
-            from branchwise.desktop.host.backends import LocalForkBackend
+            from branchwise.desktop.host.backends import LocalForkBackend, no_checkpoint
             from branchwise.desktop.host.branching import ForkCoordinator
 
-            backend = self._fork_backend or LocalForkBackend(self.store)
+            checkpoint = self._checkpoint or no_checkpoint
+            backend = self._fork_backend or LocalForkBackend(self.store, checkpoint=checkpoint)
             self._coordinator = ForkCoordinator(
-                self.root, backend, self.notices, self.open_child, namer=self.branch_title
+                self.root,
+                backend,
+                self.notices,
+                self.open_child,
+                checkpoint=checkpoint,
+                namer=self.branch_title,
             )
         return self._coordinator
 

@@ -44,7 +44,7 @@ class Notice:
     """One notice.
 
     Attributes:
-        code: stable reason code (localized through ``core.reasons`` or the UI).
+        code: stable reason code (localized through ``core.i18n.reasons`` or the UI).
         level: how loud it is.
         params: values for the message's placeholders (titles, counts…).
         detail: untranslated technical detail (a server's own error text).

@@ -1,4 +1,4 @@
-"""One open conversation inside the host: its writer, turn runner and fork targets.
+"""One open conversation inside the host, and the preview a big one opens on.
 
 An :class:`OpenSession` is what a tab shows, without being a widget. It holds
 the session's :class:`~branchwise.core.store.store.SessionWriter` (or, when another
@@ -9,6 +9,11 @@ reads fork targets from committed events whenever a turn ends.
 
 Everything it changes is reported to the host as :class:`Changes`; streamed
 text goes through a separate, cheaper callback.
+
+A log larger than ``PREVIEW_THRESHOLD_BYTES`` opens on a :class:`Preview`:
+:func:`read_preview` hops frame headers to the last page of turns and
+replays only those, so the tab shows them at once while the full read runs
+off-thread.
 """
 
 from __future__ import annotations

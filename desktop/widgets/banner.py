@@ -76,7 +76,9 @@ class ForkBanner(QFrame):
             text = fill(_("Started from {title}"), {"title": title})
         elif self._turn is not None:
             text = fill(
-                _("Branched from {title}, turn {turn}"), {"title": title, "turn": self._turn}
+                # TRANSLATORS: {title} is the parent conversation's title, {turn} a turn number.
+                _("Branched from {title}, turn {turn}"),
+                {"title": title, "turn": self._turn},
             )
         else:
             text = fill(_("Branched from {title}"), {"title": title})

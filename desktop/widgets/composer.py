@@ -113,6 +113,7 @@ class Composer(QWidget):
         self.send_button.setEnabled(not blocked and not self._running and has_text)
         self.stop_button.setEnabled(self._running)
         self.editor.setPlaceholderText(
+            # TRANSLATORS: keep the key names Enter and Shift+Enter as they are printed on keys.
             self._blocked_reason or _("Type a message… (Enter to send, Shift+Enter for a new line)")
         )
 

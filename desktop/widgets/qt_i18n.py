@@ -27,7 +27,7 @@ QT_LOCALE_NAMES: Mapping[str, str] = {"en": "en_US", "zh_Hans": "zh_CN", "zh_Han
 
 
 class Retranslatable(Protocol):
-    """A widget that re-reads every visible string from :func:`branchwise.core.i18n._`."""
+    """A widget that re-reads every visible string from :func:`branchwise.core.i18n.language._`."""
 
     def retranslate_ui(self) -> None:
         """Set every text, tooltip and accessible name again."""
@@ -65,7 +65,7 @@ class LanguageBridge(QObject):
 
     Create one after the ``QApplication`` and keep it for the app's life; it
     applies the current language at once. Switch with :meth:`set_language` (or
-    :func:`branchwise.core.i18n.set_language` anywhere: the bridge listens).
+    :func:`branchwise.core.i18n.language.set_language` anywhere: the bridge listens).
 
     Signals:
         language_changed(str): the new language code, after Qt's translator

@@ -355,7 +355,9 @@ class MainWindow(QMainWindow):
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text of the window and its parts."""
+        # TRANSLATORS: menu title; "&" marks the access key (Chinese: "文件(&F)").
         self.file_menu.setTitle(_("&File"))
+        # TRANSLATORS: menu title; "&" marks the access key (Chinese: "帮助(&H)").
         self.help_menu.setTitle(_("&Help"))
         self.new_action.setText(_("New conversation"))
         self.settings_action.setText(_("Settings…"))

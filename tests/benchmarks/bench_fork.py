@@ -32,13 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from helpers.sessions import complete_turn, write_big_session
 
-from branchwise.core.fork.engine import fork
-from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.fork.targets import forget_turn_scans, fork_targets
-from branchwise.core.lineage import tree  # noqa: E402
+from branchwise.core import ForkRequest, SessionStore, fork, fork_targets, tree
+from branchwise.core.fork.targets import forget_turn_scans
 from branchwise.core.projection.projection import Projection
 from branchwise.core.store.manifest import Manifest, ParentLink
-from branchwise.core.store.store import SessionStore
 
 
 def side_by_side(

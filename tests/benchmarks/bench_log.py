@@ -21,8 +21,8 @@ import orjson
 sys.path.insert(0, str(Path(__file__).parent))
 from common import ANSWER, best_of, build_session, report  # noqa: E402
 
+from branchwise.core import SessionStore
 from branchwise.core.log.frames import HEADER, HEADER_SIZE, encode_frame
-from branchwise.core.store.store import SessionStore
 
 
 def bench_append(root: Path, commits: int) -> None:

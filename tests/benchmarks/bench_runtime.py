@@ -25,10 +25,10 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 from common import report  # noqa: E402
 
+from branchwise.core import SessionStore  # noqa: E402
 from branchwise.core.providers.base import TextChunk  # noqa: E402
 from branchwise.core.providers.openai import OpenAIProvider  # noqa: E402
 from branchwise.core.runtime import TurnListener, TurnRunner  # noqa: E402
-from branchwise.core.store.store import SessionStore  # noqa: E402
 
 
 class Counting(TurnListener):

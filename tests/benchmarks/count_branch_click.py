@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from branchwise.core.fork import engine
+from branchwise.core.log import scan as log_scan
 from branchwise.core.log import writer as log_writer
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.demo import DemoProvider
@@ -56,7 +57,7 @@ def install(counts: Counts) -> None:
     log_writer._OsFileOps.fsync = staticmethod(fsync)  # type: ignore[method-assign]
     replay = Projection.replay.__func__  # type: ignore[attr-defined]
     Projection.replay = classmethod(counts.wrap("replay", replay))  # type: ignore[method-assign,assignment]
-    store_module.scan_log = counts.wrap("scan", store_module.scan_log)
+    log_scan.scan_bytes = counts.wrap("scan", log_scan.scan_bytes)  # what scan_log calls
     engine._cut_prefix = counts.wrap("fork cut", engine._cut_prefix)
     store_cls = store_module.SessionStore
     store_cls.open_writer = counts.wrap("writer open", store_cls.open_writer)  # type: ignore[method-assign]

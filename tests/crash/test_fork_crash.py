@@ -61,7 +61,6 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
     checked = {source, reference.child_session_id}
     rng = random.Random(20240611)
     leftovers = retried_existing = retried_new = 0
-    started = time.monotonic()
     for _ in range(KILLS):
         proc = subprocess.Popen(
             [
@@ -111,10 +110,8 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
         leftovers += len(swept)
         assert all(name.startswith(TEMP_PREFIX) for name in swept)
         assert not [p for p in store.sessions_dir.iterdir() if p.name.startswith(".")]
-    elapsed = time.monotonic() - started
     # Kills must have hit half-built folders and forks that had not published yet;
     # killed-after-publish (retried_existing) is rarer and not required every run.
     assert leftovers and retried_new, (leftovers, retried_existing, retried_new)
-    assert elapsed < 90
     ops = [store.manifest(c).created_by_operation for c in checked if c != source]
     assert len(ops) == len(set(ops))  # never two children for one operation

@@ -1,4 +1,4 @@
-"""Crash matrix: the real headless host SIGKILLed at every point of a fork click.
+"""Crash matrix: the app's real Host, run without its window, SIGKILLed at every point of a click.
 
 Each case runs ``tests/helpers/host_process.py`` in a subprocess,
 kills it with a real SIGKILL, starts it again (which runs recovery), and checks

@@ -178,8 +178,8 @@ def run(coro: Awaitable[T]) -> T:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-class Host:
-    """A coordinator wired like the app, over one data root."""
+class CoordinatorHarness:
+    """A fork coordinator wired like the app's over one data root, its tabs and notices kept."""
 
     def __init__(
         self,

@@ -1,15 +1,18 @@
-"""A headless desktop host: the fork protocol without widgets, for crash tests.
+"""The app's real host without its window, in a process of its own, for crash tests.
 
-It does what the app does at start and on one "Branch into a new
-conversation" click, with the tab replaced by a line in
-``<root>/open-tabs.txt`` (appended and fsynced, so an opened tab survives a
-crash the way a real tab's session state would)::
+It builds :class:`~branchwise.desktop.host.host.Host` as the app does and
+performs one "Branch into a new conversation" click through the host's own
+branch path (operations journal, fork, opening and naming the child); the
+window's navigator is replaced by a line in ``<root>/open-tabs.txt``
+(appended and fsynced, so a shown tab survives a crash the way a real tab's
+session state would)::
 
-    python -m branchwise.desktop.headless --data-dir D --click SESSION TURN
+    python tests/helpers/host_process.py --data-dir D --click SESSION TURN
 
-It sweeps half-built sessions, runs recovery, then performs the click, and
-prints one JSON object per line (``notice``, ``recovered``, ``ready``,
-``outcome``). Crash points are injected from outside:
+It takes the app lock, sweeps half-built sessions, runs recovery, then
+performs the click, and prints one JSON object per line (``notice``,
+``recovered``, ``ready``, ``outcome``). Crash points are injected from
+outside, through the host's ``checkpoint`` hook:
 
 - ``BRANCHWISE_CRASH_AT=<point>`` SIGKILLs the process at that point;
 - ``--pause-at <point>`` prints ``{"paused": point}`` there and blocks, so a
@@ -17,7 +20,7 @@ prints one JSON object per line (``notice``, ``recovered``, ``ready``,
 - ``--wait-go`` prints ``{"ready": true}`` before the click and waits for a
   line on stdin, so a test can time a kill from the click's start.
 
-Points are the names of :class:`~branchwise.desktop.fork_backend.CrashPoint`.
+Points are the names of :class:`~branchwise.desktop.host.backends.CrashPoint`.
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ from typing import Any
 import orjson
 
 from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.store.locks import InstanceLock
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.backends import CrashPoint, LocalForkBackend
-from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator, RecoverySummary
+from branchwise.desktop.host.backends import CrashPoint
+from branchwise.desktop.host.branching import BranchOutcome, RecoverySummary
+from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Notice, NoticeCenter
 
 CRASH_ENV = "BRANCHWISE_CRASH_AT"
@@ -74,16 +79,14 @@ class CrashInjector:
             threading.Event().wait()
 
 
-class TabFile:
-    """Stands in for the tab bar: opening a session appends its id, durably."""
+class TabRecorder:
+    """The navigator: where the window would show a tab, append the session id, durably."""
 
-    def __init__(self, store: SessionStore) -> None:
-        self.store = store
-        self.path = store.root / OPEN_TABS
+    def __init__(self, root: Path) -> None:
+        self.path = Path(root) / OPEN_TABS
 
-    async def open(self, session_id: str) -> None:
-        """Open ``session_id`` (reads its manifest, as a tab would) and record it."""
-        self.store.manifest(session_id)
+    async def show(self, session_id: str) -> None:
+        """Record that ``session_id``'s tab is shown (the host has opened the session)."""
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, session_id.encode() + b"\n")
@@ -93,7 +96,7 @@ class TabFile:
 
 
 def read_open_tabs(root: Path) -> list[str]:
-    """The session ids ``TabFile`` opened under ``root``, in order (with repeats)."""
+    """The session ids the navigator showed under ``root``, in order (with repeats)."""
     try:
         return (Path(root) / OPEN_TABS).read_text().split()
     except FileNotFoundError:
@@ -138,35 +141,35 @@ def _print_notice(notice: Notice) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    """Start like the app (sweep, recover), then click once if asked."""
+    """Start like the app (lock, sweep, list, recover), then click once if asked."""
     injector = CrashInjector(os.environ.get(CRASH_ENV) or None, args.pause_at)
-    store = SessionStore(Path(args.data_dir))
-    store.sweep_temporary()
+    root = Path(args.data_dir)
+    SessionStore(root)  # creates the data root before it is locked, as the app does
+    instance = InstanceLock(root)
     notices = NoticeCenter()
     notices.subscribe(_print_notice)
-    tabs = TabFile(store)
-    coordinator = ForkCoordinator(
-        store.root,
-        LocalForkBackend(store, checkpoint=injector),
-        notices,
-        tabs.open,
-        checkpoint=injector,
-    )
-    emit(recovered=summary_json(await coordinator.recover()))
-    if args.click is None:
-        return 0
-    request = resolve_request(store, *args.click)
-    if args.wait_go:
-        emit(ready=True)
-        await asyncio.to_thread(sys.stdin.readline)
-    outcome = await coordinator.branch(request)
-    emit(outcome=outcome_json(outcome))
-    return 0 if outcome.opened else 1
+    host = Host(root, notices=notices, checkpoint=injector)
+    host.navigator = TabRecorder(root).show
+    try:
+        host.start()
+        emit(recovered=summary_json(await host.fork_coordinator.recover()))
+        if args.click is None:
+            return 0
+        request = resolve_request(host.store, *args.click)
+        if args.wait_go:
+            emit(ready=True)
+            await asyncio.to_thread(sys.stdin.readline)
+        outcome = await host.fork_coordinator.branch(request)
+        emit(outcome=outcome_json(outcome))
+        return 0 if outcome.opened else 1
+    finally:
+        await host.shutdown()
+        instance.release()
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The headless host's command line."""
-    parser = argparse.ArgumentParser(prog="python -m branchwise.desktop.headless")
+    parser = argparse.ArgumentParser(prog="host_process.py")
     parser.add_argument("--data-dir", required=True, help="the data root")
     parser.add_argument("--click", nargs=2, metavar=("SESSION", "TURN"), help="branch this turn")
     parser.add_argument("--pause-at", metavar="POINT", help="announce and block at this point")

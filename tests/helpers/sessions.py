@@ -3,12 +3,12 @@
 As a module: small builders that commit real events through a real
 ``SessionWriter``. As a script (a real second process):
 
-``python helpers_fork.py append ROOT SESSION_ID N``
+``python sessions.py append ROOT SESSION_ID N``
     opens the writer, prints ``ready``, commits N more turns (two commits
     each), prints ``done`` and exits 0.
-``python helpers_fork.py hold ROOT SESSION_ID``
+``python sessions.py hold ROOT SESSION_ID``
     opens the writer, prints ``ready`` and holds it until stdin closes.
-``python helpers_fork.py forker ROOT SESSION_ID TURN BOUNDARY GENERATION``
+``python sessions.py forker ROOT SESSION_ID TURN BOUNDARY GENERATION``
     forks in a loop with fresh operation ids, printing ``op <id>`` before
     each fork and ``child <id>`` after it, until killed.
 """

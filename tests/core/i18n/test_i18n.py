@@ -88,7 +88,7 @@ def test_every_error_code_in_core_has_a_reason() -> None:
         codes.add(cls.code)
         pending += cls.__subclasses__()
     missing = sorted(codes - reasons.known_codes())
-    assert missing == [], f"add these codes to core/reasons.py REASONS: {missing}"
+    assert missing == [], f"add these codes to core/i18n/reasons.py REASONS: {missing}"
 
 
 def test_unknown_codes_get_the_generic_reason() -> None:
@@ -142,12 +142,12 @@ def test_plural_helpers(language: str, one: str, many: str) -> None:
 
 
 def test_ngettext_uses_the_catalog_plural_rule() -> None:
-    assert ngettext("{n} token", "{n} tokens", 1) == "{n} token"
-    assert ngettext("{n} token", "{n} tokens", 0) == "{n} tokens"
+    assert ngettext("{n} branch", "{n} branches", 1) == "{n} branch"
+    assert ngettext("{n} branch", "{n} branches", 0) == "{n} branches"
     assert reasons.recovered_operations(1) == "Recovered 1 unfinished branch operation."
     assert reasons.recovered_operations(3) == "Recovered 3 unfinished branch operations."
     set_language("zh_Hans")  # nplurals=1: the one form serves every count
-    assert ngettext("{n} token", "{n} tokens", 1) == ngettext("{n} token", "{n} tokens", 7)
+    assert ngettext("{n} branch", "{n} branches", 1) == ngettext("{n} branch", "{n} branches", 7)
     assert reasons.recovered_operations(3) == "已恢复 3 个未完成的分支操作。"
     assert reason_text("journal_record_dropped", count=2, reason="child_missing") == (
         "已移除 2 个未完成的分支操作，其对话已不存在。"

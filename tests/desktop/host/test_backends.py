@@ -18,6 +18,7 @@ from helpers.serve import serve_process, server_without_capabilities
 from helpers.sessions import visible_sessions
 
 from branchwise.core.errors import BranchwiseError, ServerUnsupported, SessionNotFound, error_class
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.reasons import reason_text
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.remote.client import RemoteStore
@@ -25,7 +26,6 @@ from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import ForkBackend, LocalForkBackend, RemoteForkBackend
 from branchwise.desktop.host.branching import BranchStatus, ForkCoordinator
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.journal import ForkRequest
 from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.rows import DesktopReason
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from helpers.forking import (
-    Host,
+    CoordinatorHarness,
     RemoteDouble,
     Source,
     Tabs,
@@ -54,7 +54,7 @@ def test_click_journals_first_then_forks_opens_and_acknowledges(
 ) -> None:
     backend = InspectingBackend(LocalForkBackend(store))
     journal_at_open: list[list[dict[str, Any]]] = []
-    host = Host(store, backend)
+    host = CoordinatorHarness(store, backend)
     opener = host.tabs.open
 
     async def inspecting_open(session_id: str) -> None:
@@ -84,7 +84,7 @@ def test_click_journals_first_then_forks_opens_and_acknowledges(
 def test_after_acknowledgement_a_new_click_creates_another_child(
     store: SessionStore, source: Source
 ) -> None:
-    host = Host(store)
+    host = CoordinatorHarness(store)
     request = request_for(store, source)
     first = run(host.coordinator.branch(request))
     second = run(host.coordinator.branch(request))
@@ -98,7 +98,7 @@ def test_two_clicks_before_the_first_finishes_make_one_child(
     store: SessionStore, source: Source
 ) -> None:
     backend = RemoteDouble(LocalForkBackend(store), ["gate"])
-    host = Host(store, backend)
+    host = CoordinatorHarness(store, backend)
     request = request_for(store, source)
 
     async def double_click() -> tuple[Any, Any, bool, bool]:
@@ -122,7 +122,7 @@ def test_two_clicks_before_the_first_finishes_make_one_child(
 
 
 def test_simultaneous_clicks_join_without_any_wait(store: SessionStore, source: Source) -> None:
-    host = Host(store)
+    host = CoordinatorHarness(store)
     request = request_for(store, source)
 
     async def clicks() -> list[Any]:
@@ -140,7 +140,7 @@ def test_stalled_remote_times_out_keeps_the_record_and_a_retry_returns_one_child
     store: SessionStore, source: Source
 ) -> None:
     backend = RemoteDouble(LocalForkBackend(store), ["stall"])
-    host = Host(store, backend, fork_timeout=0.05)
+    host = CoordinatorHarness(store, backend, fork_timeout=0.05)
     request = request_for(store, source)
 
     first = run(host.coordinator.branch(request))
@@ -164,7 +164,7 @@ def test_lost_or_garbled_reply_after_the_fork_retries_to_the_same_child(
     store: SessionStore, source: Source, trouble: str
 ) -> None:
     backend = RemoteDouble(LocalForkBackend(store), [trouble])
-    host = Host(store, backend)
+    host = CoordinatorHarness(store, backend)
     request = request_for(store, source)
 
     first = run(host.coordinator.branch(request))
@@ -188,7 +188,7 @@ def test_a_reply_naming_a_malformed_child_is_uncertain(store: SessionStore, sour
             await super().fork(request, operation_id, title=title)
             return ForkResult("../../etc", True, operation_id)
 
-    host = Host(store, BadChild(LocalForkBackend(store)))
+    host = CoordinatorHarness(store, BadChild(LocalForkBackend(store)))
     outcome = run(host.coordinator.branch(request_for(store, source)))
     assert outcome.status is BranchStatus.UNCERTAIN
     assert host.journal()[0]["state"] == "pending"
@@ -202,7 +202,7 @@ def test_a_non_definitive_typed_error_is_uncertain(store: SessionStore, source: 
         ) -> ForkResult:
             raise BranchwiseError("fsync failed")  # internal_error: may or may not have happened
 
-    host = Host(store, DiskTrouble(LocalForkBackend(store)))
+    host = CoordinatorHarness(store, DiskTrouble(LocalForkBackend(store)))
     outcome = run(host.coordinator.branch(request_for(store, source)))
     assert outcome.status is BranchStatus.UNCERTAIN and outcome.reason == "internal_error"
     assert len(host.journal()) == 1
@@ -224,7 +224,7 @@ def test_definitive_refusal_removes_the_record_and_shows_the_reason(
 ) -> None:
     import dataclasses
 
-    host = Host(store)
+    host = CoordinatorHarness(store)
     request = dataclasses.replace(request_for(store, source), **change)
     outcome = run(host.coordinator.branch(request))
     assert outcome.status is BranchStatus.REFUSED and outcome.reason == code
@@ -239,7 +239,7 @@ def test_journal_that_cannot_be_written_starts_nothing(store: SessionStore, sour
     import os
 
     (store.root / f".{JOURNAL_NAME}.tmp-{os.getpid()}").mkdir()
-    host = Host(store)
+    host = CoordinatorHarness(store)
     outcome = run(host.coordinator.branch(request_for(store, source)))
     assert outcome.status is BranchStatus.NOT_STARTED
     assert fork_children(store) == []
@@ -252,7 +252,7 @@ def test_journal_that_cannot_be_written_starts_nothing(store: SessionStore, sour
 def test_attach_failure_keeps_and_names_the_child_and_a_second_click_opens_it(
     store: SessionStore, source: Source
 ) -> None:
-    host = Host(store, tabs=Tabs(failures_left=1, store=store))
+    host = CoordinatorHarness(store, tabs=Tabs(failures_left=1, store=store))
     request = request_for(store, source)
 
     failed = run(host.coordinator.branch(request))
@@ -276,7 +276,7 @@ def test_attach_failure_keeps_and_names_the_child_and_a_second_click_opens_it(
 def test_opening_a_kept_child_from_the_notice_acknowledges_it(
     store: SessionStore, source: Source
 ) -> None:
-    host = Host(store, tabs=Tabs(failures_left=1, store=store))
+    host = CoordinatorHarness(store, tabs=Tabs(failures_left=1, store=store))
     failed = run(host.coordinator.branch(request_for(store, source)))
     child = str(failed.child_session_id)
     assert run(host.coordinator.open_kept_child(child))
@@ -291,7 +291,7 @@ def test_a_kept_child_deleted_meanwhile_drops_its_record(
 ) -> None:
     import shutil
 
-    host = Host(store, tabs=Tabs(failures_left=1, store=store))
+    host = CoordinatorHarness(store, tabs=Tabs(failures_left=1, store=store))
     request = request_for(store, source)
     failed = run(host.coordinator.branch(request))
     shutil.rmtree(store.session_dir(str(failed.child_session_id)))
@@ -313,7 +313,7 @@ def test_the_local_fork_runs_off_the_event_loop(store: SessionStore) -> None:
             writer.commit([ev.turn_start(f"turn_{i}"), ev.user_message(f"u{i}", "x" * 200_000)])
             writer.commit([ev.turn_end(f"turn_{i}", ev.EndReason.COMPLETED)])
         big = Source(writer.session_id, tuple(f"turn_{i}" for i in range(40)))
-    host = Host(store)
+    host = CoordinatorHarness(store)
     request = request_for(store, big, 39)
 
     async def click_with_heartbeat() -> tuple[Any, float, float]:

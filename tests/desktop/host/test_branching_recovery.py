@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from helpers.forking import (
-    Host,
+    CoordinatorHarness,
     RemoteDouble,
     Source,
     Tabs,
@@ -64,7 +64,7 @@ def test_recovery_resumes_every_record_with_one_notice(store: SessionStore, sour
         pending_record("op_ran", second),
         pending_record("op_done", request_for(store, other)).completed(done.child_session_id, 2.0),
     )
-    host = Host(store)
+    host = CoordinatorHarness(store)
     summary = run(host.coordinator.recover())
 
     assert summary.count == 3 and len(summary.opened) == 3
@@ -75,7 +75,7 @@ def test_recovery_resumes_every_record_with_one_notice(store: SessionStore, sour
     [notice] = host.notices.history
     assert notice.code == "fork_recovered" and notice.level is Level.SUCCESS
     assert notice.params == {"count": 3, "opened": 3, "pending": 0, "refused": 0, "failed": 0}
-    assert run(Host(store).coordinator.recover()).count == 0  # nothing left to do
+    assert run(CoordinatorHarness(store).coordinator.recover()).count == 0  # nothing left to do
 
 
 def test_recovery_reports_what_it_could_not_finish(store: SessionStore, source: Source) -> None:
@@ -89,7 +89,7 @@ def test_recovery_reports_what_it_could_not_finish(store: SessionStore, source: 
         pending_record("op_kept", req1).completed(kept.child_session_id, 2.0),
     )
     backend = RemoteDouble(LocalForkBackend(store), ["refuse_reset"])
-    host = Host(store, backend, tabs=Tabs(failures_left=1, store=store))
+    host = CoordinatorHarness(store, backend, tabs=Tabs(failures_left=1, store=store))
     summary = run(host.coordinator.recover())
 
     assert summary.still_pending == ("op_unsure",)
@@ -112,7 +112,7 @@ def test_records_naming_missing_sessions_are_dropped_not_retried(
         pending_record("op_no_source", gone_source),
         pending_record("op_no_child", request).completed("0190a1b2-0000-7000-8000-00000000000c", 2),
     )
-    host = Host(store)
+    host = CoordinatorHarness(store)
     summary = run(host.coordinator.recover())
     assert summary.count == 0
     assert sorted(d.reason for d in summary.dropped) == ["child_missing", "source_missing"]
@@ -129,7 +129,7 @@ def test_bad_journal_is_moved_aside_and_the_host_starts(
     store: SessionStore, source: Source, content: bytes, reason: str
 ) -> None:
     (store.root / JOURNAL_NAME).write_bytes(content)
-    host = Host(store)
+    host = CoordinatorHarness(store)
     summary = run(host.coordinator.recover())
     assert summary.moved_aside is not None and summary.moved_aside.read_bytes() == content
     assert summary.moved_aside.name.startswith(f"{JOURNAL_NAME}.bad-")
@@ -145,7 +145,7 @@ def test_invalid_records_are_dropped_with_a_notice(store: SessionStore, source: 
     import orjson
 
     (store.root / JOURNAL_NAME).write_bytes(orjson.dumps(document))
-    host = Host(store)
+    host = CoordinatorHarness(store)
     summary = run(host.coordinator.recover())
     assert summary.opened and children_per_operation(store) == {"op_good": 1}
     assert host.codes() == ["journal_record_dropped", "fork_recovered"]
@@ -157,7 +157,7 @@ def test_a_click_during_recovery_joins_the_resumed_operation(
     request = request_for(store, source)
     seed_journal(store.root, pending_record("op_left", request))
     backend = RemoteDouble(LocalForkBackend(store), ["gate"])
-    host = Host(store, backend)
+    host = CoordinatorHarness(store, backend)
 
     async def start_and_click() -> tuple[Any, Any]:
         recovery = asyncio.ensure_future(host.coordinator.recover())
@@ -178,6 +178,6 @@ def test_a_click_during_recovery_joins_the_resumed_operation(
 def test_records_are_inspectable(store: SessionStore, source: Source) -> None:
     request = request_for(store, source)
     seed_journal(store.root, pending_record("op_left", request))
-    host = Host(store)
+    host = CoordinatorHarness(store)
     [record] = host.coordinator.records()
     assert record.operation_id == "op_left" and record.request == request

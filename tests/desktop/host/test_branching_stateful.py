@@ -57,7 +57,7 @@ class ForkProtocolMachine(RuleBasedStateMachine):
         stale = ForkRequest(source.session_id, good[0].turn_id, good[0].boundary_sequence, 9)
         self.requests = [*good, stale]
         self.loop = asyncio.new_event_loop()
-        # Tabs survive a crash the way the headless host's open-tabs file does.
+        # Tabs survive a crash the way the crash tests' host process's open-tabs file does.
         self.tabs = Tabs(store=self.store)
         self.crash_at: str | None = None
         self.crashes = 0
