@@ -19,13 +19,9 @@ Idempotency per operation id: see :mod:`~branchwise.core.fork.operations`.
 from __future__ import annotations
 
 import dataclasses
-import struct
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any
-
-import orjson
 
 from branchwise.core.errors import (
     DuplicateChild,
@@ -42,13 +38,8 @@ from branchwise.core.errors import (
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.targets import load_source_manifest, target_of
 from branchwise.core.ids import new_session_id, validate_session_id
-from branchwise.core.log.frames import (
-    FRAME_VERSION,
-    MAGIC,
-    encode_frame,
-    iter_frames,
-    read_log_bytes,
-)
+from branchwise.core.log.frames import Frame, encode_frame, encode_frame_into, iter_frames
+from branchwise.core.log.scan import read_log_bytes
 from branchwise.core.projection.events import EventType, validate_event
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
@@ -57,8 +48,6 @@ from branchwise.core.store.store import SessionStore
 
 _USAGE = EventType.USAGE.value
 _CHECKPOINT = EventType.CHECKPOINT.value
-_HEAD = struct.Struct("<3sBII")  # magic, version, length, payload crc (see frames.py)
-_CRC = struct.Struct("<I")
 MAX_OPERATION_ID = 200
 
 
@@ -105,32 +94,29 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
 
     The prefix is encoded while it is read (one pass, no second decode);
     whether the cut is acceptable is decided afterwards from the complete
-    turn state, the same state :func:`~branchwise.core.fork.targets.fork_targets`
-    answers from. Until the first ``usage`` event is left out nothing needs
-    renumbering, so those frames are copied byte for byte; later ones are
-    encoded as :func:`~branchwise.core.log.frames.encode_frame` does, straight
-    into the output buffer (a test pins the bytes).
+    turn state (the rest of the log is replayed too), the same state
+    :func:`~branchwise.core.fork.targets.fork_targets` answers from. Until
+    the first ``usage`` event is left out nothing needs renumbering, so those
+    frames are copied byte for byte; later ones are re-encoded.
     """
     tracker = TurnTracker()
     out = bytearray()
     seq = commits = 0
     blobs: list[str] = []
-    cutting, splits_commit, shifted = True, False, False
-    apply, dumps, crc32 = tracker.apply, orjson.dumps, zlib.crc32
-    pack_head, pack_crc = _HEAD.pack, _CRC.pack
+    shifted = False
+    apply = tracker.apply
     view = memoryview(buf)
-    for events, offset, end in iter_frames(view):
+    frame: Frame | None = None
+    for frame in iter_frames(view, through_seq=boundary):
+        events = frame.events
         apply(events)  # before renumbering: the tracker reads the source's seqs
-        if not cutting:
-            continue
-        first, last = (events[0]["seq"], events[-1]["seq"]) if events else (0, 0)
         kinds = [event["type"] for event in events]
         if _CHECKPOINT in kinds:
             for event in events:
                 if event["type"] == _CHECKPOINT and isinstance(event["blobs"], list):
                     blobs.extend(event["blobs"])
         if not shifted and _USAGE not in kinds:
-            out += view[offset:end]  # same commit number, same seqs: the same bytes
+            out += view[frame.offset : frame.end]  # same commit number, same seqs: the same bytes
             seq += len(events)
             commits += 1
         else:
@@ -143,14 +129,16 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
                     kept.append(event)
             if kept or not events:  # a commit of usage only leaves nothing to inherit
                 commits += 1
-                payload = dumps({"commit": commits, "events": kept})
-                head = pack_head(MAGIC, FRAME_VERSION, len(payload), crc32(payload))
-                out += head
-                out += pack_crc(crc32(head))
-                out += payload
-        if events and last >= boundary:
-            cutting = False
-            splits_commit = first <= boundary < last
+                encode_frame_into(out, commits, kept)
+    splits_commit = False
+    if frame is not None:
+        # The tracker's last seq is the source's, whatever the renumbering did.
+        end_seq, count = tracker.last_seq, len(frame.events)
+        splits_commit = bool(count) and end_seq - count + 1 <= boundary < end_seq
+        for later in iter_frames(
+            view, start=frame.end, first_commit=frame.commit + 1, first_seq=end_seq + 1
+        ):
+            apply(later.events)
     return _Cut(out, commits, seq, blobs, tracker, splits_commit)
 
 

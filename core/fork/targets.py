@@ -4,13 +4,13 @@ The answer is computed from whole committed frames only, never from a
 writer's memory or its lease, so a live session, a session whose writer is
 another process and a cold closed one all give the same answer.
 
-The turn-only replay is :class:`~branchwise.core.projection.turns.TurnTracker`
-(the fork engine feeds the same tracker while it copies, so a fork accepts
-exactly the turns this query lists as available); committed frames are read
-by :func:`~branchwise.core.log.frames.iter_frames`.
-
-The typed refusals (and the reasons they share with targets) live in
-:mod:`~branchwise.core.errors`.
+Frames are read by :func:`~branchwise.core.log.frames.iter_frames` and
+replayed into a bare :class:`~branchwise.core.projection.turns.TurnTracker`,
+the one set of turn rules (no message objects); the live projection and the
+fork engine apply the same rules, so a fork accepts exactly the turns this
+query lists as available. A caller that asks repeatedly (``branchwise
+serve``) owns a :class:`TargetsCache`, so each query replays only the frames
+committed since the last one.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any
 
 from branchwise.core.errors import SessionNotFound, SourceNotFound, StaleSource
 from branchwise.core.log.frames import iter_frames
-from branchwise.core.projection.projection import Projection, Turn
-from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.turns import Turn, TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore
 
@@ -150,12 +150,12 @@ def load_source_manifest(directory: Path, session_id: str) -> Manifest:
         raise SourceNotFound(f"no session {session_id} to fork", sessionId=session_id) from exc
 
 
-class _TurnScan:
-    """How far one log has been replayed into a tracker: an in-memory, rebuildable cache.
+class _LogReplay:
+    """How far one log has been replayed into a tracker: an in-memory, rebuildable state.
 
     A log only grows within a generation, so a repeated targets query (the
     desktop asks after every turn) replays only the frames added since. The
-    cached state is used only for the same file (device and inode), the same
+    state is used only for the same file (device and inode), the same
     generation, and the very bytes replayed before (checksummed: re-reading
     and checksumming the log costs a fraction of decoding it); so a cached
     answer is always exactly what a full replay would give.
@@ -184,64 +184,85 @@ class _TurnScan:
 
     def advance(self, data: memoryview) -> None:
         """Replay the whole frames of ``data`` (the whole log) past ``self.end``."""
-        base, apply, replayed = self.end, self.tracker.apply, 0
+        base, apply, end = self.end, self.tracker.apply, self.end
         try:
-            for events, _, end in iter_frames(data[base:], self.commit, self.seq):
+            for frame in iter_frames(
+                data, start=base, first_commit=self.commit, first_seq=self.seq
+            ):
+                events = frame.events
                 apply(events)
                 self.commit += 1
                 self.seq += len(events)
-                replayed = end
+                end = frame.end
         except BaseException:
             self.restart(self.identity, self.generation)  # never keep a half-replayed state
             raise
-        self.checksum = zlib.crc32(data[base : base + replayed], self.checksum)
-        self.end = base + replayed
+        self.checksum = zlib.crc32(data[base:end], self.checksum)
+        self.end = end
 
 
-_SCANS: OrderedDict[str, _TurnScan] = OrderedDict()
-_SCANS_LOCK = threading.Lock()
-_MAX_SCANS = 16
+class TargetsCache:
+    """Replays of recently queried logs, kept by a caller that asks again and again.
+
+    ``branchwise serve`` owns one for its lifetime; a one-off query (the CLI)
+    needs none. Thread-safe: queries of different logs run in parallel, those
+    of one log take turns.
+
+    Args:
+        max_logs: how many logs' replays to keep (least recently asked go first).
+    """
+
+    def __init__(self, max_logs: int = 16) -> None:
+        self._replays: OrderedDict[str, _LogReplay] = OrderedDict()
+        self._lock = threading.Lock()
+        self._max_logs = max_logs
+
+    def replay_of(self, path: Path, identity: tuple[int, int], generation: int) -> _LogReplay:
+        """The replay kept for ``path``, or a new one if it describes another file or generation."""
+        key = str(path)
+        with self._lock:
+            replay = self._replays.get(key)
+            if replay is None or (replay.identity, replay.generation) != (identity, generation):
+                replay = self._replays[key] = _LogReplay(identity, generation)
+            self._replays.move_to_end(key)
+            while len(self._replays) > self._max_logs:
+                self._replays.popitem(last=False)
+        return replay
 
 
-def forget_turn_scans() -> None:
-    """Drop every cached turn scan (the next queries replay their logs in full)."""
-    with _SCANS_LOCK:
-        _SCANS.clear()
-
-
-def _log_targets(path: Path, session_id: str, generation: int) -> ForkTargetSet:
-    """Targets of the log at ``path``, replaying only what the cached scan has not seen."""
-    key = str(path)
+def _log_targets(
+    path: Path, session_id: str, generation: int, cache: TargetsCache | None
+) -> ForkTargetSet:
+    """Targets of the log at ``path``, replaying only what ``cache`` has not seen."""
     try:
         with path.open("rb") as log:
             status = os.fstat(log.fileno())
             data = memoryview(log.read())
     except FileNotFoundError:
         return target_set(session_id, generation, (), True)
+    if cache is None:
+        tracker = TurnTracker.replay(frame.events for frame in iter_frames(data))
+        return target_set(session_id, generation, tracker.turns, tracker.verifiable)
     identity = (status.st_dev, status.st_ino)
-    with _SCANS_LOCK:
-        scan = _SCANS.get(key)
-        if scan is None or (scan.identity, scan.generation) != (identity, generation):
-            scan = _SCANS[key] = _TurnScan(identity, generation)
-        _SCANS.move_to_end(key)
-        while len(_SCANS) > _MAX_SCANS:
-            _SCANS.popitem(last=False)
-    with scan.lock:
-        if not scan.still_describes(data, identity, generation):
-            scan.restart(identity, generation)
-        scan.advance(data)
-        tracker = scan.tracker
+    replay = cache.replay_of(path, identity, generation)
+    with replay.lock:
+        if not replay.still_describes(data, identity, generation):
+            replay.restart(identity, generation)
+        replay.advance(data)
+        tracker = replay.tracker
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
 
 
-def fork_targets(store: SessionStore, session_id: str) -> ForkTargetSet:
+def fork_targets(
+    store: SessionStore, session_id: str, *, cache: TargetsCache | None = None
+) -> ForkTargetSet:
     """Every turn of a session as a fork target (§3.1), from committed frames only.
 
     Takes no lease and writes nothing. The manifest is read before and after
     the log: if a log replacement (a generation bump) raced the read, the
     read is repeated, so the answer's generation always describes its turns.
-    Repeated queries in one process replay only frames committed since the
-    last one (see :class:`_TurnScan`).
+    With a ``cache``, repeated queries replay only frames committed since
+    the last one (see :class:`TargetsCache`).
 
     Raises:
         SourceNotFound: no such session.
@@ -250,7 +271,7 @@ def fork_targets(store: SessionStore, session_id: str) -> ForkTargetSet:
     directory = store.session_dir(session_id)
     for _ in range(_STABLE_READ_ATTEMPTS):
         before = load_source_manifest(directory, session_id)
-        answer = _log_targets(directory / "events.log", session_id, before.generation)
+        answer = _log_targets(directory / "events.log", session_id, before.generation, cache)
         after = load_source_manifest(directory, session_id)
         if after.generation == before.generation:
             return answer

@@ -1,4 +1,4 @@
-"""The frame format of ``events.log`` (pure: bytes in, values out).
+"""The frame format of ``events.log`` and its one reader (pure: bytes in, values out).
 
 A frame is one commit: a 16-byte header followed by an orjson payload
 ``{"commit": n, "events": [...]}``.
@@ -14,6 +14,13 @@ Header layout (little-endian)::
 
 The header checksum lets a scan tell a damaged length field from a frame that
 is merely incomplete.
+
+Every reader of committed history goes through :func:`iter_frames` (the log
+scan, fork targets, the fork's cut); :func:`frame_offsets` hops from header to
+header for readers that decode only a few frames from the end.
+:func:`decode_frame` decodes one frame at a known offset and says precisely
+why it is not a frame, which is how a scan tells a torn tail from corruption
+after :func:`iter_frames` stopped.
 """
 
 from __future__ import annotations
@@ -21,8 +28,6 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Iterator
-from operator import itemgetter
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
@@ -34,6 +39,8 @@ FRAME_VERSION = 1
 HEADER = struct.Struct("<3sBIII")
 HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 256 * 1024 * 1024
+_HEAD = struct.Struct("<3sBII")  # the header bytes its own checksum covers
+_HCRC = struct.Struct("<I")
 
 
 class Frame(NamedTuple):
@@ -52,25 +59,39 @@ class Frame(NamedTuple):
     end: int
 
 
+# tuple.__new__ skips the named tuple's Python-level __new__: a third of the
+# per-frame cost of iterating a log of small commits.
+_new_frame = tuple.__new__
+
+
+def _header(payload: bytes) -> bytes:
+    head = _HEAD.pack(MAGIC, FRAME_VERSION, len(payload), zlib.crc32(payload))
+    return head + _HCRC.pack(zlib.crc32(head))
+
+
 def encode_frame(commit: int, events: list[dict[str, Any]]) -> bytes:
     """Serialize one commit to frame bytes."""
     payload = orjson.dumps({"commit": commit, "events": events})
-    head = struct.pack("<3sBI", MAGIC, FRAME_VERSION, len(payload))
-    crc = zlib.crc32(payload)
-    head += struct.pack("<I", crc)
-    return head + struct.pack("<I", zlib.crc32(head)) + payload
+    return _header(payload) + payload
+
+
+def encode_frame_into(out: bytearray, commit: int, events: list[dict[str, Any]]) -> None:
+    """Append one commit's frame bytes to ``out`` (a fork builds a whole log this way)."""
+    payload = orjson.dumps({"commit": commit, "events": events})
+    out += _header(payload)
+    out += payload
 
 
 class Incomplete(Exception):
     """The buffer ends before the frame does (a torn or still-growing tail)."""
 
 
-def decode_frame(buf: bytes | memoryview, offset: int) -> Frame:
-    """Decode the frame starting at ``offset`` of ``buf``.
+def _payload_length(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
+    """The payload length and checksum the header at ``offset`` announces, once it is verified.
 
     Raises:
-        Incomplete: the buffer ends inside this frame.
-        InvalidFrame: the bytes at ``offset`` are not a valid frame.
+        Incomplete: the buffer ends inside the header.
+        InvalidFrame: not a frame header (magic, checksum, version or length).
         UnsupportedFormat: a valid header of a newer frame version.
     """
     if len(buf) - offset < HEADER_SIZE:
@@ -78,7 +99,7 @@ def decode_frame(buf: bytes | memoryview, offset: int) -> Frame:
     magic, version, length, crc, hcrc = HEADER.unpack_from(buf, offset)
     if magic != MAGIC:
         raise InvalidFrame("bad frame magic", offset=offset)
-    if zlib.crc32(bytes(buf[offset : offset + 12])) != hcrc:
+    if zlib.crc32(buf[offset : offset + 12]) != hcrc:
         raise InvalidFrame("frame header checksum mismatch", offset=offset)
     if version > FRAME_VERSION:
         raise UnsupportedFormat(
@@ -86,6 +107,18 @@ def decode_frame(buf: bytes | memoryview, offset: int) -> Frame:
         )
     if version < 1 or length > MAX_PAYLOAD:
         raise InvalidFrame("bad frame header", offset=offset)
+    return length, crc
+
+
+def decode_frame(buf: bytes | memoryview, offset: int) -> Frame:
+    """Decode the frame starting at ``offset`` of ``buf`` (no sequence checks).
+
+    Raises:
+        Incomplete: the buffer ends inside this frame.
+        InvalidFrame: the bytes at ``offset`` are not a valid frame.
+        UnsupportedFormat: a valid header of a newer frame version.
+    """
+    length, crc = _payload_length(buf, offset)
     start = offset + HEADER_SIZE
     end = start + length
     if end > len(buf):
@@ -122,69 +155,100 @@ def find_next_frame(buf: bytes | memoryview, start: int) -> int | None:
     return None
 
 
-_SEQ = itemgetter("seq")
-
-
-def iter_commits(buf: bytes | memoryview) -> Iterator[list[dict[str, Any]]]:
-    """The events of every whole, verified commit of a log buffer, in order (see below)."""
-    for events, _, _ in iter_frames(buf):
-        yield events
-
-
 def iter_frames(
-    buf: bytes | memoryview, first_commit: int = 1, first_seq: int = 1
-) -> Iterator[tuple[list[dict[str, Any]], int, int]]:
-    """Every whole, verified commit of a log buffer: ``(events, offset, end)``, in order.
+    buf: bytes | memoryview,
+    *,
+    start: int = 0,
+    first_commit: int = 1,
+    first_seq: int = 1,
+    through_seq: int | None = None,
+) -> Iterator[Frame]:
+    """Every whole, verified commit of a log buffer from ``start`` on, in order.
 
-    ``first_commit``/``first_seq`` are what the buffer's first frame must
-    carry (a buffer holding the tail of a log starts past 1).
+    Args:
+        buf: the log's bytes (or a view of them); offsets are into ``buf``.
+        start: where the first frame starts (the end of a frame read before).
+        first_commit: the commit number the first frame must carry.
+        first_seq: the seq its first event must carry.
+        through_seq: stop after the frame holding this seq (or the first
+            frame past it), as a cut at a boundary does.
 
     Stops silently at the first frame that is incomplete, damaged, or out of
     commit/seq sequence: whatever follows is a torn tail or corruption, and
-    neither is committed history. A newer frame version raises
-    ``UnsupportedFormat`` (like every other reader).
+    neither is committed history (:mod:`~branchwise.core.log.scan` tells
+    which). Each frame must carry the next commit number and its events the
+    next dense run of seqs; checking the first and last seq is enough, as the
+    checksum vouches for the bytes in between.
 
-    This is :func:`decode_frame` plus the sequence
-    checks of :func:`~branchwise.core.log.scan.scan_bytes`, inlined: on a long log
-    the per-frame overhead of the general decoder is a large share of a fork
-    or a targets query. A test pins the two to the same verdicts.
+    Raises:
+        UnsupportedFormat: a frame with a valid header of a newer version.
     """
     view = memoryview(buf)
-    offset, commit, seq, size = 0, first_commit, first_seq, len(view)
-    unpack, crc32, loads = HEADER.unpack_from, zlib.crc32, orjson.loads
+    offset, commit, seq, size = start, first_commit, first_seq, len(view)
+    unpack, crc32, loads, new = HEADER.unpack_from, zlib.crc32, orjson.loads, _new_frame
     while size - offset >= HEADER_SIZE:
         magic, version, length, crc, hcrc = unpack(view, offset)
         if magic != MAGIC or crc32(view[offset : offset + 12]) != hcrc:
             return
-        if version > FRAME_VERSION:
-            raise UnsupportedFormat(
-                f"frame version {version} is newer than supported {FRAME_VERSION}",
-                offset=offset,
-            )
-        start = offset + HEADER_SIZE
-        end = start + length
-        if version < 1 or length > MAX_PAYLOAD or end > size:
+        if version != FRAME_VERSION:
+            if version > FRAME_VERSION:
+                raise UnsupportedFormat(
+                    f"frame version {version} is newer than supported {FRAME_VERSION}",
+                    offset=offset,
+                )
             return
-        payload = view[start:end]
+        end = offset + HEADER_SIZE + length
+        if end > size:
+            return
+        payload = view[offset + HEADER_SIZE : end]
         if crc32(payload) != crc:
             return
         try:
             body = loads(payload)
-            number, events = body["commit"], body["events"]
-            if number != commit or not isinstance(number, int) or type(events) is not list:
-                return
-            count = len(events)
-            if count and list(map(_SEQ, events)) != list(range(seq, seq + count)):
-                return
-        except (orjson.JSONDecodeError, KeyError, TypeError):
+        except orjson.JSONDecodeError:
             return
-        yield events, offset, end
+        if type(body) is not dict or body.get("commit") != commit:
+            return
+        events = body.get("events")
+        if type(events) is not list:
+            return
+        count = len(events)
+        if count:
+            first, last = events[0], events[-1]
+            if not (
+                type(first) is dict
+                and type(last) is dict
+                and first.get("seq") == seq
+                and last.get("seq") == seq + count - 1
+            ):
+                return
+        yield new(Frame, (commit, events, offset, end))
         offset, commit, seq = end, commit + 1, seq + count
+        if through_seq is not None and count and seq > through_seq:
+            return
 
 
-def read_log_bytes(path: Path) -> bytes:
-    """The whole log file (a missing log is an empty one)."""
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
+def frame_offsets(buf: bytes | memoryview) -> list[int]:
+    """Where each whole frame of a log starts, hopping header to header.
+
+    Only headers are verified (magic, checksum, version), not payloads: a
+    reader that decodes a few frames from the end (the transcript preview)
+    finds them without decoding the rest. Stops at a frame the buffer ends
+    inside (a torn or still-growing tail).
+
+    Raises:
+        InvalidFrame: a header is damaged where the previous frame ends.
+        UnsupportedFormat: a frame of a newer version.
+    """
+    offsets: list[int] = []
+    offset, size = 0, len(buf)
+    while True:
+        try:
+            length, _ = _payload_length(buf, offset)
+        except Incomplete:
+            return offsets
+        end = offset + HEADER_SIZE + length
+        if end > size:
+            return offsets
+        offsets.append(offset)
+        offset = end

@@ -1,6 +1,7 @@
 """Reading a log: whole verified frames, a torn tail, or corruption.
 
-A scan reads the file once and splits it into whole verified frames, an
+A scan reads the file once and splits it into whole verified frames (read
+by :func:`~branchwise.core.log.frames.iter_frames`, the one frame reader), an
 optional *torn tail* (an incomplete or damaged last frame, cut by the writer
 on open), and an optional *corruption* (a damaged frame followed by good
 ones: never cut, the session becomes read-only).
@@ -10,23 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from branchwise.core.errors import CorruptLog, InvalidFrame
 from branchwise.core.log.frames import (
-    FRAME_VERSION,
-    HEADER,
-    HEADER_SIZE,
-    MAGIC,
     Frame,
     Incomplete,
     decode_frame,
     find_next_frame,
+    iter_frames,
 )
 
 
@@ -77,61 +72,27 @@ def scan_bytes(buf: bytes, start: int = 0, first_commit: int = 1, first_seq: int
     """Split ``buf`` (from ``start``) into good frames, a torn tail and corruption.
 
     ``first_commit``/``first_seq`` are what the frame at ``start`` must carry;
-    a frame out of sequence counts as damage like a checksum failure. The
-    common case (a well-formed frame) is decoded inline; anything unusual goes
-    through :func:`decode_frame` for a precise diagnosis.
+    a frame out of sequence counts as damage like a checksum failure. Where
+    :func:`iter_frames` stops before the end of ``buf``, :func:`decode_frame`
+    diagnoses the frame it refused.
     """
     scan = LogScan(end=start)
-    frames = scan.frames
-    offset, commit, seq = start, first_commit, first_seq
-    size = len(buf)
-    unpack, crc32, loads = HEADER.unpack_from, zlib.crc32, orjson.loads
     with gc_paused():
-        while offset < size:
-            payload_start = offset + HEADER_SIZE
-            if payload_start <= size:
-                magic, version, length, crc, hcrc = unpack(buf, offset)
-                end = payload_start + length
-                if (
-                    magic == MAGIC
-                    and version == FRAME_VERSION
-                    and end <= size
-                    and crc32(buf[offset : offset + 12]) == hcrc
-                ):
-                    payload = buf[payload_start:end]
-                    if crc32(payload) == crc:
-                        try:
-                            body = loads(payload)
-                        except orjson.JSONDecodeError:
-                            body = None
-                        is_dict = type(body) is dict
-                        events = body.get("events") if is_dict else None
-                        if (
-                            is_dict
-                            and body.get("commit") == commit
-                            and type(events) is list
-                            and (
-                                not events
-                                or (
-                                    type(events[0]) is dict
-                                    and type(events[-1]) is dict
-                                    and events[0].get("seq") == seq
-                                    and events[-1].get("seq") == seq + len(events) - 1
-                                )
-                            )
-                        ):
-                            frames.append(Frame(commit, events, offset, end))
-                            offset = scan.end = end
-                            commit += 1
-                            seq += len(events)
-                            continue
-            _diagnose(buf, offset, commit, seq, scan)
-            break
+        frames = scan.frames = list(
+            iter_frames(buf, start=start, first_commit=first_commit, first_seq=first_seq)
+        )
+        commit, seq = first_commit, first_seq
+        if frames:
+            last = frames[-1]
+            scan.end, commit = last.end, last.commit + 1
+            seq = scan.last_seq + 1 if scan.last_seq else first_seq
+        if scan.end < len(buf):
+            _diagnose(buf, scan.end, commit, seq, scan)
     return scan
 
 
 def _diagnose(buf: bytes, offset: int, commit: int, seq: int, scan: LogScan) -> None:
-    """Classify the frame at ``offset`` that the fast path could not accept."""
+    """Classify the frame at ``offset`` that :func:`iter_frames` did not accept."""
     try:
         frame = decode_frame(buf, offset)
         _check_sequence(frame, commit, seq)
@@ -192,14 +153,18 @@ def _check_sequence(frame: Frame, commit: int, seq: int) -> None:
         raise InvalidFrame(f"event seq out of order (expected {seq})", offset=frame.offset)
 
 
+def read_log_bytes(path: Path) -> bytes:
+    """The whole log file (a missing log is an empty one)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
 def scan_log(path: Path) -> LogScan:
     """Read and scan the log at ``path`` (a missing file is an empty log).
 
     Takes no lock: a reader racing an appending writer sees the frames that
     were whole when it read, and the growing frame as a (not cut) torn tail.
     """
-    try:
-        buf = path.read_bytes()
-    except FileNotFoundError:
-        return LogScan()
-    return scan_bytes(buf)
+    return scan_bytes(read_log_bytes(path))

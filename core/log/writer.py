@@ -63,11 +63,6 @@ class LogWriter:
         self._failed: str | None = None
 
     @property
-    def next_seq(self) -> int:
-        """The seq the next appended event will get."""
-        return self._next_seq
-
-    @property
     def last_commit(self) -> int:
         """Number of the last durable commit."""
         return self._next_commit - 1

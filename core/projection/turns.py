@@ -1,27 +1,97 @@
-"""The turn bookkeeping of a session, replayed without messages (§3.1).
+"""The one set of turn rules (DESIGN §3.1): what a turn is, where it ends, whether it can be cut.
 
-A full :class:`~branchwise.core.projection.projection.Projection` creates an object per
-message; fork targets need only the turn bookkeeping, so :class:`TurnTracker`
-replays just that, by the same rules as the projection (a property test keeps
-the two in step). The fork engine feeds the same tracker while it copies, so
-a fork accepts exactly the turns :func:`~branchwise.core.fork.targets.fork_targets`
-lists as available.
+A :class:`TurnTracker` is fed whole commits in order and keeps the turns with
+their fork boundaries, the interactions and tool calls still open, and the
+message-only history that makes a session unverifiable. It is the single
+interpretation of turns: the full
+:class:`~branchwise.core.projection.projection.Projection` is a tracker that
+also builds messages, title and usage (through :attr:`TurnTracker._HOOKS`),
+and fork targets and the fork engine replay a bare tracker, which makes no
+message objects. So the live projection, a cold targets query and a fork read
+boundaries by the same code, and a fork accepts exactly the turns
+:func:`~branchwise.core.fork.targets.fork_targets` lists as available.
+
+The rules:
+
+* A turn runs from its ``turn/start`` to its first ``turn/end`` (a repeated
+  ``turn/end`` keeps the first reason). Its *boundary* is the last seq of the
+  commit that closed it, and its *open authority* the interactions and tool
+  calls that whole commit left open.
+* A closing commit that also starts a later turn *spills*: no cut can end
+  exactly at the turn it closed.
+* The first user message in a turn binds as ``user_message_id``; every
+  assistant message rebinds ``message_id`` (the latest one is the answer).
+* A turn id used twice means the latest turn of that id.
+* Message-only history (``legacy/import`` messages and no turn records) is
+  not verifiable.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Self
 
 from branchwise.core.projection.events import EventType
-from branchwise.core.projection.projection import Turn, seal_commit
 
-# The event types the turn bookkeeping reads, as small codes: one dict lookup per
-# event skips everything else (steps, usage, checkpoints) in the hot loop.
+
+@dataclass(slots=True)
+class Turn:
+    """One turn and its fork boundary.
+
+    Attributes:
+        turn_id: the turn's id.
+        index: 1-based position among the session's turns.
+        start_seq: seq of its ``turn/start``.
+        user_message_id: the user's message that opened it.
+        message_id: the final assistant message (the UI binds to this).
+        boundary_sequence: last seq of the commit that closed the turn.
+        end_reason: ``None`` while open.
+        error: a failure's text when the turn ended in error.
+        open_authority: interactions/tool calls still open after the closing commit.
+        closing_commit_spills: the closing commit also holds a later turn's events,
+            so no cut can end exactly at this turn.
+    """
+
+    turn_id: str
+    index: int
+    start_seq: int
+    user_message_id: str | None = None
+    message_id: str | None = None
+    boundary_sequence: int | None = None
+    end_reason: str | None = None
+    error: str | None = None
+    open_authority: tuple[str, ...] = ()
+    closing_commit_spills: bool = False
+
+    @property
+    def is_open(self) -> bool:
+        """The turn has not ended yet."""
+        return self.end_reason is None
+
+    def to_json(self) -> dict[str, Any]:
+        """camelCase summary for the CLI."""
+        return {
+            "turnId": self.turn_id,
+            "messageId": self.message_id,
+            "boundarySequence": self.boundary_sequence,
+            "endReason": self.end_reason,
+        }
+
+
+#: A subclass's handling of one event type: ``hook(state, event, turn)``, where
+#: ``turn`` is the turn the event belongs to (after the turn rules applied it):
+#: the open trailing turn for messages and tool calls, the new turn for a
+#: ``turn/start``, the turn it ended for a ``turn/end`` (``None`` when that
+#: turn was unknown or had ended before).
+Hook = Callable[[Any, dict[str, Any], Turn | None], None]
+
+# The event types the turn rules read, as small codes.
 (
+    _C_ASSISTANT,
+    _C_USER,
     _C_TURN_START,
     _C_TURN_END,
-    _C_USER,
-    _C_ASSISTANT,
     _C_TOOL_CALL,
     _C_TOOL_RESULT,
     _C_REQUEST,
@@ -29,85 +99,125 @@ from branchwise.core.projection.projection import Turn, seal_commit
     _C_LEGACY,
 ) = range(9)
 _CODES: dict[str, int] = {
+    EventType.MESSAGE_ASSISTANT.value: _C_ASSISTANT,
+    EventType.MESSAGE_USER.value: _C_USER,
     EventType.TURN_START.value: _C_TURN_START,
     EventType.TURN_END.value: _C_TURN_END,
-    EventType.MESSAGE_USER.value: _C_USER,
-    EventType.MESSAGE_ASSISTANT.value: _C_ASSISTANT,
     EventType.TOOL_CALL.value: _C_TOOL_CALL,
     EventType.TOOL_RESULT.value: _C_TOOL_RESULT,
     EventType.INTERACTION_REQUEST.value: _C_REQUEST,
     EventType.INTERACTION_RESOLVE.value: _C_RESOLVE,
     EventType.LEGACY_IMPORT.value: _C_LEGACY,
 }
+_Dispatch = Mapping[str, tuple[int | None, Hook | None]]
 
 
+def _dispatch(hooks: Mapping[str, Hook]) -> _Dispatch:
+    """Event type -> (turn rule code, hook): one dict lookup per event in the hot loop.
+
+    Types that neither the rules nor the hooks read (steps, and for the bare
+    tracker usage and checkpoints) are absent, so they cost only the lookup.
+    """
+    return {kind: (_CODES.get(kind), hooks.get(kind)) for kind in (*_CODES, *hooks)}
+
+
+@dataclass(slots=True)
 class TurnTracker:
-    """The turn bookkeeping of :class:`Projection`, without messages.
+    """The turn bookkeeping of a session; feed it whole commits with :meth:`apply`.
 
-    Feed it whole commits in order with :meth:`apply`. ``turns`` holds the
-    same :class:`Turn` records (boundary, end reason, open authority, spill)
-    a projection of the same commits would hold.
+    Attributes:
+        turns: every turn, in order of ``turn/start``.
+        open_interactions: interaction id -> kind, still awaiting a resolve.
+        open_tool_calls: call id -> tool name, still awaiting a result.
+        legacy_messages: how many imported (pre-turn) messages the log holds.
+        last_seq: seq of the last event applied (0 before any).
+        commits: how many commits were applied.
     """
 
-    __slots__ = (
-        "turns",
-        "open_interactions",
-        "open_tool_calls",
-        "legacy_messages",
-        "last_seq",
-        "commits",
-        "_by_turn",
-    )
+    turns: list[Turn] = field(default_factory=list)
+    open_interactions: dict[str, str] = field(default_factory=dict)
+    open_tool_calls: dict[str, str] = field(default_factory=dict)
+    legacy_messages: int = 0
+    last_seq: int = 0
+    commits: int = 0
+    _by_turn: dict[str, Turn] = field(default_factory=dict, repr=False)
 
-    def __init__(self) -> None:
-        self.turns: list[Turn] = []
-        self.open_interactions: dict[str, Any] = {}
-        self.open_tool_calls: dict[str, Any] = {}
-        self.legacy_messages = 0
-        self.last_seq = 0
-        self.commits = 0
-        self._by_turn: dict[str, Turn] = {}
+    #: Event type -> what a subclass does with it besides the turn rules. The
+    #: bare tracker has none, so it creates no objects but turns.
+    _HOOKS: ClassVar[Mapping[str, Hook]] = {}
+    _DISPATCH: ClassVar[_Dispatch] = _dispatch({})
+
+    def __init_subclass__(cls) -> None:
+        # No super() call: object's does nothing, and a zero-argument super()
+        # fails in the class that dataclass(slots=True) re-creates.
+        cls._DISPATCH = _dispatch(cls._HOOKS)
+
+    @classmethod
+    def replay(cls, commits: Iterable[list[dict[str, Any]]]) -> Self:
+        """Build the state from commits (each a list of events), in order."""
+        state = cls()
+        for events in commits:
+            state.apply(events)
+        return state
 
     @property
     def verifiable(self) -> bool:
         """False for message-only history: messages but no turn records."""
         return not (self.legacy_messages and not self.turns)
 
+    @property
+    def open_turn(self) -> Turn | None:
+        """The trailing turn if it has not ended."""
+        if self.turns and self.turns[-1].is_open:
+            return self.turns[-1]
+        return None
+
     def turn(self, turn_id: str) -> Turn | None:
         """The turn with this id (the latest one if a log repeats an id)."""
         return self._by_turn.get(turn_id)
 
     def apply(self, events: list[dict[str, Any]]) -> None:
-        """Apply one whole commit."""
+        """Apply one whole commit: the turn rules, then each event's hook.
+
+        A replay of a big session spends its time in this loop, so the rules
+        are inline and a hook is one call for the events a subclass handles.
+        """
         turns = self.turns
-        trailing: Turn | None = turns[-1] if turns and turns[-1].end_reason is None else None
+        by_turn = self._by_turn
+        dispatch = self._DISPATCH.get
+        trailing = turns[-1] if turns and turns[-1].end_reason is None else None
         closed: list[Turn] = []
-        code_of = _CODES.get
         for event in events:
-            code = code_of(event["type"])
-            if code is None:
+            entry = dispatch(event["type"])
+            if entry is None:
                 continue
-            if code == _C_ASSISTANT:
+            code, hook = entry
+            turn = trailing
+            if code is None:
+                pass
+            elif code == _C_ASSISTANT:
                 if trailing is not None:
                     trailing.message_id = event["messageId"]
-            elif code == _C_TURN_START:
-                trailing = Turn(event["turnId"], len(turns) + 1, event["seq"])
-                turns.append(trailing)
-                self._by_turn[trailing.turn_id] = trailing
-                for turn in closed:
-                    turn.closing_commit_spills = True
-            elif code == _C_TURN_END:
-                ended = self._by_turn.get(event["turnId"])
-                if ended is not None:
-                    if ended.end_reason is None:
-                        ended.end_reason = event["reason"]
-                        ended.error = event.get("error")
-                    closed.append(ended)
-                    if ended is trailing:
-                        trailing = None
             elif code == _C_USER:
                 if trailing is not None and trailing.user_message_id is None:
                     trailing.user_message_id = event["messageId"]
+            elif code == _C_TURN_START:
+                turn = trailing = Turn(event["turnId"], len(turns) + 1, event["seq"])
+                turns.append(trailing)
+                by_turn[trailing.turn_id] = trailing
+                for earlier in closed:
+                    earlier.closing_commit_spills = True
+            elif code == _C_TURN_END:
+                turn = by_turn.get(event["turnId"])
+                if turn is not None:
+                    closed.append(turn)  # a repeated end moves the boundary too
+                    if turn.end_reason is None:
+                        turn.end_reason = event["reason"]
+                        turn.error = event.get("error")
+                        if turn is trailing:
+                            trailing = None
+                    else:
+                        turn = None
             elif code == _C_TOOL_CALL:
                 self.open_tool_calls[event["callId"]] = event["name"]
             elif code == _C_TOOL_RESULT:
@@ -118,4 +228,13 @@ class TurnTracker:
                 self.open_interactions.pop(event["interactionId"], None)
             else:
                 self.legacy_messages += len(event["messages"])
-        self.last_seq = seal_commit(self, events, closed)
+            if hook is not None:
+                hook(self, event, turn)
+        if events:
+            self.last_seq = int(events[-1]["seq"])
+        self.commits += 1
+        if closed:
+            open_now = tuple(self.open_interactions) + tuple(self.open_tool_calls)
+            for turn in closed:
+                turn.boundary_sequence = self.last_seq
+                turn.open_authority = open_now

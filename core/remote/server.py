@@ -27,7 +27,7 @@ from branchwise.core.errors import (
 )
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.fork.targets import fork_targets
+from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import (
     CAPABILITIES,
@@ -67,7 +67,13 @@ def _error(exc: BranchwiseError) -> web.Response:
 
 
 def build_app(store: SessionStore, token: str) -> web.Application:
-    """The aiohttp application serving ``store``."""
+    """The aiohttp application serving ``store``.
+
+    It owns one :class:`TargetsCache` for its lifetime: a client asks for a
+    session's targets after every turn, and each answer then replays only the
+    frames committed since the last one.
+    """
+    targets_cache = TargetsCache()
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
@@ -95,7 +101,7 @@ def build_app(store: SessionStore, token: str) -> web.Application:
         session_id = validate_session_id(request.match_info["session_id"])
         if request.headers.get(EXPECTED_SESSION_HEADER) != session_id:
             raise SessionMismatch(f"{EXPECTED_SESSION_HEADER} must name {session_id}")
-        answer = await asyncio.to_thread(fork_targets, store, session_id)
+        answer = await asyncio.to_thread(fork_targets, store, session_id, cache=targets_cache)
         return _json(answer.to_json())
 
     async def fork_session(request: web.Request) -> web.Response:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from branchwise.core.errors import BranchwiseError, CorruptLog, LeaseHeld, ReadOnlySession
 from branchwise.core.fork.targets import targets_from_projection
-from branchwise.core.log.frames import HEADER, HEADER_SIZE, MAGIC, Incomplete, decode_frame
+from branchwise.core.log.frames import decode_frame, frame_offsets
 from branchwise.core.projection.projection import Projection
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store.manifest import Manifest
@@ -413,26 +413,16 @@ def read_preview(log_path: Path, turns: int) -> Preview | None:
     """
     try:
         buf = log_path.read_bytes()
-    except OSError:
+        offsets = frame_offsets(buf)
+    except (OSError, BranchwiseError):
         return None
-    offsets: list[int] = []
-    offset = 0
-    while offset + HEADER_SIZE <= len(buf):
-        magic, _version, length, _crc, _hcrc = HEADER.unpack_from(buf, offset)
-        if magic != MAGIC:
-            return None
-        end = offset + HEADER_SIZE + length
-        if end > len(buf):
-            break
-        offsets.append(offset)
-        offset = end
     frames = []
     started = 0
     first_turn_frame = None
     for position in range(len(offsets) - 1, -1, -1):
         try:
-            frame = decode_frame(buf, offsets[position])
-        except (Incomplete, BranchwiseError):
+            frame = decode_frame(buf, offsets[position])  # whole, by frame_offsets
+        except BranchwiseError:
             return None
         frames.append(frame)
         starts = sum(1 for event in frame.events if event.get("type") == "turn/start")

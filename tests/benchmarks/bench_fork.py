@@ -5,8 +5,9 @@
 (a) fork at the last turn of a 20,000-turn (>= 40 MB) log vs. ``shutil.copyfile``
     of that log (and vs. copyfile + fsync, since a fork must be durable);
 (b) ``fork_targets`` on a cold session vs. a full cold replay
-    (``SessionStore.read``: scan + ``Projection.replay``), and again after
-    one more turn (the in-memory scan replays only the new frames);
+    (``SessionStore.read``: scan + ``Projection.replay``), with a new
+    ``TargetsCache`` and with none, and again after one more turn (the
+    cache replays only the new frames);
 (c) ``tree`` over 5,000 sessions vs. one directory listing plus reading and
     parsing 5,000 manifests.
 
@@ -33,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from helpers.sessions import complete_turn, write_big_session
 
 from branchwise.core import ForkRequest, SessionStore, fork, fork_targets, tree
-from branchwise.core.fork.targets import forget_turn_scans
+from branchwise.core.fork.targets import TargetsCache
 from branchwise.core.projection.projection import Projection
 from branchwise.core.store.manifest import Manifest, ParentLink
 
@@ -129,8 +130,8 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     print("(b) fork targets on a cold session")
 
     def cold_targets() -> object:
-        forget_turn_scans()  # no earlier query in this process: replay the whole log
-        return fork_targets(store, source)
+        # A new cache, as for the first query of a session: replay (and checksum) the whole log.
+        return fork_targets(store, source, cache=TargetsCache())
 
     t_targets, t_read = side_by_side(repeat, cold_targets, lambda: store.read(source))
     row("fork_targets, cold", t_targets, t_read, "SessionStore.read (scan+replay)")
@@ -140,14 +141,21 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     )
     row("fork_targets, cold", t_targets, t_replay, "Projection.replay alone (no I/O)")
 
-    # What the desktop does after every turn: ask again once one more turn committed.
+    t_uncached, t_read = side_by_side(
+        repeat, lambda: fork_targets(store, source), lambda: store.read(source)
+    )
+    row("fork_targets, no cache (the CLI)", t_uncached, t_read, "SessionStore.read (scan+replay)")
+
+    # What a client of `branchwise serve` does after every turn: ask again once
+    # one more turn committed.
+    cache = TargetsCache()
     with store.open_writer(source) as writer:
-        fork_targets(store, source)
+        fork_targets(store, source, cache=cache)
         times = []
         for n in range(repeat):
             complete_turn(writer, f"bench-{n}")
             start = time.perf_counter()
-            fork_targets(store, source)
+            fork_targets(store, source, cache=cache)
             times.append(time.perf_counter() - start)
     row("fork_targets, again after a turn", min(times), t_read, "SessionStore.read (scan+replay)")
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import zlib
 from pathlib import Path
 
 import pytest
@@ -21,15 +20,10 @@ from helpers.sessions import (
     write_layout,
 )
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from branchwise.core.errors import InvalidSessionId, SourceNotFound, UnsupportedFormat
-from branchwise.core.fork.targets import forget_turn_scans, fork_targets, targets_from_projection
-from branchwise.core.log.frames import FRAME_VERSION, encode_frame, iter_commits
-from branchwise.core.log.scan import scan_bytes
+from branchwise.core.errors import InvalidSessionId, SourceNotFound
+from branchwise.core.fork.targets import TargetsCache, fork_targets, targets_from_projection
 from branchwise.core.projection import events as ev
-from branchwise.core.projection.projection import Projection
-from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore
 
@@ -192,52 +186,15 @@ def test_unknown_and_malformed_sessions_are_typed_errors(store: SessionStore) ->
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(layout=session_layouts())
-def test_turn_tracker_agrees_with_the_projection(layout: list[list[dict[str, object]]]) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(Path(tmp))
-        session_id = write_layout(store, layout)  # type: ignore[arg-type]
-        commits = commits_of(store, session_id)
-        projection = Projection.replay(commits)
-        tracker = TurnTracker()
-        for events in iter_commits((store.session_dir(session_id) / "events.log").read_bytes()):
-            tracker.apply(events)
-        assert tracker.turns == projection.turns
-        assert tracker.verifiable == projection.verifiable
-        snapshot = store.read(session_id)
-        expected = targets_from_projection(snapshot.projection, snapshot.manifest)
-        assert fork_targets(store, session_id) == expected
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    layout=session_layouts(max_turns=3),
-    cut=st.floats(0, 1),
-    flip=st.one_of(st.none(), st.tuples(st.floats(0, 1), st.integers(1, 255))),
-)
-def test_the_fast_reader_gives_the_verdicts_of_the_log_scanner(
-    layout: list[list[dict[str, object]]], cut: float, flip: tuple[float, int] | None
+def test_targets_from_the_log_equal_those_of_a_full_read(
+    layout: list[list[dict[str, object]]],
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = SessionStore(Path(tmp))
         session_id = write_layout(store, layout)  # type: ignore[arg-type]
-        data = bytearray((store.session_dir(session_id) / "events.log").read_bytes())
-    if flip is not None:
-        data[int(flip[0] * (len(data) - 1))] ^= flip[1]
-    data = data[: int(len(data) * cut)] if cut < 0.9 else data
-    expected = [frame.events for frame in scan_bytes(bytes(data)).frames]
-    assert list(iter_commits(bytes(data))) == expected
-
-
-def test_a_newer_frame_version_is_refused_by_both_readers() -> None:
-    frame = bytearray(
-        encode_frame(1, [{"seq": 1, "ts": 1.0, "type": "session/title", "title": "x"}])
-    )
-    frame[3] = FRAME_VERSION + 1
-    frame[12:16] = zlib.crc32(bytes(frame[:12])).to_bytes(4, "little")
-    with pytest.raises(UnsupportedFormat):
-        scan_bytes(bytes(frame))
-    with pytest.raises(UnsupportedFormat):
-        list(iter_commits(bytes(frame)))
+        snapshot = store.read(session_id)
+        expected = targets_from_projection(snapshot.projection, snapshot.manifest)
+        assert fork_targets(store, session_id) == expected
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -245,6 +202,7 @@ def test_a_newer_frame_version_is_refused_by_both_readers() -> None:
 def test_repeated_queries_on_a_growing_log_equal_full_replays(
     layout: list[list[dict[str, object]]],
 ) -> None:
+    cache = TargetsCache()
     with tempfile.TemporaryDirectory() as tmp:
         store = SessionStore(Path(tmp))
         writer = store.create("growing")
@@ -252,28 +210,31 @@ def test_repeated_queries_on_a_growing_log_equal_full_replays(
             for events in layout:
                 writer.commit([dict(e) for e in events])
                 live = targets_from_projection(writer.projection, writer.manifest)
-                assert fork_targets(store, writer.session_id) == live
+                assert fork_targets(store, writer.session_id, cache=cache) == live
         finally:
             writer.close()
 
 
 def test_cached_answers_follow_replacement_truncation_and_torn_tails(store: SessionStore) -> None:
+    cache = TargetsCache()
     source = session_with_turns(store, 3)
     log = store.session_dir(source) / "events.log"
-    assert len(fork_targets(store, source).targets) == 3
+    assert len(fork_targets(store, source, cache=cache).targets) == 3
     replace_log(store, source, commits_of(store, source)[:3])  # a rewind: one turn left
-    rewound = fork_targets(store, source)
+    rewound = fork_targets(store, source, cache=cache)
     assert (rewound.generation, [t.turn_id for t in rewound.targets]) == (2, ["t0"])
     with store.open_writer(source) as writer:
         complete_turn(writer, "t9")
-    assert [t.turn_id for t in fork_targets(store, source).targets] == ["t0", "t9"]
+    assert [t.turn_id for t in fork_targets(store, source, cache=cache).targets] == ["t0", "t9"]
     whole = log.read_bytes()
     log.write_bytes(whole[:-10])  # the last commit torn (same file, shorter)
-    assert [t.reason for t in fork_targets(store, source).targets] == [None, "turn_open"]
+    assert [t.reason for t in fork_targets(store, source, cache=cache).targets] == [
+        None,
+        "turn_open",
+    ]
     log.write_bytes(whole)
-    assert [t.reason for t in fork_targets(store, source).targets] == [None, None]
-    forget_turn_scans()
-    assert [t.reason for t in fork_targets(store, source).targets] == [None, None]
+    assert [t.reason for t in fork_targets(store, source, cache=cache).targets] == [None, None]
+    assert [t.reason for t in fork_targets(store, source).targets] == [None, None]  # uncached
 
 
 def test_concurrent_queries_while_another_process_appends(store: SessionStore) -> None:
@@ -281,9 +242,11 @@ def test_concurrent_queries_while_another_process_appends(store: SessionStore) -
     answers: list[tuple[int, list[str | None]]] = []
     stop = threading.Event()
 
+    cache = TargetsCache()
+
     def ask() -> None:
         while not stop.is_set():
-            answer = fork_targets(store, source)
+            answer = fork_targets(store, source, cache=cache)
             answers.append((len(answer.targets), [t.reason for t in answer.targets]))
 
     with subprocess.Popen(
@@ -303,6 +266,5 @@ def test_concurrent_queries_while_another_process_appends(store: SessionStore) -
         assert count == len(reasons) and all(r is None for r in reasons[:-1])
         assert reasons[-1] in (None, "turn_open")
     assert len({count for count, _ in answers}) > 1
-    final = fork_targets(store, source)
-    forget_turn_scans()
-    assert fork_targets(store, source) == final and len(final.targets) == 61
+    final = fork_targets(store, source, cache=cache)
+    assert fork_targets(store, source) == final and len(final.targets) == 61  # uncached
