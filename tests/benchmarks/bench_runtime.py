@@ -67,7 +67,7 @@ def main() -> None:
     server = subprocess.Popen(
         [
             sys.executable,
-            str(HERE.parent / "fake_openai_server.py"),
+            str(HERE.parent / "helpers" / "fake_openai_server.py"),
             "--port",
             "0",
             "--chunks",

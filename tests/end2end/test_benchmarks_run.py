@@ -1,0 +1,37 @@
+"""The benchmarks still run: each one, tiny, as the real script (they are not imported by tests).
+
+A benchmark that points at a moved helper or a renamed API would otherwise go
+unnoticed until someone needs its numbers. ``bench_desktop`` builds a fixed
+10,000-turn session (tens of seconds) and is left to hand runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from helpers import REPO_ROOT
+
+BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
+
+
+@pytest.mark.parametrize(
+    ("script", "args", "expect"),
+    [
+        ("bench_log.py", ["--turns", "40", "--commits", "5"], "ratio"),
+        ("bench_fork.py", ["--turns", "40", "--sessions", "30", "--repeat", "1"], "ratio"),
+        ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
+        ("count_branch_click.py", ["--turns", "2"], "fsync"),
+    ],
+)
+def test_benchmark_runs(script: str, args: list[str], expect: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO_ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expect in done.stdout
