@@ -124,17 +124,17 @@ class TestLocalForkBackend(ForkBackendContract):
         yield LocalForkBackend(store)
 
 
+@pytest.fixture(scope="module")
+def served_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, str]]:
+    """One real ``branchwise serve`` for the remote contract tests: (root, url, token)."""
+    root = tmp_path_factory.mktemp("served") / "root"
+    SessionStore(root)  # the server serves an existing root
+    with serve_process(root) as server:
+        yield root, server.url, server.token
+
+
 class TestRemoteForkBackend(ForkBackendContract):
     """The contract over HTTP, against a real ``branchwise serve`` on 127.0.0.1."""
-
-    @pytest.fixture(scope="class")
-    def served_root(
-        self, tmp_path_factory: pytest.TempPathFactory
-    ) -> Iterator[tuple[Path, str, str]]:
-        root = tmp_path_factory.mktemp("served") / "root"
-        SessionStore(root)  # the server serves an existing root
-        with serve_process(root) as server:
-            yield root, server.url, server.token
 
     @pytest.fixture
     def store(self, served_root: tuple[Path, str, str]) -> SessionStore:
