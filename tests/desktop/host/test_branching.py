@@ -140,7 +140,9 @@ def test_stalled_remote_times_out_keeps_the_record_and_a_retry_returns_one_child
     store: SessionStore, source: Source
 ) -> None:
     backend = RemoteDouble(LocalForkBackend(store), ["stall"])
-    host = CoordinatorHarness(store, backend, fork_timeout=0.05)
+    # The stall never answers, so any timeout ends the first call; the retry is a
+    # real fork in a worker thread, which a loaded machine can slow well past 50 ms.
+    host = CoordinatorHarness(store, backend, fork_timeout=1.0)
     request = request_for(store, source)
 
     first = run(host.coordinator.branch(request))
