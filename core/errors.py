@@ -161,6 +161,49 @@ class InvalidTitle(BranchwiseError):
     code = "invalid_title"
 
 
+class ReadOnlyDataFolder(BranchwiseError):
+    """The data folder (or a session folder in it) cannot be written.
+
+    Reading commands still work; a command that would write refuses before it
+    changes anything. Definitive: the same request is refused until someone
+    makes the folder writable.
+    """
+
+    code = "data_folder_read_only"
+    definitive = True
+    http_status = 503
+
+
+class UnsafePath(BranchwiseError):
+    """A file or folder in the data root is a symbolic link (or not what it should be).
+
+    Nothing follows a link out of the data root: every read and write of a
+    session refuses instead, and nothing outside is touched.
+    """
+
+    code = "unsafe_path"
+    definitive = True
+    http_status = 500
+
+
+class ManifestMismatch(InvalidManifest):
+    """A manifest whose ``sessionId`` is not its folder's name (e.g. a backup copy).
+
+    The folder is reported as damaged; it is never listed, written or forked
+    under the id its manifest claims.
+    """
+
+    code = "manifest_mismatch"
+    definitive = True
+
+
+class UnreadableManifest(InvalidManifest):
+    """A ``manifest.json`` that cannot be read at all (a folder, no permission)."""
+
+    code = "manifest_unreadable"
+    definitive = True
+
+
 # -- Forks (§3.1, §3.2): a target's unavailable ``reason`` and the refused fork share one code -----
 
 

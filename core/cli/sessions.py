@@ -8,10 +8,10 @@ import sys
 from typing import Any
 
 from branchwise.core.cli.models import add_provider_options, provider_from_args
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import validate_session_id
-from branchwise.core.log.scan import scan_log
 from branchwise.core.runtime import TurnListener, TurnRunner
-from branchwise.core.store.store import SessionStore
+from branchwise.core.store.store import SessionStore, verify_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,8 +46,19 @@ def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """Every readable session's manifest, newest first."""
-    return {"sessions": [m.to_json() for m in store.list_sessions()]}
+    """Every readable session's manifest, newest first; unusable folders under ``damaged``.
+
+    One bad folder (a damaged, unreadable or copied manifest, a symbolic
+    link) never hides the others: it is listed with its typed error instead.
+    """
+    readable, damaged = [], []
+    for item in store.iter_manifests():
+        if isinstance(item, BranchwiseError):
+            damaged.append(item.to_json()["error"])
+        else:
+            readable.append(item)
+    readable.sort(key=lambda m: (m.created_at, m.session_id), reverse=True)
+    return {"sessions": [m.to_json() for m in readable], "damaged": damaged}
 
 
 def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
@@ -102,17 +113,6 @@ def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_verify(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """Integrity report of a session's log; changes nothing on disk."""
-    directory = store.session_dir(args.session_id)
-    store.manifest(args.session_id)
-    scan = scan_log(directory / "events.log")
-    torn = scan.torn_tail
-    corruption = scan.corruption
-    return {
-        "ok": corruption is None,
-        "commits": len(scan.frames),
-        "lastSeq": scan.last_seq,
-        "tornTail": {"offset": torn.offset, "length": torn.length} if torn else None,
-        "corruption": corruption.to_json()["error"] if corruption else None,
-        **({"_exit": 1} if corruption else {}),
-    }
+    """Integrity report of a session (findings included); changes nothing on disk."""
+    report = verify_session(store, args.session_id)
+    return {**report, **({} if report["ok"] else {"_exit": 1})}

@@ -42,6 +42,7 @@ from branchwise.core.log.frames import Frame, encode_frame, encode_frame_into, i
 from branchwise.core.log.scan import read_log_bytes
 from branchwise.core.projection.events import EventType, validate_event
 from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.atomic import refusing_read_only
 from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
 from branchwise.core.store.publish import publish_new_session
 from branchwise.core.store.store import SessionStore
@@ -306,6 +307,9 @@ def fork(
         OperationConflict: ``operation_id`` was used for a different request.
         SourceNotFound, DuplicateChild, StaleSource, Unverifiable, UnknownTurn,
         TurnOpen, BoundaryNotAtomic, ActiveAuthority: see DESIGN §3.2.
+        ReadOnlyDataFolder: the data folder cannot be written.
+        UnsafePath: a symbolic link where the source's or child's folder or files belong.
+        InvalidManifest: the source's manifest is damaged or names another session.
     """
     _validate_request(request, operation_id, title)
     index = OperationIndex(store.root)
@@ -322,7 +326,9 @@ def fork(
     if reserved is None:  # reserve before publishing: a crash after publish still finds it
         child_id = request.child_session_id or new_session_id()
         mine = dataclasses.replace(request, child_session_id=child_id)
-        reserved = index.reserve(operation_id, mine)
+        store.require_writable()
+        with refusing_read_only(store.root):
+            reserved = index.reserve(operation_id, mine)
         if not request.same_as(reserved):
             raise _conflict(operation_id)
     child = str(reserved.child_session_id)

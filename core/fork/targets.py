@@ -29,6 +29,7 @@ from branchwise.core.errors import SessionNotFound, SourceNotFound, StaleSource
 from branchwise.core.log.frames import iter_frames
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
+from branchwise.core.store.atomic import open_no_follow
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore
 
@@ -235,7 +236,7 @@ def _log_targets(
 ) -> ForkTargetSet:
     """Targets of the log at ``path``, replaying only what ``cache`` has not seen."""
     try:
-        with path.open("rb") as log:
+        with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as log:  # a link is refused
             status = os.fstat(log.fileno())
             data = memoryview(log.read())
     except FileNotFoundError:

@@ -91,6 +91,25 @@ REASONS: Mapping[str, str] = {
     "session_not_found": N_("This conversation could not be found."),
     "session_exists": N_("A conversation with this id already exists."),
     "invalid_manifest": N_("This conversation's description file is damaged."),
+    "manifest_mismatch": N_(
+        "A folder holds a copy of another conversation's description file (a backup?). "
+        "It is skipped; the original is not affected."
+    ),
+    "manifest_unreadable": N_(
+        "This conversation's description file cannot be read (it is a folder, or access "
+        "is denied). The conversation is skipped."
+    ),
+    "data_folder_read_only": N_(
+        "The data folder is read-only, so nothing can be saved. Conversations can still be read."
+    ),
+    "unsafe_path": N_(
+        "A file in the data folder is a symbolic link. Branchwise does not follow it, "
+        "so this conversation cannot be used until the link is removed."
+    ),
+    "log_tail_cut": N_(
+        "An unfinished save at the end of this conversation was removed. "
+        "The removed bytes were kept in {file}."
+    ),
     "writer_closed": N_("This conversation can no longer be saved. Reopen it."),
     "read_only": N_("This conversation is open read-only."),
     "invalid_frame": N_("A saved entry of this conversation is malformed."),

@@ -2,27 +2,43 @@
 
 A scan reads the file once and splits it into whole verified frames (read
 by :func:`~branchwise.core.log.frames.iter_frames`, the one frame reader), an
-optional *torn tail* (an incomplete or damaged last frame, cut by the writer
-on open), and an optional *corruption* (a damaged frame followed by good
-ones: never cut, the session becomes read-only).
+optional *torn tail* (cut by the writer on open, after saving a copy of the
+cut bytes), and an optional *corruption* (never cut; the session becomes
+read-only).
+
+Where the line between the two runs (etcd's WAL draws the same one): a write
+that never finished leaves a last frame the file ends inside, a header that
+is not whole, or sectors the crash left zero-filled, and that is a torn
+tail. A last frame whose header is whole, whose length fits the file, which
+holds no zero-filled sector and still fails its checksum was written in
+full, so it was a durable commit and has since been damaged: that is
+corruption, like damage followed by good frames. Cutting it would silently
+turn a completed turn into an interrupted one and drop its answer.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gc
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from branchwise.core.errors import CorruptLog, InvalidFrame
 from branchwise.core.log.frames import (
+    HEADER,
+    HEADER_SIZE,
     Frame,
     Incomplete,
     decode_frame,
     find_next_frame,
     iter_frames,
 )
+from branchwise.core.store.atomic import read_no_follow
+
+SECTOR_SIZE = 512
+"""The unit a crash can leave unwritten (zero-filled) inside a frame, as in etcd's WAL."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +116,56 @@ def _diagnose(buf: bytes, offset: int, commit: int, seq: int, scan: LogScan) -> 
         scan.torn_tail = TornTail(offset, len(buf) - offset)
         return
     except InvalidFrame as exc:
-        if find_next_frame(buf, offset + 1) is None:
-            scan.torn_tail = TornTail(offset, len(buf) - offset)
-        else:
+        if find_next_frame(buf, offset + 1) is not None:
             scan.corruption = CorruptLog(
                 f"damaged commit at byte {offset} after seq {seq - 1} "
                 f"is followed by good commits: {exc.message}",
                 offset=offset,
                 afterSeq=seq - 1,
             )
+        elif _written_in_full(buf, offset):
+            scan.corruption = CorruptLog(
+                f"the last commit, at byte {offset} after seq {seq - 1}, was written in full "
+                f"and is damaged (not a torn write): {exc.message}",
+                offset=offset,
+                afterSeq=seq - 1,
+                length=len(buf) - offset,
+            )
+        else:
+            scan.torn_tail = TornTail(offset, len(buf) - offset)
         return
     raise AssertionError(f"frame at {offset} is valid but was not accepted")  # pragma: no cover
+
+
+def _written_in_full(buf: bytes, offset: int) -> bool:
+    """Whether the damaged last frame at ``offset`` was completely written (see the module doc).
+
+    The header is trusted when its own checksum holds. A header that fails it
+    was still written in full if the bytes after it are exactly the payload
+    it announces (by length or by checksum): a bit flipped in a durable
+    header, not a header a crash left half-written. A zero-filled sector
+    means the write never reached the disk whole, so it is a torn tail.
+    """
+    _magic, _version, length, crc, hcrc = HEADER.unpack_from(buf, offset)
+    payload = memoryview(buf)[offset + HEADER_SIZE :]
+    if zlib.crc32(buf[offset : offset + 12]) != hcrc:
+        return len(payload) == length or zlib.crc32(payload) == crc
+    end = offset + HEADER_SIZE + length
+    if end > len(buf):
+        return False  # a header refused for its version or length: nothing says it is whole
+    # The file holds the whole frame, and any bytes after it were written after it.
+    return not _has_zero_sector(buf, offset, end)
+
+
+def _has_zero_sector(buf: bytes, start: int, end: int) -> bool:
+    """Whether a sector-aligned piece of ``buf[start:end]`` is all zeros (etcd's isTornEntry)."""
+    piece_start = start
+    while piece_start < end:
+        piece_end = min(end, (piece_start // SECTOR_SIZE + 1) * SECTOR_SIZE)
+        if not any(buf[piece_start:piece_end]):
+            return True
+        piece_start = piece_end
+    return False
 
 
 @contextlib.contextmanager
@@ -154,9 +209,13 @@ def _check_sequence(frame: Frame, commit: int, seq: int) -> None:
 
 
 def read_log_bytes(path: Path) -> bytes:
-    """The whole log file (a missing log is an empty one)."""
+    """The whole log file (a missing log is an empty one).
+
+    Raises:
+        UnsafePath: ``events.log`` is a symbolic link (never followed).
+    """
     try:
-        return path.read_bytes()
+        return read_no_follow(path)
     except FileNotFoundError:
         return b""
 

@@ -3,14 +3,19 @@
 Appends are one ``write`` and one ``fsync`` per commit; a commit is reported
 durable only after its fsync returned. A failed write is undone (no partial
 commit stays visible); a failed fsync closes the writer for good.
+
+Opening a log with a torn tail cuts it, but never loses a byte: the cut bytes
+are first saved, fsynced, beside the log as ``events.log.cut-<UTC time>-at<offset>``.
 """
 
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import time
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,6 +24,10 @@ from branchwise.core.log.frames import (
     encode_frame,
 )
 from branchwise.core.log.scan import LogScan, TornTail
+from branchwise.core.store.atomic import fsync_dir, open_no_follow, write_all
+
+CUT_SUFFIX = ".cut-"
+"""``events.log.cut-…``: bytes a repair removed from ``events.log``, kept beside it."""
 
 
 class FileOps(Protocol):
@@ -43,19 +52,34 @@ class LogWriter:
 
     Args:
         path: the ``events.log`` file.
-        scan: a fresh scan of it; a torn tail is cut here, corruption refused.
+        scan: a fresh scan of it; a torn tail is cut here (after a copy of
+            it is saved), corruption refused.
         ops: the system calls to use (tests inject failures).
+
+    Attributes:
+        cut_tail: the torn tail cut on open, if any.
+        cut_copy: the file holding exactly the bytes that were cut.
+
+    Raises:
+        CorruptLog: ``scan`` found corruption.
+        UnsafePath: ``path`` is a symbolic link.
     """
 
     def __init__(self, path: Path, scan: LogScan, ops: FileOps = OS_FILE_OPS) -> None:
         if scan.corruption is not None:
             raise scan.corruption
         self._ops = ops
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        self._fd = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.cut_tail: TornTail | None = None
+        self.cut_copy: Path | None = None
         if scan.torn_tail is not None:
-            os.ftruncate(self._fd, scan.end)
-            os.fsync(self._fd)
+            try:
+                self.cut_copy = save_cut_bytes(path, self._fd, scan.end)
+                os.ftruncate(self._fd, scan.end)
+                os.fsync(self._fd)
+            except BaseException:
+                os.close(self._fd)
+                raise
             self.cut_tail = scan.torn_tail
         self._end = scan.end
         self._next_commit = scan.last_commit + 1
@@ -128,3 +152,39 @@ class LogWriter:
             self._fd = -1
         if self._failed is None:
             self._failed = "closed"
+
+
+def save_cut_bytes(path: Path, fd: int, start: int) -> Path:
+    """Save the bytes of ``fd`` (the log at ``path``) from ``start`` on, durably, before a cut.
+
+    The copy is named ``<log>.cut-<UTC time>-at<start>`` (a counter is added if
+    that name is taken), so any number of repairs keep their copies side by side.
+
+    Returns:
+        The path of the copy.
+    """
+    size = os.fstat(fd).st_size
+    chunks = []
+    offset = start
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    for attempt in itertools.count():
+        extra = f"-{attempt}" if attempt else ""
+        copy = path.with_name(f"{path.name}{CUT_SUFFIX}{stamp}-at{start}{extra}")
+        try:
+            out = open_no_follow(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        break
+    try:
+        write_all(out, b"".join(chunks))
+        os.fsync(out)
+    finally:
+        os.close(out)
+    fsync_dir(path.parent)
+    return copy

@@ -1,14 +1,86 @@
-"""Atomic file replacement: temp file, write, fsync, ``os.replace``, fsync folder.
+"""Atomic file replacement (temp file, write, fsync, ``os.replace``, fsync folder), link-safe.
 
 Used for every small JSON document (manifests, settings, the operations
 journal) so a crash leaves either the old or the new file, never a torn one.
+
+Every file of the data root is opened through :func:`open_no_follow`: a
+symbolic link planted where a log, lock, manifest or temp file belongs is
+refused with ``UnsafePath``, so nothing outside the data root is ever read
+through one or emptied and overwritten.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
+
+from branchwise.core.errors import ReadOnlyDataFolder, UnsafePath
+
+_READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> int:
+    """``os.open`` that never follows a symbolic link as the last part of ``path``.
+
+    Raises:
+        UnsafePath: ``path`` is a symbolic link.
+        OSError: anything else ``os.open`` raises.
+    """
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _unsafe(path) from exc
+        raise
+
+
+def refuse_link(path: Path) -> None:
+    """Refuse a folder (or file) of the data root that is a symbolic link; absent is fine.
+
+    Raises:
+        UnsafePath: ``path`` is a symbolic link.
+    """
+    try:
+        status = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(status.st_mode):
+        raise _unsafe(path)
+
+
+def read_no_follow(path: Path) -> bytes:
+    """The whole file at ``path``, refusing a symbolic link (``FileNotFoundError`` if absent)."""
+    fd = open_no_follow(path, os.O_RDONLY)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
+@contextlib.contextmanager
+def refusing_read_only(folder: Path) -> Iterator[None]:
+    """Turn "permission denied" or "read-only file system" met while writing into a typed refusal.
+
+    Raises:
+        ReadOnlyDataFolder: a write inside the block was refused by the system.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in _READ_ONLY_ERRNOS:
+            raise
+        raise ReadOnlyDataFolder(
+            f"cannot write in {folder}: {exc.strerror or exc}", path=str(folder)
+        ) from exc
+
+
+def _unsafe(path: Path) -> UnsafePath:
+    return UnsafePath(
+        f"{path} is a symbolic link; Branchwise does not follow links in its data folder",
+        path=str(path),
+    )
 
 
 def fsync_dir(path: Path) -> None:
@@ -30,7 +102,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data`` atomically and durably."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         write_all(fd, data)
         os.fsync(fd)

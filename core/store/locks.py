@@ -19,14 +19,22 @@ import os
 from pathlib import Path
 
 from branchwise.core.errors import AppAlreadyRunning, LeaseHeld, WriterClosed
+from branchwise.core.store.atomic import open_no_follow, refusing_read_only
 
 
 class WriterLease:
-    """An exclusive, process-lifetime writer lease on one session folder."""
+    """An exclusive, process-lifetime writer lease on one session folder.
+
+    Raises:
+        LeaseHeld: another writer holds it.
+        ReadOnlyDataFolder: the folder (or its lock file) cannot be written.
+        UnsafePath: ``writer.lock`` is a symbolic link (never followed, never emptied).
+    """
 
     def __init__(self, session_dir: Path, session_id: str) -> None:
         self.path = session_dir / "writer.lock"
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        with refusing_read_only(session_dir):
+            fd = open_no_follow(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
@@ -59,7 +67,7 @@ def lease_is_held(session_dir: Path) -> bool:
     """Whether some writer currently holds the lease (probe, then let go)."""
     path = session_dir / "writer.lock"
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_no_follow(path, os.O_RDONLY)
     except FileNotFoundError:
         return False
     try:
@@ -80,7 +88,8 @@ class InstanceLock:
 
     def __init__(self, root: Path) -> None:
         path = Path(root) / "app.lock"
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        with refusing_read_only(Path(root)):
+            fd = open_no_follow(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:

@@ -16,11 +16,13 @@ import orjson
 from branchwise.core.errors import (
     InvalidManifest,
     InvalidSessionId,
+    ManifestMismatch,
     SessionNotFound,
+    UnreadableManifest,
     UnsupportedFormat,
 )
 from branchwise.core.ids import validate_session_id
-from branchwise.core.store.atomic import atomic_write_bytes
+from branchwise.core.store.atomic import atomic_write_bytes, read_no_follow
 
 MANIFEST_FORMAT = 1
 KINDS = ("root", "fork", "child")
@@ -181,14 +183,39 @@ def parse_manifest(raw: bytes) -> Manifest:
 
 
 def load_manifest(session_dir: Path) -> Manifest:
-    """Read the manifest in ``session_dir``."""
+    """Read the manifest in ``session_dir``; its ``sessionId`` must be the folder's name.
+
+    A copy of a session folder (a backup made beside it) carries the
+    original's manifest: it is refused as ``ManifestMismatch`` rather than
+    being listed, written or forked under the original's id.
+
+    Raises:
+        SessionNotFound: no ``manifest.json``.
+        UnsafePath: ``manifest.json`` is a symbolic link.
+        UnreadableManifest: it cannot be read (a folder, no permission).
+        InvalidManifest, UnsupportedFormat: see :meth:`Manifest.from_json`.
+        ManifestMismatch: it names another session than its folder.
+    """
+    name = session_dir.name
     try:
-        raw = (session_dir / "manifest.json").read_bytes()
+        raw = read_no_follow(session_dir / "manifest.json")
     except FileNotFoundError as exc:
-        raise SessionNotFound(
-            f"no session in {session_dir.name}", sessionId=session_dir.name
+        raise SessionNotFound(f"no session in {name}", sessionId=name) from exc
+    except OSError as exc:
+        raise UnreadableManifest(
+            f"the manifest of {name} cannot be read: {exc.strerror or exc}",
+            sessionId=name,
+            errno=exc.errno,
         ) from exc
-    return parse_manifest(raw)
+    manifest = parse_manifest(raw)
+    if manifest.session_id != name:
+        raise ManifestMismatch(
+            f"the folder {name} holds the manifest of session {manifest.session_id} "
+            "(a copy?); it is not used",
+            sessionId=name,
+            manifestSessionId=manifest.session_id,
+        )
+    return manifest
 
 
 def save_manifest(session_dir: Path, manifest: Manifest) -> None:

@@ -31,7 +31,13 @@ from typing import Any
 from branchwise.core.errors import SessionExists
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.projection.events import validate_event
-from branchwise.core.store.atomic import fsync_dir, write_all
+from branchwise.core.store.atomic import (
+    fsync_dir,
+    open_no_follow,
+    refuse_link,
+    refusing_read_only,
+    write_all,
+)
 from branchwise.core.store.locks import WriterLease
 from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore, publish_dir
@@ -74,17 +80,20 @@ def replace_log(
     lease = WriterLease(directory, session_id)
     try:
         manifest = load_manifest(directory)
+        # Refused as every writer does, though the rename below would not follow it.
+        refuse_link(directory / "events.log")
         tmp = directory / f".events.log.replace-{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        generation = manifest.generation + 1
-        save_manifest(directory, manifest.with_changes(generation=generation))
-        os.replace(tmp, directory / "events.log")
-        fsync_dir(directory)
+        with refusing_read_only(directory):
+            fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                write_all(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            generation = manifest.generation + 1
+            save_manifest(directory, manifest.with_changes(generation=generation))
+            os.replace(tmp, directory / "events.log")
+            fsync_dir(directory)
     finally:
         lease.release()
     return generation
@@ -95,7 +104,7 @@ def replace_log(
 
 def _write_file(path: Path, data: bytes | bytearray) -> None:
     """Create ``path`` with ``data``: one sequential write, then fsync."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:
         write_all(fd, data)
         os.fsync(fd)
@@ -104,12 +113,18 @@ def _write_file(path: Path, data: bytes | bytearray) -> None:
 
 
 def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
-    """Hard-link (or, across devices or without permission, copy) immutable blobs."""
+    """Hard-link (or, across devices or without permission, copy) immutable blobs.
+
+    A source ``blobs/`` folder or blob that is a symbolic link is refused
+    (``UnsafePath``): nothing outside the data root is linked or copied in.
+    """
+    refuse_link(source_blobs)
     target_blobs.mkdir(mode=0o700)
     for name in dict.fromkeys(names):
         if not isinstance(name, str) or not _BLOB_NAME.fullmatch(name):
             continue  # not a content address: never let a log name a path
         src, dst = source_blobs / name, target_blobs / name
+        refuse_link(src)
         try:
             os.link(src, dst)
         except FileNotFoundError:
@@ -142,8 +157,10 @@ def publish_new_session(
         SessionExists: a session with this id was published first.
     """
     final = store.session_dir(manifest.session_id)
+    store.require_writable()
     tmp = store.temp_dir(manifest.session_id)
-    tmp.mkdir(mode=0o700)
+    with refusing_read_only(store.sessions_dir):
+        tmp.mkdir(mode=0o700)
     try:
         _write_file(tmp / "events.log", log)
         if blobs is not None:

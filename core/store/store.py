@@ -7,9 +7,11 @@ projection; readers take no lock and see whole committed frames only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,16 +22,18 @@ from branchwise.core.errors import (
     BranchwiseError,
     CorruptLog,
     InvalidManifest,
+    ReadOnlyDataFolder,
     SessionExists,
     SessionNotFound,
+    UnsafePath,
     UnsupportedFormat,
 )
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.log.scan import LogScan, TornTail, gc_paused, scan_log
-from branchwise.core.log.writer import OS_FILE_OPS, FileOps, LogWriter
+from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps, LogWriter
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
-from branchwise.core.store.atomic import fsync_dir
+from branchwise.core.store.atomic import fsync_dir, refuse_link, refusing_read_only
 from branchwise.core.store.locks import WriterLease, lease_is_held
 from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
 
@@ -69,6 +73,10 @@ class SessionSnapshot:
 class SessionStore:
     """All sessions under one data root (created 0700).
 
+    A data root that cannot be written (read-only mount, another user's
+    folder) still opens: every reading command works, and every writing one
+    refuses with ``ReadOnlyDataFolder`` before it changes anything.
+
     Args:
         root: the data root folder.
         file_ops: system calls used by log writers (fault-injection seam).
@@ -78,15 +86,45 @@ class SessionStore:
         self.root = Path(root)
         self.sessions_dir = self.root / "sessions"
         self.file_ops = file_ops
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.root, 0o700)
-        self.sessions_dir.mkdir(mode=0o700, exist_ok=True)
+        with contextlib.suppress(OSError):  # a reader needs nothing created; a writer
+            self._ensure_folders()  # retries in require_writable and refuses typed
+        _drop_group_and_other_bits(self.root)
+
+    def _ensure_folders(self) -> None:
+        """Create the data root (0700) and ``sessions/`` if they are missing."""
+        if not self.root.is_dir():
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not self.sessions_dir.is_dir():
+            self.sessions_dir.mkdir(mode=0o700, exist_ok=True)
+
+    def require_writable(self) -> None:
+        """Make sure ``sessions/`` exists and can be written, before a command writes anything.
+
+        Raises:
+            ReadOnlyDataFolder: the data folder cannot be written.
+            UnsafePath: ``sessions/`` is a symbolic link.
+        """
+        refuse_link(self.sessions_dir)
+        with refusing_read_only(self.root):
+            self._ensure_folders()
+        if not os.access(self.sessions_dir, os.W_OK | os.X_OK):
+            raise ReadOnlyDataFolder(
+                f"cannot write in {self.sessions_dir}", path=str(self.sessions_dir)
+            )
 
     # -- paths -------------------------------------------------------------
 
     def session_dir(self, session_id: str) -> Path:
-        """The folder of a session (the id is validated first)."""
-        return self.sessions_dir / validate_session_id(session_id)
+        """The folder of a session (the id is validated first).
+
+        Raises:
+            InvalidSessionId: not a session id.
+            UnsafePath: ``sessions/`` or the session's folder is a symbolic link.
+        """
+        directory = self.sessions_dir / validate_session_id(session_id)
+        refuse_link(self.sessions_dir)
+        refuse_link(directory)
+        return directory
 
     def exists(self, session_id: str) -> bool:
         """Whether a published session with this id exists."""
@@ -106,11 +144,13 @@ class SessionStore:
         """
         session_id = validate_session_id(new_session_id() if session_id is None else session_id)
         final = self.session_dir(session_id)
-        if final.exists():
+        if os.path.lexists(final):
             raise SessionExists(f"session {session_id} already exists", sessionId=session_id)
+        self.require_writable()
         manifest = Manifest(session_id=session_id, title=title, created_at=time.time())
         tmp = self.temp_dir(session_id)
-        tmp.mkdir(mode=0o700)
+        with refusing_read_only(self.sessions_dir):
+            tmp.mkdir(mode=0o700)
         save_manifest(tmp, manifest)
         lease = WriterLease(tmp, session_id)
         writer = LogWriter(tmp / "events.log", LogScan(), self.file_ops)
@@ -141,7 +181,10 @@ class SessionStore:
 
         Raises:
             LeaseHeld: another writer holds the lease.
-            CorruptLog: damage followed by good frames.
+            CorruptLog: damage followed by good frames, or a complete last
+                commit that fails its checksum.
+            ReadOnlyDataFolder: the session's folder cannot be written.
+            UnsafePath: the folder or a file in it is a symbolic link.
         """
         directory = self.session_dir(session_id)
         manifest = load_manifest(directory)
@@ -150,7 +193,8 @@ class SessionStore:
             with gc_paused():
                 scan = scan_log(directory / "events.log")
                 projection = _replay(scan, session_id)
-                log = LogWriter(directory / "events.log", scan, self.file_ops)
+                with refusing_read_only(directory):
+                    log = LogWriter(directory / "events.log", scan, self.file_ops)
         except BaseException:
             lease.release()
             raise
@@ -167,16 +211,33 @@ class SessionStore:
     def iter_manifests(self) -> Iterator[Manifest | BranchwiseError]:
         """Every session's manifest, in one pass over ``sessions/``.
 
-        A damaged manifest is yielded as its typed error (with ``sessionId``)
-        so one bad folder never hides the others.
+        A damaged, unreadable or misnamed manifest, and a session folder that
+        is a symbolic link, are yielded as their typed error (with
+        ``sessionId``, the folder's name) so one bad folder never hides the
+        others. A missing ``sessions/`` (a read-only data root never written)
+        holds no sessions.
         """
-        with os.scandir(self.sessions_dir) as entries:
+        refuse_link(self.sessions_dir)
+        try:
+            entries = os.scandir(self.sessions_dir)
+        except FileNotFoundError:
+            return
+        with entries:
             for entry in entries:
-                if entry.name.startswith(".") or not entry.is_dir():
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_symlink():
+                    yield UnsafePath(
+                        f"the session folder {entry.name} is a symbolic link; it is not followed",
+                        sessionId=entry.name,
+                        path=entry.path,
+                    )
+                    continue
+                if not entry.is_dir(follow_symlinks=False):
                     continue
                 try:
                     yield load_manifest(Path(entry.path))
-                except (InvalidManifest, UnsupportedFormat, SessionNotFound) as exc:
+                except (InvalidManifest, UnsupportedFormat, SessionNotFound, UnsafePath) as exc:
                     exc.details.setdefault("sessionId", entry.name)
                     yield exc
 
@@ -196,16 +257,133 @@ class SessionStore:
 
     def sweep_temporary(self) -> list[str]:
         """Remove half-built session folders whose builder died; return their names."""
-        swept = []
-        with os.scandir(self.sessions_dir) as entries:
+        swept: list[str] = []
+        try:
+            entries = os.scandir(self.sessions_dir)
+        except FileNotFoundError:
+            return swept
+        with entries:
             for entry in entries:
-                if not entry.name.startswith(TEMP_PREFIX) or not entry.is_dir():
+                if not entry.name.startswith(TEMP_PREFIX) or not entry.is_dir(
+                    follow_symlinks=False
+                ):
                     continue
                 if _builder_alive(entry.name[len(TEMP_PREFIX) :]):
                     continue
                 shutil.rmtree(entry.path, ignore_errors=True)
                 swept.append(entry.name)
         return swept
+
+
+def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
+    """Integrity report of one session (camelCase, JSON-ready); changes nothing on disk.
+
+    ``findings`` lists every problem found, each with a ``code``, ``message``
+    and the ``file`` it concerns: a manifest that is damaged, unreadable or
+    names another session; a symbolic link where a file or the folder
+    belongs; a torn tail (which the next writer cuts); corruption; and every
+    ``events.log.cut-…`` copy of bytes an earlier repair removed (``offset``
+    where they were cut, ``length``). ``ok`` is false when the session cannot
+    be used as it is (anything but a torn tail or a kept copy).
+
+    Raises:
+        InvalidSessionId: not a session id.
+        SessionNotFound: no such session folder.
+    """
+    validate_session_id(session_id)
+    findings: list[dict[str, Any]] = []
+    report: dict[str, Any] = {
+        "ok": True,
+        "commits": 0,
+        "lastSeq": 0,
+        "tornTail": None,
+        "corruption": None,
+        "findings": findings,
+    }
+
+    def problem(exc: BranchwiseError, file: str, *, blocking: bool = True) -> None:
+        findings.append({**exc.to_json()["error"], "file": file})
+        if blocking:
+            report["ok"] = False
+
+    try:
+        directory = store.session_dir(session_id)
+    except UnsafePath as exc:
+        problem(exc, session_id)
+        return report
+    if not directory.is_dir():
+        raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
+    try:
+        load_manifest(directory)
+    except (InvalidManifest, UnsupportedFormat, UnsafePath, SessionNotFound) as exc:
+        problem(exc, "manifest.json")
+    try:
+        refuse_link(directory / "writer.lock")
+    except UnsafePath as exc:
+        problem(exc, "writer.lock")
+    try:
+        scan = scan_log(directory / "events.log")
+    except (UnsafePath, UnsupportedFormat) as exc:
+        problem(exc, "events.log")
+        scan = None
+    if scan is not None:
+        report["commits"], report["lastSeq"] = len(scan.frames), scan.last_seq
+        if (torn := scan.torn_tail) is not None:
+            report["tornTail"] = {"offset": torn.offset, "length": torn.length}
+            findings.append(
+                {
+                    "code": "torn_tail",
+                    "message": f"{torn.length} bytes at byte {torn.offset} do not form a whole "
+                    "commit (an interrupted write); the next writer cuts them and keeps a copy",
+                    "file": "events.log",
+                    "offset": torn.offset,
+                    "length": torn.length,
+                }
+            )
+        if scan.corruption is not None:
+            report["corruption"] = scan.corruption.to_json()["error"]
+            problem(scan.corruption, "events.log")
+    findings.extend(_cut_copies(directory))
+    return report
+
+
+def _cut_copies(directory: Path) -> list[dict[str, Any]]:
+    """A finding for every ``events.log.cut-…`` file: bytes a repair removed and kept."""
+    found = []
+    prefix = f"events.log{CUT_SUFFIX}"
+    with os.scandir(directory) as entries:
+        for entry in sorted(entries, key=lambda e: e.name):
+            if not entry.name.startswith(prefix):
+                continue
+            _, _, at = entry.name.rpartition("-at")
+            offset = int(at.split("-")[0]) if at.split("-")[0].isdigit() else None
+            length = entry.stat(follow_symlinks=False).st_size
+            found.append(
+                {
+                    "code": "log_tail_cut",
+                    "message": f"{length} bytes cut from events.log"
+                    + (f" at byte {offset}" if offset is not None else "")
+                    + f" by an earlier repair are kept in {entry.name}",
+                    "file": entry.name,
+                    "offset": offset,
+                    "length": length,
+                }
+            )
+    return found
+
+
+def _drop_group_and_other_bits(root: Path) -> None:
+    """Keep the data root private (0700 or stricter) without ever widening the owner's bits.
+
+    A folder someone made read-only (0500) stays read-only; one that is not
+    ours, or on a read-only mount, is left as it is.
+    """
+    try:
+        mode = stat.S_IMODE(os.stat(root).st_mode)
+        if mode & 0o077:
+            os.chmod(root, mode & 0o700)
+    except OSError:
+        pass
 
 
 def _builder_alive(rest: str) -> bool:
@@ -257,6 +435,7 @@ class SessionWriter:
         manifest: its manifest as last written.
         projection: kept current with every commit (no replay needed).
         cut_tail: the torn tail cut when the writer opened, if there was one.
+        cut_copy: the ``events.log.cut-…`` file holding exactly the bytes cut.
     """
 
     def __init__(
@@ -274,6 +453,7 @@ class SessionWriter:
         self.manifest = manifest
         self.projection = projection
         self.cut_tail: TornTail | None = log.cut_tail
+        self.cut_copy: Path | None = log.cut_copy
         self._lease = lease
         self._log = log
 
@@ -293,7 +473,8 @@ class SessionWriter:
         """Rename the session: a ``session/title`` event, then the manifest."""
         self.commit([{"type": "session/title", "title": title}])
         self.manifest = self.manifest.with_changes(title=title)
-        save_manifest(self.directory, self.manifest)
+        with refusing_read_only(self.directory):
+            save_manifest(self.directory, self.manifest)
 
     def close(self) -> None:
         """Close the log and release the lease (idempotent)."""

@@ -26,7 +26,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from branchwise.core.errors import BranchwiseError, CorruptLog, LeaseHeld, ReadOnlySession
+from branchwise.core.errors import (
+    BranchwiseError,
+    CorruptLog,
+    LeaseHeld,
+    ReadOnlyDataFolder,
+    ReadOnlySession,
+)
 from branchwise.core.fork.targets import targets_from_projection
 from branchwise.core.log.frames import decode_frame, frame_offsets
 from branchwise.core.projection.projection import Projection
@@ -153,10 +159,10 @@ class OpenSession(TurnListener):
         """Read the session: at once if small, else a preview now and the rest off-thread."""
         log_path = self.store.session_dir(self.session_id) / "events.log"
         try:
-            size = log_path.stat().st_size
+            size = log_path.lstat().st_size  # a symbolic link is never followed (refused below)
         except FileNotFoundError:
             size = 0
-        if size <= PREVIEW_THRESHOLD_BYTES:
+        if size <= PREVIEW_THRESHOLD_BYTES or log_path.is_symlink():
             self._install(self._load_blocking())
             return Changes(sessions=frozenset({self.session_id}))
         preview = read_preview(log_path, PAGE_SIZE)
@@ -195,11 +201,11 @@ class OpenSession(TurnListener):
         try:
             writer = self.store.open_writer(self.session_id)
             manifest, projection = writer.manifest, writer.projection
-        except (LeaseHeld, CorruptLog) as exc:
+        except (LeaseHeld, CorruptLog, ReadOnlyDataFolder) as exc:
             error = exc
             snapshot = self.store.read(self.session_id)
             manifest, projection = snapshot.manifest, snapshot.projection
-        size = log_path.stat().st_size if log_path.exists() else 0
+        size = log_path.lstat().st_size if log_path.exists() else 0
         rows = rows_from_projection(projection)
         return _Loaded(manifest, writer, projection, rows, error, size)
 
@@ -211,9 +217,17 @@ class OpenSession(TurnListener):
         self._set_rows(loaded.rows)
         if loaded.writer is not None:
             self.mode = SessionMode.WRITABLE
-            if loaded.writer.cut_tail is not None:
-                # Normal crash recovery (the interrupted turn shows it); nothing to ask of anyone.
-                log.info("cut a torn tail of %s: %s", self.session_id, loaded.writer.cut_tail)
+            cut, copy = loaded.writer.cut_tail, loaded.writer.cut_copy
+            if cut is not None:
+                # Crash recovery removed bytes: say so, and where the copy of them is kept.
+                log.info("cut a torn tail of %s: %s, kept in %s", self.session_id, cut, copy)
+                self._host.notices.post(
+                    "log_tail_cut",
+                    Level.WARNING,
+                    detail=f"{cut.length} bytes at byte {cut.offset}",
+                    title=self.title,
+                    file=str(copy),
+                )
         else:
             self.mode = SessionMode.READ_ONLY
             self.read_only_error = loaded.error
@@ -237,7 +251,7 @@ class OpenSession(TurnListener):
         while not self._closed and self.mode is SessionMode.READ_ONLY:
             await asyncio.sleep(READ_ONLY_POLL_SECONDS)
             try:
-                size = log_path.stat().st_size
+                size = log_path.lstat().st_size
             except FileNotFoundError:
                 continue
             lease_free = isinstance(self.read_only_error, LeaseHeld) and not (

@@ -32,6 +32,7 @@ def test_new_say_show_list_verify(tmp_path: Path) -> None:
         "lastSeq": said["boundarySequence"],
         "tornTail": None,
         "corruption": None,
+        "findings": [],
     }
 
 

@@ -76,14 +76,15 @@ def test_flipping_any_byte_is_detected(store: SessionStore) -> None:
         damaged = bytearray(original)
         damaged[offset] ^= 0x41
         scan = scan_bytes(bytes(damaged))
+        # Every commit here was written in full, the last one included: a flipped
+        # byte is corruption wherever it is, never a torn tail to cut.
+        assert scan.torn_tail is None, offset
+        assert scan.corruption is not None, offset
+        assert scan.corruption.code == "corrupt_log"
+        assert scan.end <= offset
         if offset >= last_start:
-            assert scan.corruption is None, offset
-            assert scan.torn_tail is not None and scan.torn_tail.offset == last_start, offset
+            assert scan.corruption.details["offset"] == last_start
             assert len(scan.frames) == len(ends) - 1
-        else:
-            assert scan.corruption is not None, offset
-            assert scan.corruption.code == "corrupt_log"
-            assert scan.end <= offset
 
 
 def test_corrupt_log_is_readable_up_to_damage_but_not_writable(store: SessionStore) -> None:
@@ -138,7 +139,8 @@ def test_out_of_sequence_frame_is_damage() -> None:
     first = encode_frame(1, [{"seq": 1, "type": "t", "ts": 0}])
     skipped = encode_frame(3, [{"seq": 2, "type": "t", "ts": 0}])
     scan = scan_bytes(first + skipped)
-    assert len(scan.frames) == 1 and scan.torn_tail is not None
+    # Whole and checksummed, so written in full: not a torn write, and never cut.
+    assert len(scan.frames) == 1 and scan.torn_tail is None and scan.corruption is not None
     with pytest.raises(InvalidFrame):
         from branchwise.core.log.scan import _check_sequence
 

@@ -91,9 +91,11 @@ def test_manifest_round_trip_and_atomic_replace(tmp_path: Path) -> None:
         seed_length=12,
         created_by_operation="op_1",
     )
-    save_manifest(tmp_path, manifest)
-    assert load_manifest(tmp_path) == manifest
-    assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]  # no temp left
+    folder = tmp_path / "child-0001"  # a manifest is loaded from the folder named by its id
+    folder.mkdir()
+    save_manifest(folder, manifest)
+    assert load_manifest(folder) == manifest
+    assert [p.name for p in folder.iterdir()] == ["manifest.json"]  # no temp left
 
 
 def test_newer_manifest_format_is_unsupported() -> None:
