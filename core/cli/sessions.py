@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 from branchwise.core.cli.models import add_provider_options, provider_from_args
 from branchwise.core.ids import validate_session_id
 from branchwise.core.log.scan import scan_log
 from branchwise.core.runtime import TurnListener, TurnRunner
+from branchwise.core.store.manifest import load_manifest
 from branchwise.core.store.store import SessionStore
 
 
@@ -103,8 +105,17 @@ def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_verify(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Integrity report of a session's log; changes nothing on disk."""
-    directory = store.session_dir(args.session_id)
-    store.manifest(args.session_id)
+    report = verify_session(store.session_dir(args.session_id))
+    return {**report, **({"_exit": 1} if not report["ok"] else {})}
+
+
+def verify_session(directory: Path) -> dict[str, Any]:
+    """The integrity report of the session in ``directory``: reads only, opens no writer.
+
+    Raises:
+        SessionNotFound, InvalidManifest, UnsupportedFormat: its manifest cannot be used.
+    """
+    load_manifest(directory)
     scan = scan_log(directory / "events.log")
     torn = scan.torn_tail
     corruption = scan.corruption
@@ -114,5 +125,4 @@ def cmd_verify(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         "lastSeq": scan.last_seq,
         "tornTail": {"offset": torn.offset, "length": torn.length} if torn else None,
         "corruption": corruption.to_json()["error"] if corruption else None,
-        **({"_exit": 1} if corruption else {}),
     }
