@@ -316,6 +316,18 @@ class InvalidSettings(BranchwiseError):
     code = "invalid_settings"
 
 
+class SettingsNewerFormat(UnsupportedFormat):
+    """Saving would overwrite a ``settings.json`` that a newer Branchwise wrote.
+
+    Refused rather than done: the newer build's settings (and fields this
+    build cannot know) would be lost for good, while the person can still
+    update Branchwise or remove the file themselves.
+    """
+
+    code = "settings_newer_format"
+    definitive = True
+
+
 # -- Model providers: one class per thing a person can act on --------------------------------------
 
 
@@ -473,3 +485,38 @@ class RemoteRefusal(BranchwiseError):
         self.code = code
         known = error_class(code)
         self.definitive = known is not None and known.definitive
+
+
+class PortInUse(BranchwiseError):
+    """``branchwise serve`` could not listen: another program already uses the port."""
+
+    code = "port_in_use"
+    definitive = True
+
+
+class RequestTooLarge(BranchwiseError):
+    """A request line or header over the server's limit (answered 414 or 431).
+
+    aiohttp's parser refuses it before any handler runs; the server answers
+    this typed error instead of aiohttp's plain-text 400.
+    """
+
+    code = "request_too_large"
+    definitive = True
+    http_status = 431
+
+
+# -- The command line ------------------------------------------------------------------------------
+
+
+class InvalidArgument(BranchwiseError):
+    """A command-line argument that cannot be used as given; ``argument`` names it.
+
+    Linux hands a program its arguments as bytes and Python decodes them with
+    ``surrogateescape``: a byte that is not UTF-8 becomes a lone surrogate that
+    no JSON encoder, log or manifest accepts. Such an argument is refused
+    before any command runs, as is a number outside the range the format stores.
+    """
+
+    code = "invalid_argument"
+    definitive = True

@@ -102,13 +102,15 @@ def create_child(
     parent's log lacks the link; never a parent pointing at nothing.
 
     Raises:
+        InvalidSessionId: ``parent_id`` or ``child_id`` (``""`` included) is malformed.
         SessionNotFound: no such parent.
         LeaseHeld: the parent is being written elsewhere.
         UnknownTurn: ``spawned_from.turnId`` is not a turn of the parent.
         DuplicateChild: ``child_id`` is already taken.
     """
     validate_session_id(parent_id)
-    child_id = validate_session_id(child_id or new_session_id())
+    # Only None asks for a generated id: an empty one is a malformed id, refused as such.
+    child_id = new_session_id() if child_id is None else validate_session_id(child_id)
     spawned = _spawned_from(spawned_from)
     if parent_writer is not None and parent_writer.session_id != parent_id:
         raise WrongParentWriter(

@@ -7,6 +7,12 @@ app: a file that does not parse or validate is moved aside as
 silently deleted), defaults are used, and a :class:`SettingsNotice` tells the
 caller so the UI can say it in the person's language.
 
+A file of a newer format is not broken, only not understood here: it is left
+in place, defaults are used (with first run counted as done, since the file
+proves it was), and :func:`save_settings` refuses to overwrite it. Commands
+that act on the settings (``say``, ``models``) call :func:`require_settings`
+and refuse with ``unsupported_format`` instead of quietly running on defaults.
+
 The API key is best kept in an environment variable (``api_key_env``); a key
 typed into the settings dialog is stored in the file. Either way it never
 appears in ``repr``, logs or error messages.
@@ -26,7 +32,12 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from branchwise.core.errors import InvalidBaseUrl, InvalidSettings
+from branchwise.core.errors import (
+    InvalidBaseUrl,
+    InvalidSettings,
+    SettingsNewerFormat,
+    UnsupportedFormat,
+)
 from branchwise.core.providers.openai import normalize_base_url
 from branchwise.core.store.atomic import atomic_write_bytes
 
@@ -45,9 +56,11 @@ class SettingsNotice:
     """Something the person should hear about their settings file.
 
     Attributes:
-        code: ``settings_reset`` (the file was broken, moved aside, defaults used)
-            or ``settings_unreadable`` (it could not be read; left in place).
-        path: where the broken file was moved, or the unreadable file.
+        code: ``settings_reset`` (the file was broken, moved aside, defaults used),
+            ``settings_unreadable`` (it could not be read; left in place) or
+            ``settings_newer_format`` (a newer Branchwise wrote it; left in place,
+            defaults used, not overwritten).
+        path: where the broken file was moved, or the unreadable or newer file.
         reason: the validation error code and field, or the OS error, for logs.
     """
 
@@ -118,13 +131,24 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
 
     Missing fields take their defaults and unknown fields are ignored (a
     newer build may add some); a newer ``format`` is refused rather than
-    misread. Raises :class:`InvalidSettings` naming the first bad field.
+    misread.
+
+    Raises:
+        InvalidSettings: naming the first bad field.
+        UnsupportedFormat: a ``format`` newer than this build's.
     """
     if not isinstance(data, Mapping):
         raise InvalidSettings("settings must be a JSON object", field=None)
     fmt = data.get("format", SETTINGS_FORMAT)
-    if type(fmt) is not int or fmt > SETTINGS_FORMAT or fmt < 1:
+    if type(fmt) is not int or fmt < 1:
         raise InvalidSettings(f"unsupported settings format {fmt!r}", field="format")
+    if fmt > SETTINGS_FORMAT:
+        raise UnsupportedFormat(
+            f"the settings are of format {fmt}, newer than this version reads "
+            f"({SETTINGS_FORMAT}); update Branchwise",
+            field="format",
+            format=fmt,
+        )
     values: dict[str, Any] = {}
     for json_name, attr in _JSON_NAMES.items():
         if json_name in data:
@@ -184,12 +208,40 @@ def load_settings(root: Path) -> tuple[Settings, list[SettingsNotice]]:
         reason = f"not JSON: {exc}"
     except InvalidSettings as exc:
         reason = f"{exc.code}: {exc.details.get('field')}"
+    except UnsupportedFormat as exc:
+        # Not broken, only newer: keep it where the newer build will look for it.
+        newer = SettingsNotice(SettingsNewerFormat.code, str(path), exc.message)
+        return Settings(first_run_done=True), [newer]
     return Settings(), [SettingsNotice("settings_reset", _move_aside(path), reason)]
 
 
+def require_settings(root: Path) -> tuple[Settings, list[SettingsNotice]]:
+    """:func:`load_settings` for a command that must not run on defaults instead of a newer file.
+
+    Raises:
+        UnsupportedFormat: ``settings.json`` is of a newer format (left untouched).
+    """
+    settings, notices = load_settings(root)
+    for notice in notices:
+        if notice.code == SettingsNewerFormat.code:
+            raise UnsupportedFormat(notice.reason, path=notice.path)
+    return settings, notices
+
+
 def save_settings(root: Path, settings: Settings) -> None:
-    """Write ``settings`` to ``<root>/settings.json`` atomically, mode 0600."""
+    """Write ``settings`` to ``<root>/settings.json`` atomically, mode 0600.
+
+    Raises:
+        SettingsNewerFormat: the file there is of a newer format; it is left as it is.
+    """
     root = Path(root)
+    fmt = _format_on_disk(root / SETTINGS_FILE)
+    if fmt is not None and fmt > SETTINGS_FORMAT:
+        raise SettingsNewerFormat(
+            f"{root / SETTINGS_FILE} is of format {fmt}, newer than this version writes "
+            f"({SETTINGS_FORMAT}); it was left unchanged",
+            path=str(root / SETTINGS_FILE),
+        )
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     data = orjson.dumps(settings.to_json(), option=orjson.OPT_INDENT_2)
     atomic_write_bytes(root / SETTINGS_FILE, data + b"\n", mode=0o600)
@@ -227,6 +279,16 @@ def _is_openai(base_url: str) -> bool:
 
 def _json_name(attr: str) -> str:
     return next(json for json, name in _JSON_NAMES.items() if name == attr)
+
+
+def _format_on_disk(path: Path) -> int | None:
+    """The ``format`` of the settings file at ``path``, if it is readable JSON naming one."""
+    try:
+        data = orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    fmt = data.get("format") if isinstance(data, dict) else None
+    return fmt if type(fmt) is int else None
 
 
 def _move_aside(path: Path) -> str | None:

@@ -9,12 +9,16 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from branchwise.core.cli.main import build_parser, run_command
+from branchwise.core.cli.main import parse_command_line, refuse_argument, run_command
+from branchwise.core.errors import InvalidArgument
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``branchwise``: a subcommand prints JSON; no subcommand opens the app."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = parse_command_line(argv)
+    except InvalidArgument as exc:
+        return refuse_argument(exc)
     if args.command is not None:
         return run_command(args)
     from branchwise.desktop.app import run_app

@@ -20,7 +20,12 @@ from branchwise.core.errors import InvalidSettings
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.detect import candidate_urls, choose_provider, detect_servers
-from branchwise.core.settings import Settings, SettingsNotice, load_settings, validate_settings
+from branchwise.core.settings import (
+    Settings,
+    SettingsNotice,
+    require_settings,
+    validate_settings,
+)
 from branchwise.core.store.store import SessionStore
 
 
@@ -84,7 +89,7 @@ def settings_from_args(store: SessionStore, args: argparse.Namespace) -> Setting
 def _settings_and_notices(
     store: SessionStore, args: argparse.Namespace
 ) -> tuple[Settings, list[SettingsNotice]]:
-    settings, notices = load_settings(store.root)
+    settings, notices = require_settings(store.root)
     data = settings.to_json()
     if getattr(args, "provider", None) is not None:
         data["provider"] = args.provider
@@ -104,7 +109,8 @@ def _settings_and_notices(
 def provider_from_args(store: SessionStore, args: argparse.Namespace) -> Provider:
     """The provider for a command: settings, overridden by the provider options.
 
-    Raises :class:`~branchwise.core.settings.InvalidSettings` for a bad override.
+    Raises :class:`~branchwise.core.errors.InvalidSettings` for a bad override and
+    :class:`~branchwise.core.errors.UnsupportedFormat` for settings of a newer format.
     """
     settings = settings_from_args(store, args)
     if not settings.configured:

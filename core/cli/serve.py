@@ -8,6 +8,7 @@ import contextlib
 from typing import Any
 
 from branchwise.core.cli.output import print_json
+from branchwise.core.errors import InvalidArgument
 from branchwise.core.store.store import SessionStore
 
 
@@ -22,6 +23,11 @@ def register_top(sub: argparse._SubParsersAction) -> None:
 def cmd_serve(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Serve until interrupted; the first output line says where and where the token is."""
     from branchwise.core.remote.server import TOKEN_FILE, serve
+
+    if not 0 <= args.port <= 65535:
+        raise InvalidArgument(
+            "argument --port must be between 0 and 65535", argument="--port", value=str(args.port)
+        )
 
     def ready(url: str) -> None:
         print_json({"url": url, "tokenFile": str(store.root / TOKEN_FILE)})

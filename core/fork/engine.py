@@ -50,6 +50,8 @@ from branchwise.core.store.store import SessionStore
 _USAGE = EventType.USAGE.value
 _CHECKPOINT = EventType.CHECKPOINT.value
 MAX_OPERATION_ID = 200
+MAX_SEQUENCE = 2**63 - 1
+"""The largest boundary or generation a request may name (the log stores signed 64 bits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +200,8 @@ def _validate_request(request: ForkRequest, operation_id: object, title: object)
     for name, value in numbers:
         if not isinstance(value, int) or isinstance(value, bool):
             raise InvalidForkRequest(f"{name} must be an integer", field=name)
+        if not 0 <= value <= MAX_SEQUENCE:
+            raise InvalidForkRequest(f"{name} must be between 0 and {MAX_SEQUENCE}", field=name)
     if title is not None and not isinstance(title, str):
         raise InvalidForkRequest("title must be a string", field="title")
 
@@ -324,7 +328,9 @@ def fork(
 
     source, cut = _read_and_cut(store, request)
     if reserved is None:  # reserve before publishing: a crash after publish still finds it
-        child_id = request.child_session_id or new_session_id()
+        child_id = (
+            request.child_session_id if request.child_session_id is not None else new_session_id()
+        )
         mine = dataclasses.replace(request, child_session_id=child_id)
         store.require_writable()
         with refusing_read_only(store.root):

@@ -69,6 +69,10 @@ REASONS: Mapping[str, str] = {
     "remote_unavailable": N_(
         "Could not reach the Branchwise server, or its reply could not be read."
     ),
+    "request_too_large": N_("The request line or a header was too long for the Branchwise server."),
+    "port_in_use": N_("Another program already uses this port. Choose another one with --port."),
+    # The command line.
+    "invalid_argument": N_("A command-line argument is not valid."),
     # The session store.
     "lease_held": N_("Another window or process is writing to this conversation."),
     "invalid_title": N_("A title needs 1 to {maxLength} characters."),
@@ -144,6 +148,11 @@ REASONS: Mapping[str, str] = {
     ),
     "settings_unreadable": N_(
         "The settings file could not be read. It was left in place; default settings are used."
+    ),
+    "settings_newer_format": N_(
+        "The settings file was saved by a newer version of Branchwise. It was left unchanged "
+        "and default settings are used; settings cannot be saved over it until Branchwise "
+        "is updated."
     ),
     "journal_reset": N_(
         "The list of unfinished branch operations was damaged and has been moved aside."

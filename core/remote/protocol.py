@@ -10,6 +10,8 @@ CAP_FORK_TARGETS = "session-fork-targets-v1"
 CAP_FORK = "session-fork-v1"
 CAPABILITIES = (CAP_FORK_TARGETS, CAP_FORK)
 MAX_BODY = 16 * 1024
+MAX_REQUEST_LINE = 8 * 1024
+MAX_HEADER_FIELD = 8190  # aiohttp's default; differs from the line's so a refusal says which
 EXPECTED_SESSION_HEADER = "X-Expected-Session"
 
 

@@ -8,6 +8,7 @@ desktop can be forked remotely while it streams.
 from __future__ import annotations
 
 import asyncio
+import errno
 import hmac
 import os
 import secrets
@@ -16,11 +17,15 @@ from typing import Any
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
 
 from branchwise.core.errors import (
     BodyTooLarge,
     BranchwiseError,
     InvalidRequest,
+    PortInUse,
+    RequestTooLarge,
     RouteNotFound,
     SessionMismatch,
     Unauthorized,
@@ -33,6 +38,8 @@ from branchwise.core.remote.protocol import (
     CAPABILITIES,
     EXPECTED_SESSION_HEADER,
     MAX_BODY,
+    MAX_HEADER_FIELD,
+    MAX_REQUEST_LINE,
     validate_fork_body,
 )
 from branchwise.core.store.store import SessionStore
@@ -62,8 +69,67 @@ def _json(body: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
 
 
-def _error(exc: BranchwiseError) -> web.Response:
-    return _json({"error": {"code": exc.code, "message": exc.message}}, exc.http_status)
+def _error(exc: BranchwiseError, status: int | None = None) -> web.Response:
+    body = {"error": {"code": exc.code, "message": exc.message}}
+    return _json(body, status or exc.http_status)
+
+
+class _TypedErrorHandler(RequestHandler):
+    """aiohttp's connection handler, answering what its parser refuses in the API's JSON.
+
+    A request line or header over the limit, or bytes that are not HTTP, fail
+    in aiohttp's parser before any middleware runs; aiohttp then answers a
+    plain-text 400 and logs a traceback (it offers no hook: aio-libs/aiohttp#3287).
+    Such a request is the client's mistake: it gets a typed JSON refusal and
+    costs the log one line at ``INFO`` (silent unless logging is configured).
+    """
+
+    def handle_error(
+        self,
+        request: Any,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if not isinstance(exc, HttpProcessingError):
+            super().handle_error(request, status, exc, message)  # a bug: keep its traceback
+            response = _error(BranchwiseError("internal server error"), 500)
+        else:
+            refusal, status = _parser_refusal(exc)
+            self.logger.info("refused a request from %s: %s", request.remote, refusal.code)
+            if request.writer.output_size > 0:  # as aiohttp: too late for another response
+                raise ConnectionError("a response was already sent")
+            response = _error(refusal, status)
+        response.force_close()
+        return response
+
+
+def _parser_refusal(exc: HttpProcessingError) -> tuple[BranchwiseError, int]:
+    """The typed refusal and status for what aiohttp's parser refused."""
+    if isinstance(exc, LineTooLong):
+        limit = exc.args[1] if len(exc.args) > 1 else None
+        if limit == MAX_REQUEST_LINE:
+            return RequestTooLarge(f"the request line is over {MAX_REQUEST_LINE} bytes"), 414
+        return RequestTooLarge(f"a request header is over {MAX_HEADER_FIELD} bytes"), 431
+    status = exc.code if 400 <= exc.code < 500 else 400
+    return InvalidRequest("the request is not well-formed HTTP"), status
+
+
+class _TypedErrorServer(web.Server):
+    """The low-level server, with :class:`_TypedErrorHandler` for each connection."""
+
+    def __call__(self) -> RequestHandler:
+        return _TypedErrorHandler(self, loop=self._loop, **self._kwargs)
+
+
+class _Runner(web.AppRunner):
+    """An :class:`~aiohttp.web.AppRunner` whose connections answer parser errors in JSON."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        # The application builds a plain Server; only its connection handler class differs.
+        server.__class__ = _TypedErrorServer
+        return server
 
 
 def build_app(store: SessionStore, token: str) -> web.Application:
@@ -128,12 +194,29 @@ def build_app(store: SessionStore, token: str) -> web.Application:
 
 
 async def serve(store: SessionStore, host: str, port: int, ready: Any = None) -> None:
-    """Serve until cancelled; ``ready(url)`` is called once listening."""
+    """Serve until cancelled; ``ready(url)`` is called once listening.
+
+    Raises:
+        PortInUse: another program listens on ``host:port``.
+    """
     token = load_or_create_token(store.root)
-    runner = web.AppRunner(build_app(store, token), access_log=None)
+    runner = _Runner(
+        build_app(store, token),
+        access_log=None,
+        max_line_size=MAX_REQUEST_LINE,
+        max_field_size=MAX_HEADER_FIELD,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
-    await site.start()
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(
+                f"{host}:{port} is already in use by another program", host=host, port=port
+            ) from None
+        raise
     sockets = getattr(site._server, "sockets", None) or []
     bound = sockets[0].getsockname()[1] if sockets else port
     if ready is not None:

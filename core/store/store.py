@@ -82,10 +82,14 @@ class SessionStore:
         file_ops: system calls used by log writers (fault-injection seam).
     """
 
-    def __init__(self, root: Path, file_ops: FileOps = OS_FILE_OPS) -> None:
+    def __init__(
+        self, root: Path, file_ops: FileOps = OS_FILE_OPS, *, prepare: bool = True
+    ) -> None:
         self.root = Path(root)
         self.sessions_dir = self.root / "sessions"
         self.file_ops = file_ops
+        if not prepare:
+            return  # an inspector (``branchwise doctor``) reports the folder as it is
         with contextlib.suppress(OSError):  # a reader needs nothing created; a writer
             self._ensure_folders()  # retries in require_writable and refuses typed
         _drop_group_and_other_bits(self.root)

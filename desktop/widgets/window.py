@@ -319,7 +319,12 @@ class MainWindow(QMainWindow):
         set_language(code or system_locale())
         language = code or None
         if self.host.settings.language != language:
-            self.host.update_settings(dataclasses.replace(self.host.settings, language=language))
+            try:
+                self.host.update_settings(
+                    dataclasses.replace(self.host.settings, language=language)
+                )
+            except BranchwiseError as exc:  # e.g. a newer-format settings.json is not overwritten
+                self.host.notices.post(exc.code, Level.WARNING, detail=exc.message)
         self._render_language_menu()
 
     def show_about(self) -> None:

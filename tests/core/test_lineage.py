@@ -282,3 +282,13 @@ def test_the_index_and_the_store_grow_the_same_forest(store: SessionStore) -> No
         "eeeeeeee-f1",
         "renamed",
     ]
+
+
+def test_an_empty_child_id_is_refused_not_generated(store: SessionStore) -> None:
+    parent = session_with_turns(store, 1)
+    before = commits_of(store, parent)
+    with pytest.raises(BranchwiseError) as info:
+        create_child(store, parent, {"turnId": "t0"}, "side", child_id="")
+    assert info.value.code == "invalid_session_id"
+    assert visible_sessions(store) == {parent}
+    assert commits_of(store, parent) == before  # no link written into the parent

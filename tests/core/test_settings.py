@@ -9,11 +9,12 @@ from typing import Any
 import orjson
 import pytest
 
-from branchwise.core.errors import InvalidSettings
+from branchwise.core.errors import InvalidSettings, SettingsNewerFormat, UnsupportedFormat
 from branchwise.core.settings import (
     SETTINGS_FILE,
     Settings,
     load_settings,
+    require_settings,
     resolve_api_key,
     save_settings,
     validate_settings,
@@ -107,6 +108,43 @@ def test_unreadable_file_is_left_in_place(tmp_path: Path) -> None:
     assert (tmp_path / SETTINGS_FILE).is_dir()
 
 
+NEWER = b'{"format": 2, "provider": "openai", "baseUrl": "http://127.0.0.1:9/v1", "newField": 1}'
+
+
+def test_a_newer_format_is_unsupported_not_invalid() -> None:
+    with pytest.raises(UnsupportedFormat) as info:
+        validate_settings(orjson.loads(NEWER))
+    assert info.value.code == "unsupported_format" and info.value.details["format"] == 2
+
+
+def test_a_newer_file_is_left_in_place_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / SETTINGS_FILE
+    path.write_bytes(NEWER)
+    settings, notices = load_settings(tmp_path)
+    # Defaults, but first run counts as done: the file proves there was one.
+    assert settings == Settings(first_run_done=True)
+    assert [(n.code, n.path) for n in notices] == [("settings_newer_format", str(path))]
+    assert "format 2" in notices[0].reason
+    assert path.read_bytes() == NEWER
+    assert sorted(p.name for p in tmp_path.iterdir()) == [SETTINGS_FILE]  # nothing moved aside
+    with pytest.raises(UnsupportedFormat) as info:
+        require_settings(tmp_path)
+    assert info.value.code == "unsupported_format" and info.value.details["path"] == str(path)
+
+
+def test_saving_over_a_newer_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / SETTINGS_FILE
+    path.write_bytes(NEWER)
+    with pytest.raises(SettingsNewerFormat) as info:
+        save_settings(tmp_path, Settings(first_run_done=True))
+    assert info.value.code == "settings_newer_format"
+    assert path.read_bytes() == NEWER
+    path.write_bytes(b'{"format": 1, "provider": "demo"}')  # the same or an older one is replaced
+    save_settings(tmp_path, Settings(language="zh_Hans"))
+    assert load_settings(tmp_path) == (Settings(language="zh_Hans"), [])
+    assert require_settings(tmp_path) == (Settings(language="zh_Hans"), [])
+
+
 def test_unknown_fields_are_ignored_and_urls_normalized() -> None:
     settings = validate_settings(
         {"provider": "openai", "baseUrl": " http://localhost:8080/ ", "someday": 1}
@@ -129,7 +167,7 @@ def test_unknown_fields_are_ignored_and_urls_normalized() -> None:
         ({"language": 7}, "language"),
         ({"firstRunDone": "yes"}, "firstRunDone"),
         ({"firstRunDone": 1}, "firstRunDone"),
-        ({"format": 2}, "format"),
+        ({"format": 0}, "format"),
         ({"format": "1"}, "format"),
     ],
 )

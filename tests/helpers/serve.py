@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import sys
@@ -23,22 +24,28 @@ class Served:
 
 
 @contextmanager
-def serve_process(root: Path) -> Iterator[Served]:
-    """Run ``branchwise serve --port 0`` on ``root`` until the block ends (then SIGINT)."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root)]
-        + ["serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    try:
-        ready = orjson.loads(proc.stdout.readline())
-        yield Served(ready["url"], Path(ready["tokenFile"]).read_text().strip())
-    finally:
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=10)
-        proc.stdout.close()
+def serve_process(root: Path, log: Path | None = None) -> Iterator[Served]:
+    """Run ``branchwise serve --port 0`` on ``root`` until the block ends (then SIGINT).
+
+    ``log`` receives the server's stderr (its log), for tests that read it.
+    """
+    with contextlib.ExitStack() as stack:
+        stderr = stack.enter_context(log.open("wb")) if log is not None else None
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root)]
+            + ["serve", "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
+        assert proc.stdout is not None
+        try:
+            ready = orjson.loads(proc.stdout.readline())
+            yield Served(ready["url"], Path(ready["tokenFile"]).read_text().strip())
+        finally:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=10)
+            proc.stdout.close()
 
 
 @asynccontextmanager

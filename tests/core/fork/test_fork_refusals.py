@@ -122,3 +122,33 @@ def test_missing_source_taken_child_id_and_bad_arguments(store: SessionStore) ->
         fork(store, ForkRequest(source, "t0", boundary, 1), "op-3", title=7)  # type: ignore[arg-type]
     named = fork(store, ForkRequest(source, "t0", boundary, 1, "0000000000-named"), "op-2")
     assert named.child_session_id == "0000000000-named"
+
+
+@pytest.mark.parametrize("value", [-1, 2**63, 2**64 - 1, 2**64, 10**30])
+@pytest.mark.parametrize("field", ["boundarySequence", "expectedGeneration"])
+def test_numbers_outside_the_stored_range_are_refused_before_anything(
+    store: SessionStore, field: str, value: int
+) -> None:
+    source = session_with_turns(store, 1)
+    good = ForkRequest(
+        source, "t0", fork_targets(store, source).targets[0].boundary_sequence or 0, 1
+    )
+    bad = (
+        ForkRequest(source, "t0", value, 1)
+        if field == "boundarySequence"
+        else ForkRequest(source, "t0", good.boundary_sequence, value)
+    )
+    error = refused(store, "invalid_fork_request", lambda: fork(store, bad, "op-big"))
+    assert error.details["field"] == field
+    assert not (store.root / "fork-index").exists()
+    assert fork(store, good, "op-big").created  # the operation id was not spent
+
+
+def test_an_empty_child_id_is_refused_not_generated(store: SessionStore) -> None:
+    source = session_with_turns(store, 1)
+    boundary = fork_targets(store, source).targets[0].boundary_sequence or 0
+    refused(
+        store,
+        "invalid_session_id",
+        lambda: fork(store, ForkRequest(source, "t0", boundary, 1, ""), "op"),
+    )
