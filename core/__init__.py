@@ -44,6 +44,7 @@ from branchwise.core.errors import (
     ProviderStreamCut,
     ProviderTimeout,
     ProviderUnreachable,
+    QtLibrariesMissing,
     ReadOnlySession,
     RemoteRefusal,
     RemoteUnavailable,
@@ -151,4 +152,5 @@ __all__ = [
     "RouteNotFound",
     "BodyTooLarge",
     "RemoteRefusal",
+    "QtLibrariesMissing",
 ]
