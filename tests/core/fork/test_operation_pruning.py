@@ -21,6 +21,7 @@ from branchwise.core.fork.operations import (
     OperationIndex,
     PrunedReservation,
 )
+from branchwise.core.store.atomic import fsync_dir
 from branchwise.core.store.store import SessionStore
 
 NOW = 2_000_000_000.0
@@ -166,8 +167,9 @@ def test_the_folder_is_fsynced_once_and_only_when_something_went(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     synced: list[Path] = []
-    real = operations.fsync_dir
-    monkeypatch.setattr(operations, "fsync_dir", lambda path: (synced.append(path), real(path)))
+    monkeypatch.setattr(
+        operations, "fsync_dir", lambda path: (synced.append(path), fsync_dir(path))
+    )
     index = OperationIndex(tmp_path)
     for n in range(5):
         reserve(index, f"op-{n}", days_old=40 if n % 2 else 1)
