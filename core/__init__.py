@@ -47,6 +47,7 @@ from branchwise.core.errors import (
     ProviderStreamCut,
     ProviderTimeout,
     ProviderUnreachable,
+    QtLibrariesMissing,
     ReadOnlyDataFolder,
     ReadOnlySession,
     RemoteRefusal,
@@ -167,4 +168,5 @@ __all__ = [
     "PortInUse",
     "RequestTooLarge",
     "InvalidArgument",
+    "QtLibrariesMissing",
 ]

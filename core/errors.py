@@ -520,3 +520,18 @@ class InvalidArgument(BranchwiseError):
 
     code = "invalid_argument"
     definitive = True
+
+
+# -- Starting the desktop app ----------------------------------------------------------------------
+
+
+class QtLibrariesMissing(BranchwiseError):
+    """System libraries Qt needs on Linux are missing, so the window cannot open.
+
+    ``libraries`` names the sonames, ``packages`` the Debian/Ubuntu packages,
+    and ``apt`` / ``dnf`` the one command that installs them on each family.
+    """
+
+    code = "qt_libraries_missing"
+    definitive = True
+    http_status = 500

@@ -37,6 +37,8 @@ RULES = (
     # The console script opens the window through a function-level import of
     # desktop/app.py: that is its job, so app is allowed here and only there.
     Rule("desktop/entry.py", QT),
+    # Checks the system libraries Qt needs before Qt is loaded: it must not load Qt itself.
+    Rule("desktop/system_libraries.py", QT),
 )
 
 
@@ -125,7 +127,7 @@ def test_core_and_host_never_reach_qt() -> None:
 
 def test_importing_core_host_and_entry_loads_no_qt() -> None:
     """At run time too: importing every Qt-free module loads no Qt binding."""
-    modules = ["branchwise.desktop.entry"]
+    modules = ["branchwise.desktop.entry", "branchwise.desktop.system_libraries"]
     for folder in ("core", "desktop/host"):
         for path in sorted((REPO_ROOT / folder).rglob("*.py")):
             modules.append(module_name(REPO_ROOT, path)[0])

@@ -11,13 +11,28 @@ will use. Publishing is the fork's last step, so after a crash a retry finds
 either the published child or just the reservation, and finishes that same
 child; it never makes a second one. Each file keeps its own JSON shape, written
 by the module that owns the file: the reservation's is here.
+
+Reservations are kept for :data:`RESERVATION_HORIZON` (30 days), then
+:meth:`OperationIndex.prune` removes them at the desktop's start, unless the
+desktop journal still names their operation (an unfinished branch click keeps
+its reservation however old). An operation id is therefore an idempotency key
+for 30 days: a retry after that with no child id of its own, whether the
+first attempt published its child or crashed before publishing, is a new
+operation and makes a new child. A request that names its child id stays
+idempotent for good, since the child's manifest records its operation. Pruning
+removes each file with one ``unlink`` (a crash leaves whole reservations),
+never touches a file younger than the horizon (another process may be
+reserving right now), and fsyncs the folder once.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
+import stat
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +42,12 @@ import orjson
 from branchwise.core.store.atomic import fsync_dir
 
 INDEX_DIR = "fork-index"
+
+RESERVATION_HORIZON = 30 * 24 * 3600.0
+"""Seconds a reservation is kept before :meth:`OperationIndex.prune` may remove it."""
+
+_RESERVATION = re.compile(r"[0-9a-f]{64}\.json")
+_TEMPORARY = re.compile(r"\.[0-9a-f]{64}\.json\.\d+-[0-9a-f]{8}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +140,106 @@ class OperationIndex:
             os.unlink(tmp)
         fsync_dir(self.directory)
         return request
+
+    def prune(
+        self,
+        now: float,
+        horizon: float = RESERVATION_HORIZON,
+        keep: Collection[str] = frozenset(),
+    ) -> tuple[PrunedReservation, ...]:
+        """Remove reservations (and dead temporary files) older than ``horizon`` seconds.
+
+        One ``scandir`` and one ``lstat`` per file; only a file old enough to
+        go is read. A file is judged by its modification time (a reservation
+        is written once), is re-checked right before its ``unlink`` so one a
+        concurrent :meth:`reserve` just replaced stays, and goes with one
+        ``unlink``: a crash at any point leaves only whole reservations.
+        Files that are not the index's own, and symlinks, are left alone.
+
+        Args:
+            now: the current wall-clock time (Unix seconds).
+            horizon: how old a file must be to go.
+            keep: operation ids whose reservations stay however old (the
+                desktop journal's unfinished operations).
+
+        Returns:
+            What was removed, in directory order.
+
+        Raises:
+            OSError: the folder could not be read or a file not removed
+                (what was removed until then is durable).
+        """
+        kept = {self._path(operation_id).name for operation_id in keep}
+        removed: list[PrunedReservation] = []
+        try:
+            entries = os.scandir(self.directory)
+        except FileNotFoundError:
+            return ()
+        try:
+            with entries:
+                for entry in entries:
+                    name = entry.name
+                    temporary = _TEMPORARY.fullmatch(name) is not None
+                    if name in kept or not (temporary or _RESERVATION.fullmatch(name)):
+                        continue
+                    pruned = self._prune_one(entry, now - horizon, temporary)
+                    if pruned is not None:
+                        removed.append(pruned)
+        finally:
+            if removed:
+                fsync_dir(self.directory)
+        return tuple(removed)
+
+    def _prune_one(
+        self, entry: os.DirEntry[str], cutoff: float, temporary: bool
+    ) -> PrunedReservation | None:
+        try:
+            seen = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+        if not stat.S_ISREG(seen.st_mode) or seen.st_mtime > cutoff:
+            return None
+        pruned = PrunedReservation(entry.name, temporary, None, None)
+        if not temporary:
+            pruned = _describe(entry.name, Path(entry.path))
+        try:
+            now_there = os.lstat(entry.path)
+            if (now_there.st_ino, now_there.st_mtime_ns) != (seen.st_ino, seen.st_mtime_ns):
+                return None  # replaced since it was judged: a fresh reservation
+            os.unlink(entry.path)
+        except FileNotFoundError:
+            return None  # another process pruned it
+        return pruned
+
+
+@dataclass(frozen=True, slots=True)
+class PrunedReservation:
+    """A file :meth:`OperationIndex.prune` removed from ``fork-index/``.
+
+    Attributes:
+        name: its file name.
+        temporary: a reservation's temporary file, left by a process that died writing it.
+        operation_id: the operation it reserved (``None``: temporary or damaged).
+        child_session_id: the child it named (``None``: temporary or damaged).
+    """
+
+    name: str
+    temporary: bool
+    operation_id: str | None
+    child_session_id: str | None
+
+
+def _describe(name: str, path: Path) -> PrunedReservation:
+    """What a reservation file says, for the report (a damaged one says nothing)."""
+    try:
+        data = orjson.loads(path.read_bytes())
+        operation_id = data["operationId"]
+        child = _request_from_json(data["request"]).child_session_id
+    except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+        return PrunedReservation(name, False, None, None)
+    if not isinstance(operation_id, str):
+        return PrunedReservation(name, False, None, None)
+    return PrunedReservation(name, False, operation_id, child if isinstance(child, str) else None)
 
 
 def _request_json(request: ForkRequest) -> dict[str, Any]:

@@ -159,6 +159,15 @@ REASONS: Mapping[str, str] = {
     ),
     "journal_write_failed": N_("Could not save the list of unfinished branch operations."),
     "unknown_language": N_("Unknown language “{value}”; it was ignored."),
+    # Starting the desktop app.
+    "qt_libraries_missing": N_(
+        "Branchwise cannot open its window: Qt needs system packages that are not "
+        "installed: {packages} (missing libraries: {libraries}).\n"
+        "On Debian or Ubuntu, install them with:\n"
+        "    {apt}\n"
+        "On Fedora:\n"
+        "    {dnf}"
+    ),
 }
 """Reason code -> English text (a msgid). Placeholders use ``{name}``."""
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.errors import BranchwiseError, InvalidTitle, ServerUnsupported
-from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import LineageIndex
@@ -31,6 +33,7 @@ from branchwise.core.runtime import TurnResult
 from branchwise.core.settings import Settings, load_settings, save_settings
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
@@ -104,11 +107,21 @@ class Host:
         self._fork_backend = fork_backend
         self._checkpoint = checkpoint
         self._coordinator: ForkCoordinator | None = None
+        self._pruning: threading.Thread | None = None
 
     # -- start and stop ------------------------------------------------------
 
     def start(self) -> Changes:
-        """Sweep half-built sessions and list manifests (no log is read)."""
+        """Sweep half-built sessions and list manifests (no log is read).
+
+        Old fork reservations are pruned in a worker thread meanwhile
+        (:meth:`prune_operations`); :meth:`shutdown` waits for it.
+        """
+        if self._pruning is None:
+            self._pruning = threading.Thread(
+                target=self._prune_quietly, name="prune fork-index", daemon=True
+            )
+            self._pruning.start()
         swept = self.store.sweep_temporary()
         if swept:
             log.info("swept %d temporary session folders", len(swept))
@@ -116,6 +129,30 @@ class Host:
         for error in self._index.damaged:
             self.notices.post(error.code, Level.WARNING, detail=error.message)
         return self.emit(Changes(sidebar=True))
+
+    def prune_operations(self, now: float | None = None) -> tuple[PrunedReservation, ...]:
+        """Remove fork reservations past the horizon that no journalled operation names.
+
+        A journal that cannot be read names nothing for certain, so then
+        nothing is pruned (its load moves it aside; the next start prunes).
+
+        Raises:
+            OSError: ``fork-index/`` could not be read or a file not removed.
+        """
+        keep = journalled_operation_ids(self.root)
+        if keep is None:
+            log.warning("fork journal unreadable: fork-index/ not pruned this time")
+            return ()
+        pruned = OperationIndex(self.root).prune(time.time() if now is None else now, keep=keep)
+        if pruned:
+            log.info("pruned %d fork reservations past the horizon", len(pruned))
+        return pruned
+
+    def _prune_quietly(self) -> None:
+        try:
+            self.prune_operations()
+        except Exception:  # noqa: BLE001 - housekeeping: logged, never fatal
+            log.exception("could not prune fork-index/")
 
     async def recover(self) -> None:
         """Check the fork server, then resume fork operations a crash left (DESIGN §4 step 7).
@@ -162,6 +199,8 @@ class Host:
         self._open.clear()
         for task in list(self._tasks):
             task.cancel()
+        if self._pruning is not None:
+            await asyncio.to_thread(self._pruning.join)
 
     # -- listening ------------------------------------------------------------
 

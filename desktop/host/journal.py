@@ -390,6 +390,31 @@ def read_journal_document(root: Path) -> dict[str, Any] | None:
     return None
 
 
+def journalled_operation_ids(root: Path) -> frozenset[str] | None:
+    """Every operation id the journal under ``root`` names, read straight from disk.
+
+    For pruning the operation index (an unfinished operation keeps its
+    reservation), so it is generous: any ``operationId`` string in the list
+    counts, valid record or not. ``None`` when the journal exists but cannot
+    be read as a document: nothing can be known to be unnamed, so nothing is
+    pruned (loading it moves it aside and says so).
+    """
+    try:
+        document = orjson.loads((Path(root) / JOURNAL_NAME).read_bytes())
+    except FileNotFoundError:
+        return frozenset()
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    operations = document.get("operations") if isinstance(document, dict) else None
+    if not isinstance(operations, list):
+        return None
+    return frozenset(
+        item["operationId"]
+        for item in operations
+        if isinstance(item, dict) and isinstance(item.get("operationId"), str)
+    )
+
+
 def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
