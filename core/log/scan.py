@@ -4,7 +4,7 @@ A scan reads the file once and splits it into whole verified frames (read
 by :func:`~branchwise.core.log.frames.iter_frames`, the one frame reader), an
 optional *torn tail* (an incomplete or damaged last frame, cut by the writer
 on open), and an optional *corruption* (a damaged frame followed by good
-ones: never cut, the session becomes read-only).
+ones, or a frame over the size limit: never cut, the session becomes read-only).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from branchwise.core.errors import CorruptLog, InvalidFrame
+from branchwise.core.errors import CommitTooLarge, CorruptLog, InvalidFrame
 from branchwise.core.log.frames import (
     Frame,
     Incomplete,
@@ -98,6 +98,16 @@ def _diagnose(buf: bytes, offset: int, commit: int, seq: int, scan: LogScan) -> 
         _check_sequence(frame, commit, seq)
     except Incomplete:
         scan.torn_tail = TornTail(offset, len(buf) - offset)
+        return
+    except CommitTooLarge as exc:
+        # A verified header over the one size limit (an older build wrote it): not a
+        # torn write, so never cut; every reader stops before it alike.
+        scan.corruption = CorruptLog(
+            f"{exc.message}; history ends at seq {seq - 1}",
+            offset=offset,
+            afterSeq=seq - 1,
+            reason=exc.code,
+        )
         return
     except InvalidFrame as exc:
         if find_next_frame(buf, offset + 1) is None:
