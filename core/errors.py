@@ -11,6 +11,7 @@ over the wire.
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 _BY_CODE: dict[str, type[BranchwiseError]] = {}
@@ -138,9 +139,20 @@ class DurabilityError(BranchwiseError):
 
 
 class DiskFull(BranchwiseError):
-    """A write failed for lack of space; no part of the commit is visible."""
+    """A write failed for lack of space (or quota); what it was writing is not kept.
+
+    Whatever was durably saved before stays (earlier commits, the question of
+    a turn whose answer could not be saved); ``details`` say what the failed
+    operation managed to keep, where that is more than nothing. Not definitive:
+    the same request can succeed once space is freed.
+
+    Attributes:
+        ERRNOS: the ``OSError`` errnos that mean "no space" (``ENOSPC``, ``EDQUOT``).
+    """
 
     code = "disk_full"
+    http_status = 507  # Insufficient Storage (RFC 4918)
+    ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 class WriterClosed(BranchwiseError):
@@ -202,6 +214,18 @@ class UnreadableManifest(InvalidManifest):
 
     code = "manifest_unreadable"
     definitive = True
+
+
+class CommitTooLarge(BranchwiseError):
+    """A commit whose payload exceeds the one frame size limit (``frames.MAX_PAYLOAD``).
+
+    Refused before anything is written; readers stop before such a frame too
+    (one written by an older build is reported as damage, never cut).
+    """
+
+    code = "commit_too_large"
+    definitive = True
+    http_status = 413
 
 
 # -- Forks (§3.1, §3.2): a target's unavailable ``reason`` and the refused fork share one code -----

@@ -11,6 +11,15 @@ every ``flush_interval`` seconds, so a crash loses at most about that much of
 the answer. Cancelling keeps the partial text (``cancelled``); a provider
 failure ends the turn with ``error`` and its text; a crash leaves the turn open
 until the next writer closes it as ``interrupted``.
+
+A commit that fails (a full disk: :class:`~branchwise.core.errors.DiskFull`)
+after the question was saved ends the turn as ``error`` with that failure,
+keeping what was saved; the closing commit drops the answer text it cannot
+fit (the last partial answer committed stays) before giving up. If even that
+cannot be written, :meth:`TurnRunner.run` raises the failure, and the next
+writer to open the session closes the turn as ``interrupted``. Either way the
+error's details say what of the turn was kept: ``questionSaved``,
+``answerSaved`` (characters of the answer committed) and ``turnClosed``.
 """
 
 from __future__ import annotations
@@ -122,6 +131,7 @@ class TurnRunner:
         self._task: asyncio.Task[Usage | None] | None = None
         self._cancel_requested = False
         self._started = False
+        self._failure: BranchwiseError | None = None  # a commit of the turn that failed
 
     @property
     def running(self) -> bool:
@@ -135,18 +145,33 @@ class TurnRunner:
             self._task.cancel()
 
     async def run(self, text: str) -> TurnResult:
-        """Run the whole turn for the user's ``text`` and return how it ended."""
+        """Run the whole turn for the user's ``text`` and return how it ended.
+
+        Raises:
+            BranchwiseError: the question could not be committed (nothing of
+                the turn was saved), or a commit failed and the turn could not
+                be closed either (see the module docstring).
+        """
         if self.writer.projection.open_turn is not None:
             raise BranchwiseError("a turn is already running in this session")
         user_id = new_id("msg")
         step_id = new_id("step")
-        self._commit(
-            [ev.turn_start(self.turn_id), ev.user_message(user_id, text), ev.step_start(step_id)]
-        )
+        question = [ev.turn_start(self.turn_id), ev.user_message(user_id, text)]
+        try:
+            self._commit([*question, ev.step_start(step_id)])
+        except BranchwiseError as exc:
+            raise self._kept(exc, closed=False, question=False) from None
         self._started = True
+        title_failure = None
         if not self.writer.projection.title:
-            self.writer.set_title(_title_from(text))
+            try:
+                self.writer.set_title(_title_from(text))
+            except BranchwiseError as exc:  # the question is saved: end the turn as an error
+                title_failure = exc
         self.listener.turn_started(self.turn_id, user_id, self.message_id)
+        if title_failure is not None:
+            self._failure = title_failure
+            return self._finish(step_id, EndReason.ERROR, title_failure, None)
         self._last_flush = self.clock()
         context = self.writer.projection.model_messages()
         self._task = asyncio.ensure_future(self._consume(context))
@@ -155,7 +180,9 @@ class TurnRunner:
             usage = await self._task
         except asyncio.CancelledError:
             reason = EndReason.CANCELLED
-            if not self._cancel_requested:
+            if self._failure is not None:  # a partial commit failed and stopped the provider
+                reason, error = EndReason.ERROR, self._failure
+            elif not self._cancel_requested:
                 self._finish(step_id, reason, None, None)
                 raise
         except BranchwiseError as exc:
@@ -181,7 +208,7 @@ class TurnRunner:
         return usage
 
     def _schedule_flush(self) -> None:
-        if self._flush_handle is not None:
+        if self._flush_handle is not None or self._failure is not None:
             return
         due = self._last_flush + self.flush_interval - self.clock()
         if due <= 0:
@@ -195,9 +222,16 @@ class TurnRunner:
         if self._text_len == self._committed_len:
             return
         text = self.text
-        self._commit(
-            [ev.assistant_message(self.message_id, text, self.provider.model, partial=True)]
-        )
+        try:
+            self._commit(
+                [ev.assistant_message(self.message_id, text, self.provider.model, partial=True)]
+            )
+        except BranchwiseError as exc:
+            # Stop asking the model: the turn ends as an error keeping what was saved.
+            self._failure = exc
+            if self._task is not None:
+                self._task.cancel()
+            return
         self._committed_len = len(text)
 
     @property
@@ -218,14 +252,28 @@ class TurnRunner:
             self._flush_handle.cancel()
             self._flush_handle = None
         text = self.text
-        closing: list[dict[str, Any]] = []
-        if text:
-            closing.append(ev.assistant_message(self.message_id, text, self.provider.model))
-        closing.append(ev.step_end(step_id))
+        tail: list[dict[str, Any]] = [ev.step_end(step_id)]
         if usage is not None:
-            closing.append(ev.usage(usage.input_tokens, usage.output_tokens, self.provider.model))
-        closing.append(ev.turn_end(self.turn_id, reason, error.message if error else None))
-        committed = self._commit(closing)
+            tail.append(ev.usage(usage.input_tokens, usage.output_tokens, self.provider.model))
+        answer = [ev.assistant_message(self.message_id, text, self.provider.model)] if text else []
+        try:
+            committed = self._commit([*answer, *tail, self._end(reason, error)])
+        except BranchwiseError as exc:
+            if not answer:
+                raise self._kept(self._failure or exc, closed=False) from None
+            # The whole answer does not fit (a full disk, or over the commit size limit):
+            # end as an error in a short closing commit, the answer as last committed.
+            # The first failed commit of the turn is the one to report.
+            error = self._failure = self._failure or exc
+            reason, text = EndReason.ERROR, text[: self._committed_len]
+            try:
+                committed = self._commit([*tail, self._end(reason, error)])
+            except BranchwiseError:
+                raise self._kept(error, closed=False) from None
+        else:
+            self._committed_len = len(text)
+        if error is not None and error is self._failure:
+            self._kept(error, closed=True)
         result = TurnResult(
             session_id=self.writer.session_id,
             turn_id=self.turn_id,
@@ -237,6 +285,20 @@ class TurnRunner:
         )
         self.listener.turn_ended(result)
         return result
+
+    def _end(self, reason: EndReason, error: BranchwiseError | None) -> dict[str, Any]:
+        return ev.turn_end(self.turn_id, reason, error.message if error else None)
+
+    def _kept(
+        self, error: BranchwiseError, *, closed: bool, question: bool = True
+    ) -> BranchwiseError:
+        """Record in ``error``'s details what of this turn is saved; return it."""
+        error.details.update(
+            questionSaved=question,
+            answerSaved=self._committed_len if question else 0,
+            turnClosed=closed,
+        )
+        return error
 
     def _commit(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         committed = self.writer.commit(events)

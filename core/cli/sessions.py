@@ -67,7 +67,7 @@ def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     manifest, projection = snapshot.manifest, snapshot.projection
     return {
         "sessionId": manifest.session_id,
-        "title": manifest.title,
+        "title": snapshot.title,
         "kind": manifest.kind,
         "generation": manifest.generation,
         "parent": manifest.parent.to_json() if manifest.parent else None,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from branchwise.core.errors import (
+    DiskFull,
     DuplicateChild,
     InvalidForkRequest,
     InvalidManifest,
@@ -314,6 +315,9 @@ def fork(
         ReadOnlyDataFolder: the data folder cannot be written.
         UnsafePath: a symbolic link where the source's or child's folder or files belong.
         InvalidManifest: the source's manifest is damaged or names another session.
+        DiskFull: no space at any step; nothing is left behind (no child, no
+            temporary folder, no reservation this call made), the source is
+            untouched, and a retry once there is space makes the one child.
     """
     _validate_request(request, operation_id, title)
     index = OperationIndex(store.root)
@@ -327,6 +331,7 @@ def fork(
             return earlier
 
     source, cut = _read_and_cut(store, request)
+    made: ForkRequest | None = None  # the reservation this call wrote, if any
     if reserved is None:  # reserve before publishing: a crash after publish still finds it
         child_id = (
             request.child_session_id if request.child_session_id is not None else new_session_id()
@@ -337,8 +342,31 @@ def fork(
             reserved = index.reserve(operation_id, mine)
         if not request.same_as(reserved):
             raise _conflict(operation_id)
+        if reserved is mine:
+            made = mine
     child = str(reserved.child_session_id)
+    try:
+        return _publish_child(store, request, operation_id, title, source, cut, child)
+    except Exception as exc:
+        # Not published (a failure, not a crash): withdraw what this call reserved, so a
+        # full disk leaves nothing behind. A crash keeps it, and a retry finishes the child.
+        if made is not None and not store.exists(child):
+            index.release(operation_id, made)
+        if isinstance(exc, DiskFull):
+            exc.details.setdefault("operationId", operation_id)
+        raise
 
+
+def _publish_child(
+    store: SessionStore,
+    request: ForkRequest,
+    operation_id: str,
+    title: str | None,
+    source: Manifest,
+    cut: _Cut,
+    child: str,
+) -> ForkResult:
+    """Encode the child's own commit after the cut, and publish the child folder."""
     manifest = _child_manifest(source, request, child, cut, operation_id, title)
     own = [
         {

@@ -9,8 +9,10 @@ A fork is idempotent per operation id. Before a fork publishes anything it
 *reserves* the id in ``<root>/fork-index/``: the request and the child id it
 will use. Publishing is the fork's last step, so after a crash a retry finds
 either the published child or just the reservation, and finishes that same
-child; it never makes a second one. Each file keeps its own JSON shape, written
-by the module that owns the file: the reservation's is here.
+child; it never makes a second one. A fork that fails without publishing (a
+full disk) withdraws the reservation it made, so it leaves nothing behind.
+Each file keeps its own JSON shape, written by the module that owns the file:
+the reservation's is here.
 
 Reservations are kept for :data:`RESERVATION_HORIZON` (30 days), then
 :meth:`OperationIndex.prune` removes them at the desktop's start, unless the
@@ -27,6 +29,7 @@ reserving right now), and fsyncs the folder once.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -39,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.store.atomic import fsync_dir
+from branchwise.core.store.atomic import disk_full_as_typed, fsync_dir, write_all
 
 INDEX_DIR = "fork-index"
 
@@ -116,29 +119,49 @@ class OperationIndex:
             return None
 
     def reserve(self, operation_id: str, request: ForkRequest) -> ForkRequest:
-        """Durably reserve ``request`` (with its child id); return the winning reservation."""
-        self.directory.mkdir(mode=0o700, exist_ok=True)
+        """Durably reserve ``request`` (with its child id); return the winning reservation.
+
+        The winner is ``request`` itself (the same object) when this call made
+        the reservation.
+
+        Raises:
+            DiskFull: no space at any step; neither a reservation nor a
+                temporary file is left behind.
+        """
         final = self._path(operation_id)
         tmp = self.directory / f".{final.name}.{os.getpid()}-{secrets.token_hex(4)}"
         body = orjson.dumps({"operationId": operation_id, "request": _request_json(request)})
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, body)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, final)
-        except FileExistsError:
-            winner = self.lookup(operation_id)
-            if winner is not None:
-                os.unlink(tmp)
-                return winner
-            # A damaged reservation names no child we could find; ours replaces it.
-            os.replace(tmp, final)
-        else:
-            os.unlink(tmp)
-        fsync_dir(self.directory)
+        linked = False
+        with disk_full_as_typed(
+            "the disk is full: the branch could not be started; nothing was saved",
+            operationId=operation_id,
+        ):
+            self.directory.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                try:
+                    write_all(fd, body)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                try:
+                    os.link(tmp, final)
+                except FileExistsError:
+                    winner = self.lookup(operation_id)
+                    if winner is not None:
+                        return winner
+                    # A damaged reservation names no child we could find; ours replaces it.
+                    os.replace(tmp, final)
+                linked = True
+                fsync_dir(self.directory)
+            except BaseException:
+                if linked:  # ours, but not durably: no fork may go on from it
+                    with contextlib.suppress(OSError):
+                        os.unlink(final)
+                raise
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(tmp)
         return request
 
     def prune(
@@ -210,6 +233,19 @@ class OperationIndex:
         except FileNotFoundError:
             return None  # another process pruned it
         return pruned
+
+    def release(self, operation_id: str, request: ForkRequest) -> None:
+        """Withdraw the reservation of ``request`` after its fork failed without publishing.
+
+        Only a reservation that still names ``request`` is removed. Best effort:
+        a reservation that stays (or comes back after a crash) only makes a
+        retry finish the same child.
+        """
+        if self.lookup(operation_id) != request:
+            return
+        with contextlib.suppress(OSError):
+            os.unlink(self._path(operation_id))
+            fsync_dir(self.directory)
 
 
 @dataclass(frozen=True, slots=True)

@@ -90,7 +90,14 @@ REASONS: Mapping[str, str] = {
     "not_durable": N_(
         "Saving to disk failed, so the last change may be lost. Reopen the conversation."
     ),
-    "disk_full": N_("The disk is full. The last change was not saved."),
+    "disk_full": N_(
+        "The disk is full. The last change could not be saved; what was saved before it is kept. "
+        "Free some space and try again."
+    ),
+    "commit_too_large": N_(
+        "This change is too large to save as one entry (the limit is 256 MiB). Nothing of it "
+        "was saved."
+    ),
     "invalid_session_id": N_("That is not a valid conversation id."),
     "session_not_found": N_("This conversation could not be found."),
     "session_exists": N_("A conversation with this id already exists."),

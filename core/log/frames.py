@@ -15,6 +15,13 @@ Header layout (little-endian)::
 The header checksum lets a scan tell a damaged length field from a frame that
 is merely incomplete.
 
+One size limit, :data:`MAX_PAYLOAD`, binds every writer and every reader: the
+encoder refuses a bigger payload (:class:`~branchwise.core.errors.CommitTooLarge`,
+before any byte is written), and every reader stops before a frame announcing
+one, so a session, its fork targets and its forks always see the same
+commits. The limit is read when called, never copied, so the one constant is
+the limit everywhere.
+
 Every reader of committed history goes through :func:`iter_frames` (the log
 scan, fork targets, the fork's cut); :func:`frame_offsets` hops from header to
 header for readers that decode only a few frames from the end.
@@ -32,13 +39,14 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from branchwise.core.errors import InvalidFrame, UnsupportedFormat
+from branchwise.core.errors import CommitTooLarge, InvalidFrame, UnsupportedFormat
 
 MAGIC = b"\xffBW"
 FRAME_VERSION = 1
 HEADER = struct.Struct("<3sBIII")
 HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 256 * 1024 * 1024
+"""The largest payload of one commit, in bytes (256 MiB), for writers and readers alike."""
 _HEAD = struct.Struct("<3sBII")  # the header bytes its own checksum covers
 _HCRC = struct.Struct("<I")
 
@@ -65,18 +73,32 @@ _new_frame = tuple.__new__
 
 
 def _header(payload: bytes) -> bytes:
+    if len(payload) > MAX_PAYLOAD:
+        raise CommitTooLarge(
+            f"a commit of {len(payload)} bytes is over the limit of {MAX_PAYLOAD} bytes",
+            size=len(payload),
+            limit=MAX_PAYLOAD,
+        )
     head = _HEAD.pack(MAGIC, FRAME_VERSION, len(payload), zlib.crc32(payload))
     return head + _HCRC.pack(zlib.crc32(head))
 
 
 def encode_frame(commit: int, events: list[dict[str, Any]]) -> bytes:
-    """Serialize one commit to frame bytes."""
+    """Serialize one commit to frame bytes.
+
+    Raises:
+        CommitTooLarge: the payload is over :data:`MAX_PAYLOAD`.
+    """
     payload = orjson.dumps({"commit": commit, "events": events})
     return _header(payload) + payload
 
 
 def encode_frame_into(out: bytearray, commit: int, events: list[dict[str, Any]]) -> None:
-    """Append one commit's frame bytes to ``out`` (a fork builds a whole log this way)."""
+    """Append one commit's frame bytes to ``out`` (a fork builds a whole log this way).
+
+    Raises:
+        CommitTooLarge: the payload is over :data:`MAX_PAYLOAD` (``out`` is unchanged).
+    """
     payload = orjson.dumps({"commit": commit, "events": events})
     out += _header(payload)
     out += payload
@@ -91,8 +113,9 @@ def _payload_length(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
 
     Raises:
         Incomplete: the buffer ends inside the header.
-        InvalidFrame: not a frame header (magic, checksum, version or length).
+        InvalidFrame: not a frame header (magic, checksum or version).
         UnsupportedFormat: a valid header of a newer frame version.
+        CommitTooLarge: a valid header announcing a payload over :data:`MAX_PAYLOAD`.
     """
     if len(buf) - offset < HEADER_SIZE:
         raise Incomplete
@@ -105,8 +128,15 @@ def _payload_length(buf: bytes | memoryview, offset: int) -> tuple[int, int]:
         raise UnsupportedFormat(
             f"frame version {version} is newer than supported {FRAME_VERSION}", offset=offset
         )
-    if version < 1 or length > MAX_PAYLOAD:
+    if version < 1:
         raise InvalidFrame("bad frame header", offset=offset)
+    if length > MAX_PAYLOAD:
+        raise CommitTooLarge(
+            f"the commit at byte {offset} is {length} bytes, over the limit of {MAX_PAYLOAD} bytes",
+            offset=offset,
+            size=length,
+            limit=MAX_PAYLOAD,
+        )
     return length, crc
 
 
@@ -117,6 +147,7 @@ def decode_frame(buf: bytes | memoryview, offset: int) -> Frame:
         Incomplete: the buffer ends inside this frame.
         InvalidFrame: the bytes at ``offset`` are not a valid frame.
         UnsupportedFormat: a valid header of a newer frame version.
+        CommitTooLarge: a valid header announcing a payload over :data:`MAX_PAYLOAD`.
     """
     length, crc = _payload_length(buf, offset)
     start = offset + HEADER_SIZE
@@ -148,7 +179,7 @@ def find_next_frame(buf: bytes | memoryview, start: int) -> int | None:
     while pos != -1:
         try:
             decode_frame(data, pos)
-        except (Incomplete, InvalidFrame, UnsupportedFormat):
+        except (Incomplete, InvalidFrame, UnsupportedFormat, CommitTooLarge):
             pos = data.find(MAGIC, pos + 1)
             continue
         return pos
@@ -173,18 +204,19 @@ def iter_frames(
         through_seq: stop after the frame holding this seq (or the first
             frame past it), as a cut at a boundary does.
 
-    Stops silently at the first frame that is incomplete, damaged, or out of
-    commit/seq sequence: whatever follows is a torn tail or corruption, and
-    neither is committed history (:mod:`~branchwise.core.log.scan` tells
-    which). Each frame must carry the next commit number and its events the
-    next dense run of seqs; checking the first and last seq is enough, as the
-    checksum vouches for the bytes in between.
+    Stops silently at the first frame that is incomplete, damaged, over
+    :data:`MAX_PAYLOAD`, or out of commit/seq sequence: whatever follows is a
+    torn tail or corruption, and neither is committed history
+    (:mod:`~branchwise.core.log.scan` tells which). Each frame must carry the
+    next commit number and its events the next dense run of seqs; checking the
+    first and last seq is enough, as the checksum vouches for the bytes in
+    between.
 
     Raises:
         UnsupportedFormat: a frame with a valid header of a newer version.
     """
     view = memoryview(buf)
-    offset, commit, seq, size = start, first_commit, first_seq, len(view)
+    offset, commit, seq, size, limit = start, first_commit, first_seq, len(view), MAX_PAYLOAD
     unpack, crc32, loads, new = HEADER.unpack_from, zlib.crc32, orjson.loads, _new_frame
     while size - offset >= HEADER_SIZE:
         magic, version, length, crc, hcrc = unpack(view, offset)
@@ -198,7 +230,7 @@ def iter_frames(
                 )
             return
         end = offset + HEADER_SIZE + length
-        if end > size:
+        if end > size or length > limit:
             return
         payload = view[offset + HEADER_SIZE : end]
         if crc32(payload) != crc:
@@ -239,6 +271,7 @@ def frame_offsets(buf: bytes | memoryview) -> list[int]:
     Raises:
         InvalidFrame: a header is damaged where the previous frame ends.
         UnsupportedFormat: a frame of a newer version.
+        CommitTooLarge: a frame over :data:`MAX_PAYLOAD`.
     """
     offsets: list[int] = []
     offset, size = 0, len(buf)

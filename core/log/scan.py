@@ -14,6 +14,7 @@ holds no zero-filled sector and still fails its checksum was written in
 full, so it was a durable commit and has since been damaged: that is
 corruption, like damage followed by good frames. Cutting it would silently
 turn a completed turn into an interrupted one and drop its answer.
+A frame over the size limit is corruption too, never cut.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from branchwise.core.errors import CorruptLog, InvalidFrame
+from branchwise.core.errors import CommitTooLarge, CorruptLog, InvalidFrame
 from branchwise.core.log.frames import (
     HEADER,
     HEADER_SIZE,
@@ -114,6 +115,16 @@ def _diagnose(buf: bytes, offset: int, commit: int, seq: int, scan: LogScan) -> 
         _check_sequence(frame, commit, seq)
     except Incomplete:
         scan.torn_tail = TornTail(offset, len(buf) - offset)
+        return
+    except CommitTooLarge as exc:
+        # A verified header over the one size limit (an older build wrote it): not a
+        # torn write, so never cut; every reader stops before it alike.
+        scan.corruption = CorruptLog(
+            f"{exc.message}; history ends at seq {seq - 1}",
+            offset=offset,
+            afterSeq=seq - 1,
+            reason=exc.code,
+        )
         return
     except InvalidFrame as exc:
         if find_next_frame(buf, offset + 1) is not None:

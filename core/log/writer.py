@@ -2,7 +2,18 @@
 
 Appends are one ``write`` and one ``fsync`` per commit; a commit is reported
 durable only after its fsync returned. A failed write is undone (no partial
-commit stays visible); a failed fsync closes the writer for good.
+commit stays visible); a failed fsync closes the writer for good, except for
+lack of space (below).
+
+A full disk (``ENOSPC``/``EDQUOT``) is :class:`~branchwise.core.errors.DiskFull`
+wherever it strikes, and the writer stays usable when the failed commit could
+be taken back: after a failed write the file is cut back to the last durable
+commit; after a failed fsync it is cut back too and fsynced again. Retrying an
+fsync is unsafe only for data one means to keep (Linux may have dropped the
+dirty pages and reports the error once); here the unsynced bytes are thrown
+away, and everything before them was already made durable by earlier fsyncs,
+so a successful fsync of the cut leaves exactly the durable commits. If the
+cut itself fails the writer is closed, as for any other failed fsync.
 
 Opening a log with a torn tail cuts it, but never loses a byte: the cut bytes
 are first saved, fsynced, beside the log as ``events.log.cut-<UTC time>-at<offset>``.
@@ -10,7 +21,6 @@ are first saved, fsynced, beside the log as ``events.log.cut-<UTC time>-at<offse
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 import time
@@ -95,7 +105,10 @@ class LogWriter:
         """Commit ``events`` atomically and durably; return them with seq and ts.
 
         Raises:
-            DiskFull: no space; nothing of the commit remains in the file.
+            CommitTooLarge: the commit is over the frame size limit; nothing is written.
+            DiskFull: no space; nothing of the commit remains in the file, and
+                earlier commits are kept (if the commit could not be taken back,
+                ``writerClosed`` is true and the writer is closed).
             DurabilityError: a write or fsync failed otherwise; the writer is
                 closed for good (reopen to recover from disk).
             WriterClosed: the writer was closed or failed before.
@@ -108,11 +121,13 @@ class LogWriter:
         for event in events:
             stamped.append({"seq": seq, "ts": ts, **event})
             seq += 1
-        data = encode_frame(self._next_commit, stamped)
+        data = encode_frame(self._next_commit, stamped)  # refuses an oversized commit first
         self._write_all(data)
         try:
             self._ops.fsync(self._fd)
         except OSError as exc:
+            if exc.errno in DiskFull.ERRNOS:
+                raise self._take_back_unsynced(exc) from exc
             self._failed = f"fsync failed ({exc.strerror or exc})"
             raise DurabilityError(
                 f"the commit could not be made durable: {exc.strerror or exc}",
@@ -130,12 +145,25 @@ class LogWriter:
                 view = view[self._ops.write(self._fd, view) :]
         except OSError as exc:
             self._undo_partial_write(exc)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFull("the disk is full; the message was not saved") from exc
+            if exc.errno in DiskFull.ERRNOS:
+                raise _disk_full(self._failed is not None) from exc
             self._failed = f"write failed ({exc.strerror or exc})"
             raise DurabilityError(
                 f"the commit could not be written: {exc.strerror or exc}", errno=exc.errno
             ) from exc
+
+    def _take_back_unsynced(self, cause: OSError) -> DiskFull:
+        """After an fsync failed for lack of space: cut the commit off and make the cut durable.
+
+        Returns the error to raise; the writer stays usable when the cut succeeded.
+        """
+        try:
+            self._ops.ftruncate(self._fd, self._end)
+            self._ops.fsync(self._fd)
+        except OSError:
+            self._failed = f"fsync failed and could not be undone ({cause.strerror or cause})"
+            return _disk_full(True)
+        return _disk_full(False)
 
     def _undo_partial_write(self, cause: OSError) -> None:
         """Cut bytes a failed write may have left, so no partial commit stays."""
@@ -188,3 +216,16 @@ def save_cut_bytes(path: Path, fd: int, start: int) -> Path:
         os.close(out)
     fsync_dir(path.parent)
     return copy
+
+
+def _disk_full(writer_closed: bool) -> DiskFull:
+    """The refusal of one commit for lack of space (earlier commits are kept)."""
+    if writer_closed:
+        return DiskFull(
+            "the disk is full: the last change could not be saved, and the session "
+            "must be reopened to go on; what was saved before it is kept",
+            writerClosed=True,
+        )
+    return DiskFull(
+        "the disk is full: the last change could not be saved; what was saved before it is kept"
+    )

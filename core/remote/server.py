@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import hmac
+import logging
 import os
 import secrets
 from pathlib import Path
@@ -45,6 +46,8 @@ from branchwise.core.remote.protocol import (
 from branchwise.core.store.store import SessionStore
 
 TOKEN_FILE = "serve-token"
+
+log = logging.getLogger(__name__)
 
 
 def load_or_create_token(root: Path) -> str:
@@ -158,6 +161,16 @@ def build_app(store: SessionStore, token: str) -> web.Application:
         except web.HTTPMethodNotAllowed:
             return _json(
                 {"error": {"code": "invalid_request", "message": "method not allowed"}}, 405
+            )
+        except web.HTTPException as exc:
+            code = "invalid_request" if exc.status < 500 else "internal_error"
+            return _json({"error": {"code": code, "message": exc.reason}}, exc.status)
+        except Exception as exc:
+            # Never a plain-text 500: a bug (or an untyped OS error) is still a typed answer.
+            log.exception("%s %s failed", request.method, request.path)
+            return _json(
+                {"error": {"code": "internal_error", "message": f"the server failed: {exc!r}"}},
+                500,
             )
 
     async def capabilities(request: web.Request) -> web.Response:

@@ -7,6 +7,10 @@ Every file of the data root is opened through :func:`open_no_follow`: a
 symbolic link planted where a log, lock, manifest or temp file belongs is
 refused with ``UnsafePath``, so nothing outside the data root is ever read
 through one or emptied and overwritten.
+
+A failed write removes its temporary file; :func:`disk_full_as_typed` turns
+a lack of space met anywhere in a store operation into the typed
+:class:`~branchwise.core.errors.DiskFull`.
 """
 
 from __future__ import annotations
@@ -17,8 +21,24 @@ import os
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from branchwise.core.errors import ReadOnlyDataFolder, UnsafePath
+from branchwise.core.errors import DiskFull, ReadOnlyDataFolder, UnsafePath
+
+
+@contextlib.contextmanager
+def disk_full_as_typed(message: str, **details: Any) -> Iterator[None]:
+    """Raise :class:`DiskFull` (``message``, ``details``) for an ``ENOSPC``/``EDQUOT`` inside.
+
+    Other errors pass through unchanged. The caller cleans up what it built.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in DiskFull.ERRNOS:
+            raise DiskFull(message, **details) from exc
+        raise
+
 
 _READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
 
@@ -104,13 +124,15 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        write_all(fd, data)
-        os.fsync(fd)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
     except BaseException:
-        os.close(fd)
+        # A full disk must not leave the temporary file behind (nor keep its space).
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    os.close(fd)
-    os.replace(tmp, path)
     fsync_dir(path.parent)

@@ -18,7 +18,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from branchwise.core.errors import AppAlreadyRunning, LeaseHeld, WriterClosed
+from branchwise.core.errors import AppAlreadyRunning, DiskFull, LeaseHeld, WriterClosed
 from branchwise.core.store.atomic import open_no_follow, refusing_read_only
 
 
@@ -47,8 +47,16 @@ class WriterLease:
             os.close(fd)
             raise
         self._fd = fd
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError as exc:
+            # The pid is only a hint for people; the flock is the lease. A full disk
+            # must not stop a writer that may only need to close a turn as an error.
+            if exc.errno not in DiskFull.ERRNOS:
+                os.close(fd)
+                self._fd = -1
+                raise
 
     @property
     def held(self) -> bool:

@@ -28,10 +28,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.errors import SessionExists
+from branchwise.core.errors import DiskFull, SessionExists
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.projection.events import validate_event
 from branchwise.core.store.atomic import (
+    disk_full_as_typed,
     fsync_dir,
     open_no_follow,
     refuse_link,
@@ -129,7 +130,9 @@ def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) ->
             os.link(src, dst)
         except FileNotFoundError:
             continue  # the parent lacks it too; its rewind would be as incomplete
-        except OSError:
+        except OSError as exc:
+            if exc.errno in DiskFull.ERRNOS:
+                raise  # a copy would need more room still
             shutil.copyfile(src, dst)
             fd = os.open(dst, os.O_RDONLY)
             try:
@@ -155,25 +158,32 @@ def publish_new_session(
 
     Raises:
         SessionExists: a session with this id was published first.
+        DiskFull: no space at any step; the temporary folder is removed and
+            nothing is published.
     """
     final = store.session_dir(manifest.session_id)
     store.require_writable()
     tmp = store.temp_dir(manifest.session_id)
-    with refusing_read_only(store.sessions_dir):
-        tmp.mkdir(mode=0o700)
-    try:
-        _write_file(tmp / "events.log", log)
-        if blobs is not None:
-            _link_blobs(blobs[0], tmp / "blobs", blobs[1])
-        save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
+    with disk_full_as_typed(
+        f"the disk is full: session {manifest.session_id} could not be saved; "
+        "nothing of it was published",
+        sessionId=manifest.session_id,
+    ):
+        with refusing_read_only(store.sessions_dir):
+            tmp.mkdir(mode=0o700)
         try:
-            publish_dir(tmp, final)
-        except OSError as exc:
-            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                raise
-            raise SessionExists(
-                f"session {manifest.session_id} already exists", sessionId=manifest.session_id
-            ) from exc
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            _write_file(tmp / "events.log", log)
+            if blobs is not None:
+                _link_blobs(blobs[0], tmp / "blobs", blobs[1])
+            save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
+            try:
+                publish_dir(tmp, final)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                raise SessionExists(
+                    f"session {manifest.session_id} already exists", sessionId=manifest.session_id
+                ) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise

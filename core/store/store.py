@@ -21,6 +21,7 @@ from typing import Any
 from branchwise.core.errors import (
     BranchwiseError,
     CorruptLog,
+    DiskFull,
     InvalidManifest,
     ReadOnlyDataFolder,
     SessionExists,
@@ -33,7 +34,12 @@ from branchwise.core.log.scan import LogScan, TornTail, gc_paused, scan_log
 from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps, LogWriter
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
-from branchwise.core.store.atomic import fsync_dir, refuse_link, refusing_read_only
+from branchwise.core.store.atomic import (
+    disk_full_as_typed,
+    fsync_dir,
+    refuse_link,
+    refusing_read_only,
+)
 from branchwise.core.store.locks import WriterLease, lease_is_held
 from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
 
@@ -68,6 +74,15 @@ class SessionSnapshot:
     def session_id(self) -> str:
         """The session's id."""
         return self.manifest.session_id
+
+    @property
+    def title(self) -> str:
+        """The title: the log's latest ``session/title``, else the manifest's.
+
+        The log is the title's record; the manifest may lag behind it when a
+        full disk stopped its rewrite (see :meth:`SessionWriter.set_title`).
+        """
+        return self.projection.title or self.manifest.title
 
 
 class SessionStore:
@@ -144,7 +159,12 @@ class SessionStore:
         """Create a root session and return its writer.
 
         The folder is built under a temporary name and published with one
-        rename, so a crash never leaves a session without a manifest.
+        rename, so a crash never leaves a session without a manifest, and a
+        failure (a full disk) removes the temporary folder: nothing is published.
+
+        Raises:
+            SessionExists: a session with this id exists.
+            DiskFull: no space at any step; nothing was created.
         """
         session_id = validate_session_id(new_session_id() if session_id is None else session_id)
         final = self.session_dir(session_id)
@@ -153,16 +173,32 @@ class SessionStore:
         self.require_writable()
         manifest = Manifest(session_id=session_id, title=title, created_at=time.time())
         tmp = self.temp_dir(session_id)
-        with refusing_read_only(self.sessions_dir):
-            tmp.mkdir(mode=0o700)
-        save_manifest(tmp, manifest)
-        lease = WriterLease(tmp, session_id)
-        writer = LogWriter(tmp / "events.log", LogScan(), self.file_ops)
-        writer.append([session_created(title, "root")])
-        writer.close()
-        lease.release()
-        publish_dir(tmp, final)
-        return self.open_writer(session_id)
+        message = f"the disk is full: session {session_id} could not be created; nothing was saved"
+        # The writer built here is the one returned: its lease (a flock on the inode) and
+        # log descriptor survive the publishing rename, so nothing can fail after it.
+        lease: WriterLease | None = None
+        log: LogWriter | None = None
+        with disk_full_as_typed(message, sessionId=session_id):
+            with refusing_read_only(self.sessions_dir):
+                tmp.mkdir(mode=0o700)
+            try:
+                save_manifest(tmp, manifest)
+                lease = WriterLease(tmp, session_id)
+                log = LogWriter(tmp / "events.log", LogScan(), self.file_ops)
+                created = log.append([session_created(title, "root")])
+                publish_dir(tmp, final)
+            except BaseException as exc:
+                if log is not None:
+                    log.close()
+                if lease is not None:
+                    lease.release()
+                shutil.rmtree(tmp, ignore_errors=True)
+                if isinstance(exc, DiskFull):
+                    raise DiskFull(message, sessionId=session_id) from exc
+                raise
+        lease.path = final / "writer.lock"
+        projection = Projection.replay([created])
+        return SessionWriter(self, final, manifest, lease, log, projection)
 
     # -- reading -----------------------------------------------------------
 
@@ -181,7 +217,8 @@ class SessionStore:
         """Take the session's writer lease and recover it for appending.
 
         Cuts a torn tail (reported in ``cut_tail``), refuses a corrupt log,
-        and closes a turn a crash left open with ``turn/end{interrupted}``.
+        closes a turn a crash left open with ``turn/end{interrupted}``, and
+        brings a manifest whose title lags behind the log's up to date.
 
         Raises:
             LeaseHeld: another writer holds the lease.
@@ -189,6 +226,7 @@ class SessionStore:
                 commit that fails its checksum.
             ReadOnlyDataFolder: the session's folder cannot be written.
             UnsafePath: the folder or a file in it is a symbolic link.
+            DiskFull: no space to close a turn left open (the lease is released).
         """
         directory = self.session_dir(session_id)
         manifest = load_manifest(directory)
@@ -197,15 +235,26 @@ class SessionStore:
             with gc_paused():
                 scan = scan_log(directory / "events.log")
                 projection = _replay(scan, session_id)
-                with refusing_read_only(directory):
+                with (
+                    refusing_read_only(directory),
+                    disk_full_as_typed(
+                        f"the disk is full: session {session_id} could not be opened for writing",
+                        sessionId=session_id,
+                    ),
+                ):
                     log = LogWriter(directory / "events.log", scan, self.file_ops)
         except BaseException:
             lease.release()
             raise
         writer = SessionWriter(self, directory, manifest, lease, log, projection)
-        open_turn = projection.open_turn
-        if open_turn is not None:
-            writer.commit([turn_end(open_turn.turn_id, EndReason.INTERRUPTED)])
+        try:
+            open_turn = projection.open_turn
+            if open_turn is not None:
+                writer.commit([turn_end(open_turn.turn_id, EndReason.INTERRUPTED)])
+        except BaseException:
+            writer.close()
+            raise
+        writer.sync_manifest_title()
         return writer
 
     def is_being_written(self, session_id: str) -> bool:
@@ -424,11 +473,24 @@ def _replay(scan: LogScan, session_id: str) -> Projection:
 
 
 def publish_dir(tmp: Path, final: Path) -> None:
-    """Publish a fully built folder with one rename (refusing to overwrite)."""
+    """Publish a fully built folder with one rename (refusing to overwrite).
+
+    All or nothing: if the rename cannot be made durable (a full disk), it is
+    taken back before the error is raised: ``final`` is renamed to ``tmp``
+    again or, should that fail too, removed (only unlinks, which need no
+    space). The folder was published a moment ago by this call, for a new id.
+    """
     if final.exists():
         raise SessionExists(f"session {final.name} already exists", sessionId=final.name)
     os.rename(tmp, final)
-    fsync_dir(final.parent)
+    try:
+        fsync_dir(final.parent)
+    except OSError:
+        try:
+            os.rename(final, tmp)
+        except OSError:
+            shutil.rmtree(final, ignore_errors=True)
+        raise
 
 
 class SessionWriter:
@@ -474,11 +536,52 @@ class SessionWriter:
         return committed
 
     def set_title(self, title: str) -> None:
-        """Rename the session: a ``session/title`` event, then the manifest."""
-        self.commit([{"type": "session/title", "title": title}])
-        self.manifest = self.manifest.with_changes(title=title)
-        with refusing_read_only(self.directory):
-            save_manifest(self.directory, self.manifest)
+        """Rename the session: a ``session/title`` event, then the manifest.
+
+        The log is the title's record and the manifest a copy of it, so
+        listing sessions needs no log. Committing first means a failure leaves
+        them agreeing or the log ahead, never the manifest ahead: if the event
+        cannot be committed, nothing changed; if the manifest cannot be
+        rewritten (a full disk), it keeps the old title, readers that replay
+        the log (:attr:`SessionSnapshot.title`, the desktop) show the new one,
+        and the next :meth:`SessionStore.open_writer` rewrites the manifest.
+
+        Raises:
+            DiskFull: no space; ``titleSaved`` says whether the event was committed.
+        """
+        try:
+            self.commit([{"type": "session/title", "title": title}])
+        except DiskFull as exc:
+            exc.details.setdefault("titleSaved", False)
+            raise
+        manifest = self.manifest.with_changes(title=title)
+        with (
+            disk_full_as_typed(
+                "the disk is full: the new title is saved in the conversation's history, "
+                "but its session list entry keeps the old one until it is next opened",
+                sessionId=self.session_id,
+                titleSaved=True,
+            ),
+            refusing_read_only(self.directory),
+        ):
+            save_manifest(self.directory, manifest)
+        self.manifest = manifest
+
+    def sync_manifest_title(self) -> None:
+        """Rewrite the manifest if its title lags behind the log's (best effort).
+
+        A full disk can stop :meth:`set_title` between its commit and the
+        manifest; this catches the manifest up when the session is next opened.
+        """
+        title = self.projection.title
+        if not title or title == self.manifest.title:
+            return
+        manifest = self.manifest.with_changes(title=title)
+        try:
+            save_manifest(self.directory, manifest)
+        except OSError:
+            return  # still lagging; readers take the log's title, the next open retries
+        self.manifest = manifest
 
     def close(self) -> None:
         """Close the log and release the lease (idempotent)."""
