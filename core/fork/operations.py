@@ -42,7 +42,7 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.store.atomic import disk_full_as_typed, fsync_dir, write_all
+from branchwise.core.store.atomic import disk_full_as_typed, fsync_dir, write_durably
 
 INDEX_DIR = "fork-index"
 
@@ -137,13 +137,8 @@ class OperationIndex:
             operationId=operation_id,
         ):
             self.directory.mkdir(mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             try:
-                try:
-                    write_all(fd, body)
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                write_durably(tmp, body)
                 try:
                     os.link(tmp, final)
                 except FileExistsError:

@@ -119,6 +119,21 @@ def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
         view = view[os.write(fd, view) :]
 
 
+def write_durably(path: Path, data: bytes | bytearray, *, exclusive: bool = True) -> None:
+    """Create ``path`` (never through a link) with ``data``: one sequential write, then fsync.
+
+    ``exclusive`` refuses an existing file (``FileExistsError``); otherwise it
+    is truncated. The caller fsyncs the folder when the name must be durable.
+    """
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_EXCL if exclusive else os.O_TRUNC)
+    fd = open_no_follow(path, flags, 0o600)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
     """Replace ``path`` with ``data`` atomically and durably."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

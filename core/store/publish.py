@@ -34,10 +34,9 @@ from branchwise.core.projection.events import validate_event
 from branchwise.core.store.atomic import (
     disk_full_as_typed,
     fsync_dir,
-    open_no_follow,
     refuse_link,
     refusing_read_only,
-    write_all,
+    write_durably,
 )
 from branchwise.core.store.locks import WriterLease
 from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
@@ -85,12 +84,7 @@ def replace_log(
         refuse_link(directory / "events.log")
         tmp = directory / f".events.log.replace-{os.getpid()}"
         with refusing_read_only(directory):
-            fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                write_all(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_durably(tmp, data, exclusive=False)
             generation = manifest.generation + 1
             save_manifest(directory, manifest.with_changes(generation=generation))
             os.replace(tmp, directory / "events.log")
@@ -101,16 +95,6 @@ def replace_log(
 
 
 # -- publishing a new session folder ----------------------------------------------
-
-
-def _write_file(path: Path, data: bytes | bytearray) -> None:
-    """Create ``path`` with ``data``: one sequential write, then fsync."""
-    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
@@ -172,7 +156,7 @@ def publish_new_session(
         with refusing_read_only(store.sessions_dir):
             tmp.mkdir(mode=0o700)
         try:
-            _write_file(tmp / "events.log", log)
+            write_durably(tmp / "events.log", log)
             if blobs is not None:
                 _link_blobs(blobs[0], tmp / "blobs", blobs[1])
             save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
