@@ -28,6 +28,7 @@ from branchwise.core.errors import (
     InvalidFrame,
     InvalidManifest,
     InvalidRequest,
+    InvalidSearch,
     InvalidSessionId,
     InvalidSettings,
     InvalidSpawnedFrom,
@@ -55,6 +56,7 @@ from branchwise.core.errors import (
     RemoteUnavailable,
     RequestTooLarge,
     RouteNotFound,
+    SearchIndexUnavailable,
     ServerUnsupported,
     SessionExists,
     SessionMismatch,
@@ -171,4 +173,6 @@ __all__ = [
     "RequestTooLarge",
     "InvalidArgument",
     "QtLibrariesMissing",
+    "InvalidSearch",
+    "SearchIndexUnavailable",
 ]

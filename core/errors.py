@@ -546,6 +546,29 @@ class InvalidArgument(BranchwiseError):
     definitive = True
 
 
+# -- Search ----------------------------------------------------------------------------------------
+
+
+class InvalidSearch(BranchwiseError):
+    """A search that cannot be run as asked: an empty query, or a limit outside 1…1000."""
+
+    code = "invalid_search"
+    definitive = True
+
+
+class SearchIndexUnavailable(BranchwiseError):
+    """The search index (``<root>/search.sqlite3``) cannot be used or rebuilt now.
+
+    Raised only when the index cannot proceed: another process keeps it
+    locked past the wait, or the disk refuses it. A corrupt file is moved
+    aside and rebuilt instead (the index is a cache of the logs), so a retry
+    can help.
+    """
+
+    code = "search_index_unavailable"
+    http_status = 503
+
+
 # -- Starting the desktop app ----------------------------------------------------------------------
 
 

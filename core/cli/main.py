@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from branchwise.core.cli import doctor, forking, models, serve, sessions
+from branchwise.core.cli import doctor, forking, models, search, serve, sessions
 from branchwise.core.cli.output import print_json, printable
 from branchwise.core.cli.version import branchwise_version
 from branchwise.core.errors import BranchwiseError, InvalidArgument
@@ -51,6 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.register_top(top)
     serve.register_top(top)
     doctor.register_top(top)
+    search.register_top(top)
     return parser
 
 

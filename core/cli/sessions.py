@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from branchwise.core.cli.models import add_provider_options, provider_from_args
+from branchwise.core.cli.search import index_written
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import validate_session_id
 from branchwise.core.runtime import TurnListener, TurnRunner
@@ -42,7 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Create a root session."""
     with store.create(args.title) as writer:
-        return {"sessionId": writer.session_id, "title": writer.manifest.title}
+        result = {"sessionId": writer.session_id, "title": writer.manifest.title}
+    index_written(store, writer.session_id)
+    return result
 
 
 def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
@@ -106,6 +109,7 @@ def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     with store.open_writer(validate_session_id(args.session_id)) as writer:
         runner = TurnRunner(writer, provider, listener)
         result = asyncio.run(runner.run(args.text))
+    index_written(store, writer.session_id)
     payload = result.to_json()
     if result.error is not None:
         payload["_exit"] = 1

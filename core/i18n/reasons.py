@@ -73,6 +73,12 @@ REASONS: Mapping[str, str] = {
     "port_in_use": N_("Another program already uses this port. Choose another one with --port."),
     # The command line.
     "invalid_argument": N_("A command-line argument is not valid."),
+    # Search.
+    "invalid_search": N_("Type some text to search for."),
+    "search_index_unavailable": N_(
+        "Search is not available right now: its index is in use or cannot be written. "
+        "Try again in a moment."
+    ),
     # The session store.
     "lease_held": N_("Another window or process is writing to this conversation."),
     "invalid_title": N_("A title needs 1 to {maxLength} characters."),

@@ -1,0 +1,784 @@
+"""Full-text search over every conversation: a rebuildable SQLite FTS5 cache of the logs.
+
+The index lives at ``<root>/search.sqlite3`` and holds nothing the logs do
+not: deleting it loses nothing (the next :meth:`SearchIndex.catch_up_all`
+rebuilds it), and a file SQLite calls corrupt is moved aside as
+``search.sqlite3.bad-<UTC time>`` and rebuilt. Only an index that cannot be
+used at all (locked by another process past the wait, a full disk) raises
+:class:`~branchwise.core.errors.SearchIndexUnavailable`; in a data folder
+that cannot be written the index is built in memory for the call instead.
+
+What is indexed, and how it stays current:
+
+* One row per **message id** (user and assistant texts, code included) and
+  one per session **title**. A fork copies its parent's prefix with the same
+  message ids, so a message inherited by ten branches is one row (keyed by
+  the lineage's root session and the message id: two unrelated sessions that
+  reuse an id, as imports may, stay two messages), and the
+  ``message_sessions`` table says which conversations contain it. A hit is
+  shown in the session asked for (``session_id=``), else in the most recently
+  created session containing it; the others are its ``also_in``.
+* A streaming answer is committed as growing partial texts of one message
+  id: the row is updated in place with the latest text.
+* Per session the index remembers the next commit and seq, the byte offset
+  past the last indexed frame, the manifest's ``generation`` and the log
+  file's inode. :meth:`SearchIndex.catch_up` reads only the bytes after that
+  offset (the one frame reader, :func:`~branchwise.core.log.frames.iter_frames`,
+  told which commit and seq come next). A changed generation or inode, or a
+  log shorter than the offset, means the log was replaced: the session is
+  indexed again from scratch. The session's rows and its position are written
+  in one transaction, so a crash between a commit and its indexing loses
+  nothing: the next catch-up finds the commit after the remembered offset.
+* The same message id carrying different text in two sessions (a log
+  replaced by a rewind that reused an id) keeps the text indexed last.
+
+Why the ``trigram`` tokenizer: Chinese is written without spaces, so a word
+tokenizer (``unicode61``) makes a whole run of Han characters one token and
+"北京" would never match inside "我在北京工作". The trigram tokenizer indexes
+every three-character substring, case-insensitively, so any query of three
+or more characters is a substring match: English words and prefixes
+("bran" finds "Branching"), code fragments and Chinese alike, Simplified and
+Traditional each as written (no conversion between them). Terms of one or
+two characters ("北京", "臺", "go") have no trigram; they are matched with
+``LIKE`` (ASCII case-insensitive) or ``instr`` over the message texts,
+after the index narrowed the rows when the query also has a longer term.
+
+User text is searched as text, never as FTS5 query syntax: every term is
+wrapped in double quotes (inner quotes doubled), so ``"``, ``AND``, ``*``,
+``-`` or ``NEAR(`` are looked for literally and never surface as SQL errors.
+Terms are separated by white space and must all occur (in any order); hits
+are ordered by FTS5's bm25 rank, newer messages first on ties (and for
+short-term-only queries, which have no rank). ``total`` counts matching
+messages exactly up to :data:`TOTAL_CAP`.
+
+Thread use: one instance serializes its own calls with a lock and opens its
+connection with ``check_same_thread=False``, so a worker thread and the UI
+thread may share it (the UI still calls it through ``asyncio.to_thread``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import os
+import re
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from branchwise.core.errors import (
+    BranchwiseError,
+    InvalidSearch,
+    SearchIndexUnavailable,
+    UnsafePath,
+)
+from branchwise.core.log.frames import iter_frames
+from branchwise.core.projection.events import EventType
+from branchwise.core.store.manifest import Manifest
+from branchwise.core.store.store import SessionStore
+
+log = logging.getLogger(__name__)
+
+INDEX_NAME = "search.sqlite3"
+SCHEMA_VERSION = 1
+MAX_LIMIT = 1000
+"""The most hits one search returns."""
+TOTAL_CAP = 10_000
+"""``total`` is exact up to this many matching messages, and this number beyond."""
+BUSY_TIMEOUT = 5.0
+"""Seconds to wait for another process's write transaction before giving up."""
+SNIPPET_BEFORE = 40
+SNIPPET_LENGTH = 160
+
+_T = TypeVar("_T")
+_USER = EventType.MESSAGE_USER.value
+_ASSISTANT = EventType.MESSAGE_ASSISTANT.value
+_TITLE_EVENTS = (EventType.SESSION_CREATED.value, EventType.SESSION_TITLE.value)
+_TURN_START = EventType.TURN_START.value
+_TURN_END = EventType.TURN_END.value
+_LEGACY = EventType.LEGACY_IMPORT.value
+# SQLite's primary result codes (the low byte of an extended code).
+_SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 8, 11, 14, 26
+
+_SCHEMA = (
+    """CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE sessions(
+    session_id TEXT PRIMARY KEY,
+    title TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    generation INTEGER NOT NULL,
+    log_inode INTEGER NOT NULL,
+    log_offset INTEGER NOT NULL,
+    next_commit INTEGER NOT NULL,
+    next_seq INTEGER NOT NULL,
+    open_turn TEXT
+)""",
+    """CREATE TABLE messages(
+    id INTEGER PRIMARY KEY,
+    key TEXT NOT NULL UNIQUE,
+    message_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    turn_id TEXT,
+    content TEXT NOT NULL
+)""",
+    """CREATE TABLE message_sessions(
+    message INTEGER NOT NULL,
+    session_id TEXT NOT NULL,
+    PRIMARY KEY (message, session_id)
+) WITHOUT ROWID""",
+    """CREATE INDEX message_sessions_by_session ON message_sessions(session_id, message)""",
+    """CREATE VIRTUAL TABLE messages_fts USING fts5(
+    content, content='messages', content_rowid='id', tokenize='trigram'
+)""",
+    """CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END""",
+    """CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+END""",
+    """CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
+    INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+END""",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    """One matching message (or title), shown once however many branches hold it.
+
+    Attributes:
+        session_id: the conversation the hit is shown in: the one asked for,
+            else the most recently created one that contains the message.
+        title: that conversation's title.
+        turn_id: the message's turn (``None`` for titles and imported history).
+        message_id: the message's id (``""`` for a title hit).
+        role: ``user``, ``assistant`` or ``title``.
+        snippet: plain text around the first match (no markup).
+        spans: ``(start, end)`` character offsets of the matches inside ``snippet``.
+        also_in: the other conversations containing the same message, newest first.
+    """
+
+    session_id: str
+    title: str
+    turn_id: str | None
+    message_id: str
+    role: str
+    snippet: str
+    spans: tuple[tuple[int, int], ...]
+    also_in: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"sessionId", "title", "turnId", "messageId", "role", "snippet", "alsoIn"}``."""
+        return {
+            "sessionId": self.session_id,
+            "title": self.title,
+            "turnId": self.turn_id,
+            "messageId": self.message_id,
+            "role": self.role,
+            "snippet": self.snippet,
+            "alsoIn": list(self.also_in),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class SearchResult:
+    """The best hits of one search and how many messages matched in all.
+
+    Attributes:
+        hits: best first (bm25 rank, newer first on ties), at most the limit.
+        total: matching messages, exact up to :data:`TOTAL_CAP`.
+    """
+
+    hits: tuple[SearchHit, ...]
+    total: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"hits": [...], "total": N}``."""
+        return {"hits": [hit.to_json() for hit in self.hits], "total": self.total}
+
+
+@dataclass(frozen=True, slots=True)
+class _Position:
+    """Where a session's indexing stopped (a row of ``sessions``)."""
+
+    title: str
+    generation: int
+    log_inode: int
+    log_offset: int
+    next_commit: int
+    next_seq: int
+    open_turn: str | None
+
+
+class SearchIndex:
+    """A rebuildable cache at ``<root>/search.sqlite3`` (see the module docstring).
+
+    Args:
+        root: the data root (the folder holding ``sessions/``).
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = self.root / INDEX_NAME
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+        self._store: SessionStore | None = None
+        self._needs_rebuild = False
+        self.in_memory = False
+        """True when the data folder could not hold the index and it lives in memory."""
+
+    # -- keeping current ---------------------------------------------------
+
+    def catch_up(self, store: SessionStore, session_id: str) -> int:
+        """Index a session's commits since the last indexed one; return how many were read.
+
+        Raises:
+            InvalidSessionId, SessionNotFound, InvalidManifest, UnsafePath: from the store.
+            SearchIndexUnavailable: the index is locked or cannot be written.
+        """
+        with self._lock:
+            self._store = store
+            manifest = store.manifest(session_id)
+            return self._guarded(lambda conn: self._catch_up_session(conn, store, manifest))
+
+    def catch_up_all(
+        self, store: SessionStore, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        """Catch every readable session up, oldest first; forget sessions that are gone.
+
+        A session whose manifest or log cannot be read is skipped (logged) and
+        keeps what was indexed of it. Cheap when everything is current: one
+        manifest read, one ``fstat`` and one row lookup per session.
+
+        Args:
+            store: the sessions to index.
+            progress: called with ``(done, total)`` after each session.
+
+        Returns:
+            How many commits were indexed.
+
+        Raises:
+            SearchIndexUnavailable: the index is locked or cannot be written.
+        """
+        with self._lock:
+            self._store = store
+            return self._guarded(lambda conn: self._catch_up_all(conn, store, progress))
+
+    def forget(self, session_id: str) -> None:
+        """Drop a session (deleted or trashed); messages other sessions share stay."""
+        with self._lock:
+
+            def drop(conn: sqlite3.Connection) -> None:
+                with _transaction(conn):
+                    _forget(conn, session_id)
+
+            self._guarded(drop)
+
+    # -- searching ---------------------------------------------------------
+
+    def search(self, query: str, *, limit: int = 20, session_id: str | None = None) -> SearchResult:
+        """The messages and titles matching every white-space separated term of ``query``.
+
+        Args:
+            query: text as the user typed it (never FTS5 syntax).
+            limit: how many hits at most (1…:data:`MAX_LIMIT`).
+            session_id: only messages this conversation contains, shown in it.
+
+        Raises:
+            InvalidSearch: an empty query or a limit out of range.
+            SearchIndexUnavailable: the index is locked or cannot be read.
+        """
+        terms = tuple(dict.fromkeys(query.split()))
+        if not terms:
+            raise InvalidSearch("the search query is empty", query=query)
+        if isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+            raise InvalidSearch(f"the limit must be between 1 and {MAX_LIMIT}", limit=limit)
+        with self._lock:
+            return self._guarded(lambda conn: _search(conn, terms, limit, session_id))
+
+    def close(self) -> None:
+        """Close the connection (idempotent; the next call opens it again)."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SearchIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the connection, and what to do when SQLite refuses ---------------
+
+    def _guarded(self, action: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``action`` on the connection; a corrupt index is set aside, rebuilt, retried."""
+        for attempt in (1, 2):
+            try:
+                conn = self._connection()
+                if self._needs_rebuild:
+                    self._needs_rebuild = False
+                    self._rebuild(conn)
+                return action(conn)
+            except sqlite3.DatabaseError as exc:
+                if attempt == 1 and _is_corrupt(exc):
+                    log.warning("search index %s is damaged (%s); rebuilding it", self.path, exc)
+                    self._set_aside()
+                    continue
+                raise _unavailable(self.path, exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None:
+            return self._conn
+        for attempt in (1, 2):
+            try:
+                self._conn = self._open()
+                return self._conn
+            except sqlite3.DatabaseError as exc:
+                if attempt == 1 and _is_corrupt(exc):
+                    log.warning("search index %s is damaged (%s); rebuilding it", self.path, exc)
+                    self._set_aside()
+                    continue
+                if _primary(exc) in (_SQLITE_READONLY, _SQLITE_CANTOPEN) and not self.in_memory:
+                    log.warning(
+                        "search index %s cannot be written (%s); kept in memory", self.path, exc
+                    )
+                    self.in_memory = True
+                    continue
+                raise _unavailable(self.path, exc) from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _open(self) -> sqlite3.Connection:
+        """Open (creating or upgrading) the index; raises SQLite's error as it comes."""
+        if self.in_memory:
+            target = ":memory:"
+        else:
+            if os.path.islink(self.path):
+                raise UnsafePath(
+                    f"{self.path} is a symbolic link; it is not followed", path=str(self.path)
+                )
+            with contextlib.suppress(OSError):
+                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            target = str(self.path)
+        conn = sqlite3.connect(
+            target, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+        )
+        try:
+            if not self.in_memory:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost tail is re-read
+            with _transaction(conn):
+                has_meta = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                ).fetchone()
+                version = (
+                    conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+                    if has_meta
+                    else None
+                )
+                if version is None or version[0] != str(SCHEMA_VERSION):
+                    _drop_everything(conn)
+                    for statement in _SCHEMA:
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
+                    )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _set_aside(self) -> None:
+        """Move a corrupt index (and its WAL files) aside; the next open starts afresh."""
+        self._needs_rebuild = True
+        if self._conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
+            self._conn = None
+        if self.in_memory:
+            return
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.path.with_name(f"{INDEX_NAME}.bad-{stamp}-{os.getpid()}")
+        try:
+            os.rename(self.path, aside)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise SearchIndexUnavailable(
+                f"the damaged search index {self.path} could not be moved aside: {exc}",
+                path=str(self.path),
+            ) from exc
+        for suffix in ("-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def _rebuild(self, conn: sqlite3.Connection) -> None:
+        """Index every session into the fresh index (after a corrupt one was set aside)."""
+        store = self._store if self._store is not None else SessionStore(self.root, prepare=False)
+        self._catch_up_all(conn, store, None)
+
+    # -- indexing ----------------------------------------------------------
+
+    def _catch_up_all(
+        self,
+        conn: sqlite3.Connection,
+        store: SessionStore,
+        progress: Callable[[int, int], None] | None,
+    ) -> int:
+        manifests: list[Manifest] = []
+        unreadable: set[str] = set()
+        for item in store.iter_manifests():
+            if isinstance(item, Manifest):
+                manifests.append(item)
+            else:
+                unreadable.add(str(item.details.get("sessionId", "")))
+        manifests.sort(key=lambda m: (m.created_at, m.session_id))
+        present = {m.session_id for m in manifests} | unreadable
+        known = [row[0] for row in conn.execute("SELECT session_id FROM sessions")]
+        gone = [session_id for session_id in known if session_id not in present]
+        if gone:
+            with _transaction(conn):
+                for session_id in gone:
+                    _forget(conn, session_id)
+        indexed = 0
+        for done, manifest in enumerate(manifests, start=1):
+            try:
+                indexed += self._catch_up_session(conn, store, manifest)
+            except BranchwiseError as exc:
+                log.warning("search: session %s skipped: %s", manifest.session_id, exc.message)
+            if progress is not None:
+                progress(done, len(manifests))
+        return indexed
+
+    def _catch_up_session(
+        self, conn: sqlite3.Connection, store: SessionStore, manifest: Manifest
+    ) -> int:
+        session_id = manifest.session_id
+        path = store.session_dir(session_id) / "events.log"
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            fd = -1
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise UnsafePath(
+                    f"{path} is a symbolic link; it is not followed",
+                    sessionId=session_id,
+                    path=str(path),
+                ) from exc
+            raise
+        try:
+            info = os.fstat(fd) if fd >= 0 else None
+            inode, size = (info.st_ino, info.st_size) if info is not None else (0, 0)
+            with _transaction(conn):
+                position = _position(conn, session_id)
+                if position is not None and (
+                    position.generation != manifest.generation
+                    or position.log_inode != inode
+                    or size < position.log_offset
+                ):
+                    _forget(conn, session_id)  # the log was replaced: index it afresh
+                    position = None
+                if position is None:
+                    position = _Position(manifest.title, manifest.generation, inode, 0, 1, 1, None)
+                    _index_title(conn, session_id, manifest.title)
+                elif size == position.log_offset:
+                    return 0
+                tail = (
+                    os.pread(fd, size - position.log_offset, position.log_offset)
+                    if fd >= 0
+                    else b""
+                )
+                return _index_frames(conn, session_id, manifest, position, tail)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+# -- indexing, one transaction per session ----------------------------------------------
+
+
+@contextlib.contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on any error)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _position(conn: sqlite3.Connection, session_id: str) -> _Position | None:
+    row = conn.execute(
+        "SELECT title, generation, log_inode, log_offset, next_commit, next_seq, open_turn "
+        "FROM sessions WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    return _Position(*row) if row is not None else None
+
+
+def _index_frames(
+    conn: sqlite3.Connection,
+    session_id: str,
+    manifest: Manifest,
+    position: _Position,
+    tail: bytes,
+) -> int:
+    """Index the whole frames of ``tail`` (the log from the remembered offset on)."""
+    title, open_turn = position.title, position.open_turn
+    commit, seq, consumed = position.next_commit, position.next_seq, 0
+    # Message ids are unique per lineage: a fork shares its root's ids, and two unrelated
+    # sessions reusing an id (an import, a test) stay two messages.
+    lineage = f"{manifest.root_session_id or session_id}/"
+    latest: dict[str, tuple[str, str, str | None, str]] = {}  # key -> id, role, turn, text
+    frames = 0
+    for frame in iter_frames(tail, start=0, first_commit=commit, first_seq=seq):
+        frames += 1
+        commit, consumed, seq = frame.commit + 1, frame.end, seq + len(frame.events)
+        for event in frame.events:
+            kind = event.get("type")
+            if kind in (_USER, _ASSISTANT):
+                message_id, content = event.get("messageId"), event.get("content")
+                if isinstance(message_id, str) and isinstance(content, str):
+                    role = "user" if kind == _USER else "assistant"
+                    key = lineage + message_id
+                    known = latest.get(key)
+                    turn = known[2] if known is not None else open_turn
+                    latest[key] = (message_id, role, turn, content)
+            elif kind == _TURN_START:
+                open_turn = event.get("turnId")
+            elif kind == _TURN_END:
+                if event.get("turnId") == open_turn:
+                    open_turn = None
+            elif kind in _TITLE_EVENTS:
+                if isinstance(event.get("title"), str):
+                    title = event["title"]
+            elif kind == _LEGACY:
+                _legacy_messages(event, session_id, latest)
+    if frames == 0 and position.log_offset != 0:
+        return 0  # nothing new but a growing (or torn) last frame
+    if latest:
+        conn.executemany(
+            "INSERT INTO messages(key, message_id, role, turn_id, content) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET content = excluded.content "
+            "WHERE messages.content IS NOT excluded.content",
+            [(key, *fields) for key, fields in latest.items()],
+        )
+        conn.executemany(
+            "INSERT OR IGNORE INTO message_sessions(message, session_id) "
+            "SELECT id, ? FROM messages WHERE key = ?",
+            [(session_id, key) for key in latest],
+        )
+    if title != position.title or position.log_offset == 0:
+        _index_title(conn, session_id, title)
+    conn.execute(
+        "INSERT OR REPLACE INTO sessions(session_id, title, created_at, generation, log_inode, "
+        "log_offset, next_commit, next_seq, open_turn) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session_id,
+            title,
+            manifest.created_at,
+            position.generation,
+            position.log_inode,
+            position.log_offset + consumed,
+            commit,
+            seq,
+            open_turn,
+        ),
+    )
+    return frames
+
+
+def _legacy_messages(
+    event: dict[str, Any], session_id: str, latest: dict[str, tuple[str, str, str | None, str]]
+) -> None:
+    """Imported history, named as the projection names it (keyed per session: not shared)."""
+    items = event.get("messages")
+    if not isinstance(items, list):
+        return
+    for number, item in enumerate(items):
+        role = item.get("role", "user") if isinstance(item, dict) else "user"
+        content = item.get("content", "") if isinstance(item, dict) else str(item)
+        if role not in ("user", "assistant") or not isinstance(content, str):
+            continue
+        message_id = f"legacy-{event.get('seq')}-{number}"
+        latest[f"legacy/{session_id}/{message_id}"] = (message_id, role, None, content)
+
+
+def _index_title(conn: sqlite3.Connection, session_id: str, title: str) -> None:
+    key = f"title/{session_id}"
+    conn.execute(
+        "INSERT INTO messages(key, message_id, role, turn_id, content) "
+        "VALUES (?, '', 'title', NULL, ?) "
+        "ON CONFLICT(key) DO UPDATE SET content = excluded.content "
+        "WHERE messages.content IS NOT excluded.content",
+        (key, title),
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO message_sessions(message, session_id) "
+        "SELECT id, ? FROM messages WHERE key = ?",
+        (session_id, key),
+    )
+    # A session row must exist for the title to show before any frame is indexed.
+    conn.execute("UPDATE sessions SET title = ? WHERE session_id = ?", (title, session_id))
+
+
+def _forget(conn: sqlite3.Connection, session_id: str) -> None:
+    """Remove a session: its links, the messages only it held, its position."""
+    conn.execute(
+        "DELETE FROM messages WHERE id IN "
+        "(SELECT message FROM message_sessions WHERE session_id = ?1) "
+        "AND NOT EXISTS (SELECT 1 FROM message_sessions other "
+        "WHERE other.message = messages.id AND other.session_id != ?1)",
+        (session_id,),
+    )
+    conn.execute("DELETE FROM message_sessions WHERE session_id = ?", (session_id,))
+    conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
+
+
+def _drop_everything(conn: sqlite3.Connection) -> None:
+    """Drop an index of another schema version (it is a cache: rebuilt from the logs)."""
+    rows = conn.execute(
+        "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'trigger', 'index') "
+        "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'messages_fts_%'"
+    ).fetchall()
+    for kind, name in rows:
+        with contextlib.suppress(sqlite3.OperationalError):  # dropped with its table
+            conn.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
+
+
+# -- searching --------------------------------------------------------------------------
+
+
+def _fts_phrase(term: str) -> str:
+    """``term`` as one FTS5 string (text, never syntax): quoted, inner quotes doubled."""
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _short_term_condition(term: str) -> tuple[str, str]:
+    """A condition matching a one- or two-character term as a substring, and its argument.
+
+    ``LIKE`` folds ASCII case as the trigram index does for every letter
+    FTS5 knows; a term without case (Han characters, digits) uses ``instr``.
+    """
+    if term.lower() == term.upper():
+        return "instr(m.content, ?) > 0", term
+    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return "m.content LIKE ? ESCAPE '\\'", f"%{escaped}%"
+
+
+def _search(
+    conn: sqlite3.Connection, terms: tuple[str, ...], limit: int, session_id: str | None
+) -> SearchResult:
+    long_terms = [term for term in terms if len(term) >= 3]
+    where: list[str] = []
+    args: list[Any] = []
+    if long_terms:
+        source = "messages_fts JOIN messages m ON m.id = messages_fts.rowid"
+        where.append("messages_fts MATCH ?")
+        args.append(" ".join(_fts_phrase(term) for term in long_terms))
+        order = "messages_fts.rank, m.id DESC"
+    else:
+        source = "messages m"
+        order = "m.id DESC"
+    for term in terms:
+        if len(term) < 3:
+            condition, argument = _short_term_condition(term)
+            where.append(condition)
+            args.append(argument)
+    if session_id is not None:
+        where.append("m.id IN (SELECT message FROM message_sessions WHERE session_id = ?)")
+        args.append(session_id)
+    clause = " AND ".join(where)
+    rows = conn.execute(
+        f"SELECT m.id, m.message_id, m.role, m.turn_id, m.content FROM {source} "
+        f"WHERE {clause} ORDER BY {order} LIMIT ?",
+        (*args, limit),
+    ).fetchall()
+    if len(rows) < limit:
+        total = len(rows)
+    else:
+        total = conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {clause} LIMIT ?)",
+            (*args, TOTAL_CAP),
+        ).fetchone()[0]
+    hits = []
+    for row_id, message_id, role, turn_id, content in rows:
+        holders = conn.execute(
+            "SELECT s.session_id, s.title FROM message_sessions ms "
+            "JOIN sessions s ON s.session_id = ms.session_id WHERE ms.message = ? "
+            "ORDER BY s.created_at DESC, s.session_id DESC",
+            (row_id,),
+        ).fetchall()
+        if not holders:
+            continue  # indexed rows of a session whose first catch-up is not committed yet
+        shown = next((h for h in holders if h[0] == session_id), holders[0])
+        snippet, spans = _snippet(content, terms)
+        hits.append(
+            SearchHit(
+                session_id=shown[0],
+                title=shown[1],
+                turn_id=turn_id,
+                message_id=message_id,
+                role=role,
+                snippet=snippet,
+                spans=spans,
+                also_in=tuple(h[0] for h in holders if h[0] != shown[0]),
+            )
+        )
+    return SearchResult(tuple(hits), max(total, len(hits)))
+
+
+def _snippet(content: str, terms: Iterable[str]) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Plain text around the first match and the match offsets inside it."""
+    pattern = re.compile("|".join(re.escape(term) for term in terms), re.IGNORECASE)
+    first = pattern.search(content)
+    start = max(0, (first.start() if first else 0) - SNIPPET_BEFORE)
+    end = min(len(content), start + SNIPPET_LENGTH)
+    if first is not None and first.end() > end:
+        end = min(len(content), first.end())
+    piece = content[start:end]
+    # Line breaks become spaces (same length: the offsets hold).
+    prefix = "…" if start > 0 else ""
+    snippet = (
+        prefix + piece.replace("\r", " ").replace("\n", " ") + ("…" if end < len(content) else "")
+    )
+    spans = tuple(
+        (len(prefix) + match.start(), len(prefix) + match.end())
+        for match in pattern.finditer(piece)
+        if match.end() > match.start()
+    )
+    return snippet, spans
+
+
+# -- errors -----------------------------------------------------------------------------
+
+
+def _primary(exc: sqlite3.Error) -> int:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF if isinstance(code, int) else -1
+
+
+def _is_corrupt(exc: sqlite3.DatabaseError) -> bool:
+    if _primary(exc) in (_SQLITE_CORRUPT, _SQLITE_NOTADB):
+        return True
+    text = str(exc).lower()
+    return "malformed" in text or "not a database" in text
+
+
+def _unavailable(path: Path, exc: sqlite3.Error) -> SearchIndexUnavailable:
+    return SearchIndexUnavailable(
+        f"the search index {path} cannot be used now: {exc}",
+        path=str(path),
+        reason=getattr(exc, "sqlite_errorname", type(exc).__name__),
+    )
