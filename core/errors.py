@@ -559,3 +559,17 @@ class QtLibrariesMissing(BranchwiseError):
     code = "qt_libraries_missing"
     definitive = True
     http_status = 500
+
+
+# -- The search index ------------------------------------------------------------------------------
+
+
+class SearchIndexUnavailable(BranchwiseError):
+    """The search index cannot be opened or rebuilt (locked, unwritable, broken beyond repair).
+
+    The index is a cache: conversations are never affected, and a later start
+    may rebuild it. Not definitive: the lock or the disk may come back.
+    """
+
+    code = "search_index_unavailable"
+    http_status = 503

@@ -125,6 +125,11 @@ REASONS: Mapping[str, str] = {
     "read_only": N_("This conversation is open read-only."),
     "invalid_frame": N_("A saved entry of this conversation is malformed."),
     "invalid_event": N_("A saved event of this conversation is malformed."),
+    # The search index (a cache: conversations are never affected).
+    "search_index_unavailable": N_(
+        "Search is unavailable: its index could not be opened or rebuilt. "
+        "Your conversations are not affected."
+    ),
     "internal_error": N_("Something went wrong inside Branchwise."),
     # Model providers.
     "provider_error": N_("The model request failed."),
