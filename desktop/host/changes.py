@@ -32,6 +32,7 @@ class Changes:
             committed or ended).
         targets: sessions whose fork targets or branch-action states changed.
         settings: the settings (and so the provider) changed.
+        search: the search index changed (it caught up, or its progress moved).
     """
 
     sidebar: bool = False
@@ -41,6 +42,7 @@ class Changes:
     turns: frozenset[tuple[str, str]] = frozenset()
     targets: frozenset[str] = frozenset()
     settings: bool = False
+    search: bool = False
 
     def __or__(self, other: Changes) -> Changes:
         return Changes(
@@ -51,6 +53,7 @@ class Changes:
             turns=self.turns | other.turns,
             targets=self.targets | other.targets,
             settings=self.settings or other.settings,
+            search=self.search or other.search,
         )
 
     @property
@@ -64,6 +67,7 @@ class Changes:
             or self.turns
             or self.targets
             or self.settings
+            or self.search
         )
 
     def touches(self, session_id: str) -> bool:

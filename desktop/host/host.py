@@ -8,6 +8,11 @@ imports Qt, so the fork-operations journal and crash tests drive it headless.
 
 Every mutating call reports what changed as :class:`Changes` — returned to
 the caller and broadcast to listeners — so views refresh only what changed.
+The host also keeps the search index (:mod:`branchwise.core.search`) current:
+every conversation is caught up in the background after start, and one
+conversation after each finished turn, rename, new conversation and branch.
+The index is a cache, so its failure is one notice, never a failed turn.
+
 Creating a branch is separate from opening its tab: the host creates the
 child, already titled "<title> (branch N)" by the fork itself, then asks its
 *navigator* (the window) to show it.
@@ -30,6 +35,7 @@ from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import LineageIndex
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
+from branchwise.core.search import SearchIndex, SearchResult
 from branchwise.core.settings import Settings, load_settings, save_settings
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
@@ -74,6 +80,8 @@ class Host:
 
     Attributes:
         server_supported: the fork server can branch (see :meth:`check_server`).
+        search_progress: ``(done, total)`` conversations while the search index
+            catches up with all of them; ``None`` otherwise.
     """
 
     def __init__(
@@ -108,6 +116,14 @@ class Host:
         self._checkpoint = checkpoint
         self._coordinator: ForkCoordinator | None = None
         self._pruning: threading.Thread | None = None
+        self.search_progress: tuple[int, int] | None = None
+        self._search_index: SearchIndex | None = None
+        self._search_opening = asyncio.Lock()
+        self._search_all = False
+        self._search_pending: set[str] = set()
+        self._search_worker: asyncio.Task[None] | None = None
+        self._search_closing = False
+        self._search_failing = False
 
     # -- start and stop ------------------------------------------------------
 
@@ -128,6 +144,7 @@ class Host:
         self._index = LineageIndex.build(self.store.iter_manifests())
         for error in self._index.damaged:
             self.notices.post(error.code, Level.WARNING, detail=error.message)
+        self.index_all_for_search()
         return self.emit(Changes(sidebar=True))
 
     def prune_operations(self, now: float | None = None) -> tuple[PrunedReservation, ...]:
@@ -193,10 +210,14 @@ class Host:
         return True
 
     async def shutdown(self) -> None:
-        """Stop running turns (they commit as ``cancelled``) and release every writer."""
+        """Stop running turns (they commit as ``cancelled``) and release every writer.
+
+        The search index stops at the next conversation and is closed.
+        """
         for session in list(self._open.values()):
             await session.close()
         self._open.clear()
+        await self._close_search()
         for task in list(self._tasks):
             task.cancel()
         if self._pruning is not None:
@@ -303,6 +324,7 @@ class Host:
         self.index.put(self.store.manifest(writer.session_id))
         session = self.open_session(writer.session_id)
         self.emit(Changes(sidebar=True, added=frozenset({session.session_id})))
+        self.index_for_search(session.session_id)
         return session
 
     def rename(self, session_id: str, title: str) -> Changes:
@@ -331,6 +353,7 @@ class Host:
         if session is not None:
             session.manifest = manifest
         self.index.put(manifest)
+        self.index_for_search(session_id)
         return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
 
     def open_session(self, session_id: str) -> OpenSession:
@@ -385,6 +408,7 @@ class Host:
                 turns=frozenset({(session.session_id, result.turn_id)}),
             )
         )
+        self.index_for_search(session.session_id)
 
     # -- branching ------------------------------------------------------------
 
@@ -451,6 +475,7 @@ class Host:
                 added=frozenset({child_id}),
             )
         )
+        self.index_for_search(child_id)
         self.open_session(child_id)
         if self.navigator is not None:
             await self.navigator(child_id)
@@ -481,6 +506,129 @@ class Host:
             )
         return self._coordinator
 
+    # -- search -----------------------------------------------------------------
+
+    async def search(self, query: str, limit: int = 50) -> SearchResult:
+        """The messages and titles of every conversation that contain ``query``.
+
+        Runs off the calling thread. An index that cannot be used answers
+        with no hits (and one ``search_index_unavailable`` notice).
+        """
+        result = await self._use_search_index(lambda index: index.search(query, limit=limit))
+        return result if result is not None else SearchResult((), 0)
+
+    def index_all_for_search(self) -> None:
+        """Catch the search index up with every conversation, in the background.
+
+        ``search_progress`` counts the conversations meanwhile; each step
+        emits ``Changes(search=True)``. Without a running event loop (a
+        synchronous caller) nothing is scheduled.
+        """
+        self._search_all = True
+        self._search_pending.clear()
+        self._kick_search()
+
+    def index_for_search(self, session_id: str) -> None:
+        """Catch the search index up with one conversation, in the background."""
+        self._search_pending.add(session_id)
+        self._kick_search()
+
+    async def search_idle(self) -> None:
+        """Until the search index has caught up with everything asked of it so far."""
+        while self._search_worker is not None:
+            await asyncio.shield(self._search_worker)
+
+    def _kick_search(self) -> None:
+        if self._search_worker is not None or self._search_closing:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._search_worker = asyncio.ensure_future(self._run_search_worker())
+
+    async def _run_search_worker(self) -> None:
+        """Drain the catch-up requests one at a time (the index is one SQLite file)."""
+        try:
+            while not self._search_closing:
+                if self._search_all:
+                    self._search_all = False
+                    self._search_pending.clear()
+                    await self._catch_up_all()
+                elif self._search_pending:
+                    session_id = self._search_pending.pop()
+
+                    def catch_up(index: SearchIndex, sid: str = session_id) -> int:
+                        return index.catch_up(self.store, sid)
+
+                    count = await self._use_search_index(catch_up)
+                    if count:
+                        self.emit(Changes(search=True))
+                else:
+                    break
+        finally:
+            self._search_worker = None
+
+    async def _catch_up_all(self) -> None:
+        loop = asyncio.get_running_loop()
+
+        def progress(done: int, total: int) -> None:  # in the worker thread
+            if self._search_closing:
+                raise _SearchStopped
+            loop.call_soon_threadsafe(self._search_progressed, done, total)
+
+        self.search_progress = (0, 0)
+        self.emit(Changes(search=True))
+        try:
+            await self._use_search_index(lambda index: index.catch_up_all(self.store, progress))
+        finally:
+            self.search_progress = None
+            self.emit(Changes(search=True))
+
+    def _search_progressed(self, done: int, total: int) -> None:
+        if self.search_progress is None or self._search_closing:
+            return  # a late report from a catch-up that has ended
+        self.search_progress = (done, total)
+        self.emit(Changes(search=True))
+
+    async def _use_search_index(self, work: Callable[[SearchIndex], T]) -> T | None:
+        """Run ``work`` on the index in a worker thread; a failure becomes one notice."""
+        try:
+            async with self._search_opening:
+                if self._search_index is None:
+                    if self._search_closing:
+                        return None
+                    self._search_index = await asyncio.to_thread(SearchIndex, self.root)
+                index = self._search_index
+            result = await asyncio.to_thread(work, index)
+        except _SearchStopped:
+            return None
+        except Exception as exc:  # noqa: BLE001 - a cache: reported once, never fatal
+            self._search_failed(exc)
+            return None
+        self._search_failing = False
+        return result
+
+    def _search_failed(self, exc: Exception) -> None:
+        log.warning("search index unavailable", exc_info=exc)
+        if self._search_failing:
+            return
+        self._search_failing = True
+        code = exc.code if isinstance(exc, BranchwiseError) else "search_index_unavailable"
+        detail = exc.message if isinstance(exc, BranchwiseError) else repr(exc)
+        self.notices.post(code, Level.WARNING, detail=detail)
+
+    async def _close_search(self) -> None:
+        self._search_closing = True
+        self._search_pending.clear()
+        worker = self._search_worker
+        if worker is not None:
+            await asyncio.wait([worker])
+        async with self._search_opening:
+            index, self._search_index = self._search_index, None
+        if index is not None:
+            await asyncio.to_thread(index.close)
+
     # -- settings ---------------------------------------------------------------
 
     def update_settings(self, settings: Settings) -> Changes:
@@ -489,3 +637,7 @@ class Host:
         self.settings = settings
         self.provider = self._provider_factory(settings)
         return self.emit(Changes(settings=True))
+
+
+class _SearchStopped(Exception):
+    """Raised in the catch-up thread to stop it at the next conversation (shutting down)."""

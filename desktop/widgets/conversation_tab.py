@@ -1,4 +1,4 @@
-"""One conversation tab: banner, transcript and composer, all talking to the host.
+"""One conversation tab: banner, transcript, find bar and composer, all talking to the host.
 
 The tab never touches a session's files: it asks the host to send, stop and
 branch, and refreshes the parts a :class:`Changes` names.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
@@ -16,11 +17,13 @@ from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.rows import Row
 from branchwise.desktop.host.session import SessionMode
 from branchwise.desktop.widgets.banner import ForkBanner
 from branchwise.desktop.widgets.composer import Composer
+from branchwise.desktop.widgets.find_bar import FindBar, Match
 from branchwise.desktop.widgets.transcript import TranscriptView
-from branchwise.desktop.widgets.turn_widget import untitled
+from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
 
 class ConversationTab(QWidget):
@@ -51,6 +54,8 @@ class ConversationTab(QWidget):
         self.state_label.setTextFormat(Qt.TextFormat.PlainText)
         self.state_label.setContentsMargins(12, 4, 12, 4)
         self.transcript = TranscriptView(host, session_id, self._branch, open_session, parent=self)
+        self.find_bar = FindBar(self._rows, self._reveal_match, self)
+        self.find_bar.closed.connect(self._find_closed)
         self.composer = Composer(self._send, self._stop, self)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -58,6 +63,7 @@ class ConversationTab(QWidget):
         layout.addWidget(self.banner)
         layout.addWidget(self.state_label)
         layout.addWidget(self.transcript, 1)
+        layout.addWidget(self.find_bar)
         layout.addWidget(self.composer)
         self._render_state()
         self._render_banner()
@@ -73,6 +79,46 @@ class ConversationTab(QWidget):
     def running(self) -> bool:
         """A turn runs in this conversation."""
         return self.host.is_running(self.session_id)
+
+    # -- finding ---------------------------------------------------------------
+
+    def open_find(self) -> None:
+        """Ctrl+F: the find bar, for text in this conversation."""
+        self.find_bar.open_bar()
+
+    def reveal_message(self, message_id: str) -> TurnWidget | None:
+        """Bring the turn holding a message into view and flash it (``None``: no such row)."""
+        position = self.transcript.position_of_message(message_id)
+        if position is None:
+            return None
+        widget = self.transcript.reveal(position)
+        if widget is not None:
+            widget.flash()
+        return widget
+
+    async def reveal_when_loaded(self, message_id: str) -> None:
+        """:meth:`reveal_message` once the whole history is read (a big one loads late)."""
+        session = self.host.session(self.session_id)
+        if session is not None and not session.loaded:
+            await session.wait_loaded()
+        if shiboken6.isValid(self):
+            self.reveal_message(message_id)
+
+    def _find_closed(self) -> None:
+        self.composer.editor.setFocus()
+
+    def _rows(self) -> list[Row]:
+        session = self.host.session(self.session_id)
+        return session.rows if session is not None else []
+
+    def _reveal_match(self, match: Match) -> None:
+        widget = self.transcript.reveal(match.position)
+        if widget is None:
+            return
+        widget.flash()
+        label = widget.message_label(match.message_id)
+        if label is not None and label.textFormat() == Qt.TextFormat.PlainText:
+            label.setSelection(match.start, len(self.find_bar.field.text()))
 
     # -- actions ---------------------------------------------------------------
 
@@ -147,6 +193,7 @@ class ConversationTab(QWidget):
         self.banner.retranslate_ui()
         self.transcript.retranslate_ui()
         self.composer.retranslate_ui()
+        self.find_bar.retranslate_ui()
         self._render_state()
 
 

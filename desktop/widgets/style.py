@@ -32,6 +32,16 @@ QToolButton#branchButton {{ color: {ACCENT}; }}
 QToolButton#branchButton:disabled {{ color: palette(mid); }}
 QToolButton#branchesButton {{ color: {ACCENT}; font-size: 11px; }}
 QFrame#turn {{ border-bottom: 1px solid palette(midlight); }}
+QFrame#turn[flash="true"] {{ background: #fff3b0; }}
+QFrame#searchResult {{ border-bottom: 1px solid palette(midlight); }}
+QFrame#searchResult:focus {{ background: palette(alternate-base); }}
+QLabel#searchResultTitle {{ font-weight: 600; }}
+QLabel#searchResultRole {{ color: palette(dark); font-size: 11px; }}
+QLabel#searchStatus {{ color: palette(dark); font-size: 11px; }}
+QToolButton#searchAlsoIn {{ color: {ACCENT}; font-size: 11px; }}
+QLabel#searchEmpty {{ color: palette(dark); padding: 8px; }}
+QLabel#findCount {{ color: palette(dark); }}
+QLineEdit#findField[notFound="true"] {{ background: #fdecea; }}
 QFrame#forkBanner {{
     background: #e8f0fe;
     border-bottom: 1px solid #c6d7f5;

@@ -10,6 +10,10 @@ only the last few rows are built before the first paint; the rest of the
 page is built a few rows per event-loop turn, above what the user is reading,
 without moving it. The view follows the bottom while an answer streams,
 unless the user has scrolled away to read.
+
+:meth:`TranscriptView.reveal` brings any row into view — a search hit or a
+find-bar match — extending the window up to it and building its widget at
+once; the row stays pinned in view while the rows around it are built.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterable
 
+import shiboken6
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
 
@@ -33,6 +38,8 @@ STICK_SLACK = 24
 FIRST_ROWS = 6
 #: Rows built per event-loop turn after that.
 FILL_ROWS = 6
+#: How long a revealed row stays pinned in view while rows around it are built.
+PIN_MS = 1500
 
 
 class TranscriptView(QScrollArea):
@@ -69,6 +76,11 @@ class TranscriptView(QScrollArea):
         self._keep_bottom_distance: int | None = None
         self._loading_earlier = False
         self._filling = False
+        self._pinned: TurnWidget | None = None
+        self._unpin = QTimer(self)
+        self._unpin.setSingleShot(True)
+        self._unpin.setInterval(PIN_MS)
+        self._unpin.timeout.connect(self._release_pin)
 
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -120,6 +132,56 @@ class TranscriptView(QScrollArea):
     def complete(self) -> bool:
         """Every row of the window has its widget."""
         return len(self._widgets) == self._window.size
+
+    def position_of_message(self, message_id: str) -> int | None:
+        """The position of the row holding a message (``None`` if no row does)."""
+        for position, row in enumerate(self._rows()):
+            if any(entry.message_id == message_id for entry in row.entries):
+                return position
+        return None
+
+    def reveal(self, position: int) -> TurnWidget | None:
+        """Scroll the row at ``position`` into view, building it first if it has no widget.
+
+        The window grows up to the row (a page boundary at most), and the row
+        is pinned in view while the rows around it are built.
+        """
+        rows = self._rows()
+        if not 0 <= position < len(rows):
+            return None
+        if position < self._window.start:
+            start = position - (position % self.page_size)
+            self._window = Window(start, self._window.end)
+            self._update_earlier_button()
+        row = rows[position]
+        widget = self._widgets.get(row.row_id)
+        if widget is None:
+            widget = self._make(row)
+            self._show_branches(widget, self.host.index.turns_with_branches(self.session_id))
+            self._insert(position, widget)
+        self._stick = False
+        self._keep_bottom_distance = None
+        self._pinned = widget
+        self._unpin.start()
+        self._keep_pinned_in_view()
+        QTimer.singleShot(0, self, self._keep_pinned_in_view)
+        self._schedule_fill()
+        return widget
+
+    def _keep_pinned_in_view(self) -> None:
+        widget = self._pinned
+        if widget is None or not shiboken6.isValid(widget):
+            self._pinned = None
+            return
+        body = self.widget()
+        body_layout = body.layout() if body is not None else None
+        if body_layout is not None:
+            body_layout.activate()
+        self.ensureWidgetVisible(widget, 0, 24)
+
+    def _release_pin(self) -> None:
+        self._keep_pinned_in_view()
+        self._pinned = None
 
     # -- refreshing ------------------------------------------------------------
 
@@ -276,7 +338,7 @@ class TranscriptView(QScrollArea):
         bar = self.verticalScrollBar()
         self._stick = value >= bar.maximum() - STICK_SLACK
         at_top = value == bar.minimum() and bar.maximum() > 0
-        if at_top and self._window.start > 0 and not self._loading_earlier:
+        if at_top and self._pinned is None and self._window.start > 0 and not self._loading_earlier:
             self._loading_earlier = True
             QTimer.singleShot(0, self, self._load_earlier_from_scroll)
 
@@ -285,7 +347,10 @@ class TranscriptView(QScrollArea):
         self.load_earlier()
 
     def _range_changed(self, _minimum: int, maximum: int) -> None:
-        if self._stick:
+        if self._pinned is not None:
+            self._keep_bottom_distance = None
+            self._keep_pinned_in_view()
+        elif self._stick:
             self._scroll_to_bottom()
         elif self._keep_bottom_distance is not None:
             # Rows were built above the reader: keep what they read in place.

@@ -30,6 +30,8 @@ from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
 
 STREAM_REPAINT_MS = 50
+#: How long a turn stays highlighted after a search hit or find match brought it into view.
+FLASH_MS = 1200
 BRANCH_BUTTON = "branchButton"
 BRANCHES_BUTTON = "branchesButton"
 
@@ -127,6 +129,11 @@ class TurnWidget(QFrame):
         self._repaint.setSingleShot(True)
         self._repaint.setInterval(STREAM_REPAINT_MS)
         self._repaint.timeout.connect(self._flush_text)
+        self._unflash = QTimer(self)
+        self._unflash.setSingleShot(True)
+        self._unflash.setInterval(FLASH_MS)
+        self._unflash.timeout.connect(lambda: self._set_flash(False))
+        self.setProperty("flash", False)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 4)
@@ -241,6 +248,28 @@ class TurnWidget(QFrame):
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
         else:
             self.number_label.setText(_("Imported history"))
+
+    def message_label(self, message_id: str) -> MessageLabel | None:
+        """The label showing one message of this turn."""
+        self._flush_text()
+        return self._labels.get(message_id)
+
+    @property
+    def flashed(self) -> bool:
+        """The turn is highlighted right now (it was just brought into view)."""
+        return bool(self.property("flash"))
+
+    def flash(self) -> None:
+        """Highlight the turn briefly, so the eye finds it after a jump."""
+        self._set_flash(True)
+        self._unflash.start()
+
+    def _set_flash(self, on: bool) -> None:
+        self.setProperty("flash", on)
+        style = self.style()
+        style.unpolish(self)
+        style.polish(self)
+        self.update()
 
     # -- branch action ---------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""The main window: lineage sidebar, one tab per open conversation, menus, notices.
+"""The main window: search, lineage sidebar, one tab per open conversation, menus, notices.
 
 The window is the host's *navigator*: the host creates a branch, then asks
 the window to show it in a new tab. It listens to the host's change flags and
@@ -18,6 +18,7 @@ from PySide6.QtWidgets import (
     QMenu,
     QMessageBox,
     QSplitter,
+    QStackedWidget,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -39,6 +40,8 @@ from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, NoticeAction
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.notice_area import NoticeArea
+from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
+from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
 from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
 
@@ -69,6 +72,17 @@ class MainWindow(QMainWindow):
         self.first_run = first_run
         host.navigator = self._navigate
         self.sidebar = Sidebar(host, self.open_session, self.new_conversation, self)
+        self.search_panel = SearchPanel(host, self.open_hit, self)
+        self.left_stack = QStackedWidget(self)
+        self.left_stack.addWidget(self.sidebar)
+        self.left_stack.addWidget(self.search_panel.results_view)
+        self.search_panel.searching_changed.connect(self._searching_changed)
+        left = QWidget(self)
+        left_layout = QVBoxLayout(left)
+        left_layout.setContentsMargins(0, 0, 0, 0)
+        left_layout.setSpacing(0)
+        left_layout.addWidget(self.search_panel)
+        left_layout.addWidget(self.left_stack, 1)
         self.tabs = QTabWidget(self)
         self.tabs.setObjectName("conversationTabs")
         self.tabs.setTabsClosable(True)
@@ -89,7 +103,7 @@ class MainWindow(QMainWindow):
         right_layout.addWidget(self.empty_label, 1)
         right_layout.addWidget(self.notice_area)
         splitter = QSplitter(self)
-        splitter.addWidget(self.sidebar)
+        splitter.addWidget(left)
         splitter.addWidget(right)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([260, 760])
@@ -145,7 +159,17 @@ class MainWindow(QMainWindow):
         self.about_action.setMenuRole(QAction.MenuRole.AboutRole)
         self.about_action.triggered.connect(self.show_about)
         self.help_menu.addAction(self.about_action)
+        self.edit_menu = QMenu(self)
+        self.search_action = QAction(self)
+        self.search_action.setShortcut(QKeySequence(SEARCH_SHORTCUT))
+        self.search_action.triggered.connect(self.search_panel.focus_field)
+        self.find_action = QAction(self)
+        self.find_action.setShortcut(QKeySequence.StandardKey.Find)
+        self.find_action.triggered.connect(self.find_in_conversation)
+        self.edit_menu.addAction(self.search_action)
+        self.edit_menu.addAction(self.find_action)
         bar.addMenu(self.file_menu)
+        bar.addMenu(self.edit_menu)
         bar.addMenu(self.help_menu)
 
     # -- what the UI exposes -------------------------------------------------
@@ -192,6 +216,30 @@ class MainWindow(QMainWindow):
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
 
+    def open_hit(self, session_id: str, message_id: str) -> None:
+        """A search hit: open its conversation, then bring its message into view and flash it."""
+        try:
+            tab = self.open_tab(session_id)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        session = self.host.session(session_id)
+        if session is not None and session.loaded:
+            tab.reveal_message(message_id)
+        else:
+            self.host.spawn(tab.reveal_when_loaded(message_id), "show a search hit")
+
+    def find_in_conversation(self) -> None:
+        """Ctrl+F: the find bar of the conversation in front."""
+        tab = self.current_tab()
+        if tab is not None:
+            tab.open_find()
+
+    def _searching_changed(self, searching: bool) -> None:
+        self.left_stack.setCurrentWidget(
+            self.search_panel.results_view if searching else self.sidebar
+        )
+
     async def _navigate(self, session_id: str) -> None:
         """The host's navigator: show a newly created branch (raises if it cannot)."""
         self.open_tab(session_id)
@@ -235,6 +283,7 @@ class MainWindow(QMainWindow):
     def apply_changes(self, changes: Changes) -> None:
         """Hand each part what concerns it."""
         self.sidebar.apply_changes(changes)
+        self.search_panel.apply_changes(changes)
         for tab in self.conversation_tabs():
             if changes.sidebar or changes.touches(tab.session_id):
                 tab.apply_changes(changes)
@@ -364,6 +413,10 @@ class MainWindow(QMainWindow):
         self.file_menu.setTitle(_("&File"))
         # TRANSLATORS: menu title; "&" marks the access key (Chinese: "帮助(&H)").
         self.help_menu.setTitle(_("&Help"))
+        # TRANSLATORS: menu title; "&" marks the access key (Chinese: "编辑(&E)").
+        self.edit_menu.setTitle(_("&Edit"))
+        self.search_action.setText(_("Search all conversations"))
+        self.find_action.setText(_("Find in conversation"))
         self.new_action.setText(_("New conversation"))
         self.settings_action.setText(_("Settings…"))
         self.language_menu.setTitle(_("Language"))
@@ -375,6 +428,7 @@ class MainWindow(QMainWindow):
         self._render_language_menu()
         self._render_provider()
         self.sidebar.retranslate_ui()
+        self.search_panel.retranslate_ui()
         self.notice_area.retranslate_ui()
         for tab in self.conversation_tabs():
             tab.retranslate_ui()

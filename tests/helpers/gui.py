@@ -222,8 +222,16 @@ def user_texts(widgets: list[TurnWidget]) -> list[str]:
     return [text for w in widgets for role, text in w.shown_messages() if role == "user"]
 
 
-def seed_long_session(store: SessionStore, turns: int, title: str = "A long conversation") -> str:
-    """A session of ``turns`` finished turns, one commit each (fast to write, same boundaries)."""
+def seed_long_session(
+    store: SessionStore,
+    turns: int,
+    title: str = "A long conversation",
+    questions: dict[int, str] | None = None,
+) -> str:
+    """A session of ``turns`` finished turns, one commit each (fast to write, same boundaries).
+
+    ``questions`` replaces the question of some turns (by 1-based number).
+    """
     with store.create(title) as writer:
         for number in range(1, turns + 1):
             turn_id = new_id("turn")
@@ -231,7 +239,9 @@ def seed_long_session(store: SessionStore, turns: int, title: str = "A long conv
             writer.commit(
                 [
                     ev.turn_start(turn_id),
-                    ev.user_message(new_id("msg"), f"Question number {number}?"),
+                    ev.user_message(
+                        new_id("msg"), (questions or {}).get(number, f"Question number {number}?")
+                    ),
                     ev.step_start(step),
                     ev.assistant_message(
                         new_id("msg"),
