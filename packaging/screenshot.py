@@ -164,6 +164,7 @@ def main() -> int:
     set_language(args.lang)
     app = QApplication(sys.argv[:1])
     app.setApplicationName("Branchwise")
+    app.setQuitOnLastWindowClosed(False)  # as the app does: quit after the host shut down
     apply_style(app)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
