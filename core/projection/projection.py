@@ -86,46 +86,12 @@ class Projection(TurnTracker):
         ]
 
     # -- hooks: what the turn rules leave to the projection ----------------
-    # Messages, the bulk of every log, are built inline in their hooks: a
-    # replay of a big session spends its time here, and a call more shows.
 
     def _user(self, event: dict[str, Any], turn: Turn | None) -> None:
-        message_id = event["messageId"]
-        message = self._by_message.get(message_id)
-        if message is None:
-            message = Message(
-                message_id,
-                "user",
-                event["content"],
-                turn.turn_id if turn is not None else None,
-                False,
-                None,
-                event["seq"],
-            )
-            self.messages.append(message)
-            self._by_message[message_id] = message
-        else:
-            message.content = event["content"]
-            message.seq = event["seq"]
+        self._put(event, "user", turn.turn_id if turn is not None else None)
 
     def _assistant(self, event: dict[str, Any], turn: Turn | None) -> None:
-        message_id = event["messageId"]
-        message = self._by_message.get(message_id)
-        if message is None:
-            message = Message(
-                message_id,
-                "assistant",
-                event["content"],
-                turn.turn_id if turn is not None else None,
-                False,
-                None,
-                event["seq"],
-            )
-            self.messages.append(message)
-            self._by_message[message_id] = message
-        else:
-            message.content = event["content"]
-            message.seq = event["seq"]
+        message = self._put(event, "assistant", turn.turn_id if turn is not None else None)
         message.model = event.get("model")
         message.partial = bool(event.get("partial", False))
 
