@@ -79,6 +79,22 @@ class SessionExists(BranchwiseError):
     code = "session_exists"
 
 
+class SessionTrashed(BranchwiseError):
+    """The session is in the Trash: restore it before using it (or trashing it again)."""
+
+    code = "session_trashed"
+    definitive = True
+    http_status = 409
+
+
+class NotTrashed(BranchwiseError):
+    """The session is not in the Trash, so it cannot be restored or purged from there."""
+
+    code = "not_trashed"
+    definitive = True
+    http_status = 409
+
+
 class LeaseHeld(BranchwiseError):
     """Another writer (this or another process) holds the session's writer lease."""
 
