@@ -419,6 +419,23 @@ class EndpointNotFound(ProviderHttpError):
     code = "provider_endpoint_not_found"
 
 
+class ModelListUnavailable(EndpointNotFound):
+    """The server has no model list (``GET /models`` is 404, 405 or 501).
+
+    Some OpenAI-compatible servers chat without listing models: a typed model
+    name works, so this is not "no OpenAI API here".
+    """
+
+    code = "provider_model_list_unavailable"
+
+
+class ModelNameRequired(ProviderError):
+    """No model is set and the server cannot list one to pick: the user must type a name."""
+
+    code = "provider_model_name_required"
+    definitive = True
+
+
 class ProviderRateLimited(ProviderHttpError):
     """429: too many requests or quota exhausted; ``retryAfter`` when the server says."""
 

@@ -147,6 +147,14 @@ REASONS: Mapping[str, str] = {
     "provider_endpoint_not_found": N_(
         "The model server has no such endpoint. Check the base URL (it often ends in /v1)."
     ),
+    "provider_model_list_unavailable": N_(
+        "This server does not list its models. Type the model name: chatting works "
+        "without the list."
+    ),
+    "provider_model_name_required": N_(
+        "This server does not list its models, so none can be picked for you. Type the "
+        "model name in Settings."
+    ),
     "provider_rate_limited": N_(
         "The model server is limiting requests. Wait a moment and try again."
     ),

@@ -31,6 +31,8 @@ import orjson
 from branchwise.core.errors import (
     EndpointNotFound,
     InvalidBaseUrl,
+    ModelListUnavailable,
+    ModelNameRequired,
     ModelNotFound,
     ProviderAuthError,
     ProviderBadStream,
@@ -53,6 +55,9 @@ from branchwise.core.providers.sse import SSEDecoder, SSEProtocolError
 USER_AGENT = "Branchwise/0.1"
 MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 16 * 1024 * 1024
+_NO_MODEL_LIST = frozenset({404, 405, 501})
+"""Statuses of ``GET /models`` that mean "no list here", not "no API here"."""
+
 _ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
 
 
@@ -163,6 +168,8 @@ class OpenAIProvider:
                 response = await client.get(
                     self._url("/models"), headers=self._headers(), timeout=self._timeout
                 )
+                if response.status_code in _NO_MODEL_LIST:
+                    raise self._no_model_list(response.status_code, response.content)
                 if response.status_code >= 400:
                     raise self._http_error(response.status_code, response.headers, response.content)
                 body = response.content
@@ -180,7 +187,14 @@ class OpenAIProvider:
         is one generator deep on purpose: replies run to thousands of chunks.
         """
         if not self.model:
-            models = await self.list_models()
+            try:
+                models = await self.list_models()
+            except ModelListUnavailable:
+                raise ModelNameRequired(
+                    f"{self.host} does not list its models, so none can be picked for you: "
+                    "type the model name in Settings (or pass --model)",
+                    host=self.host,
+                ) from None
             if not models:
                 raise ModelNotFound(f"{self.host} offers no models", host=self.host, status=404)
             self.model = models[0]
@@ -340,6 +354,18 @@ class OpenAIProvider:
                 reason="no_response",
             )
         return ProviderError(f"request to {host} failed: {self._redact(str(exc))}", host=host)
+
+    def _no_model_list(self, status: int, raw: bytes) -> ModelListUnavailable:
+        server_message = self._redact(error_message(raw))
+        details: dict[str, Any] = {"host": self.host, "status": status}
+        if server_message:
+            details["serverMessage"] = server_message
+        return ModelListUnavailable(
+            f"{self.host} does not list its models at {urlsplit(self.base_url).path}/models "
+            f"(HTTP {status}): type the model name, chatting works without the list; "
+            "if chatting fails too, check the server URL (it usually ends in /v1)",
+            **details,
+        )
 
     def _http_error(self, status: int, headers: httpx.Headers, raw: bytes) -> ProviderHttpError:
         host = self.host

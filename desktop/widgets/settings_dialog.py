@@ -91,6 +91,7 @@ class SettingsDialog(QDialog):
         self.models_status = QLabel(self)
         self.models_status.setObjectName("modelsStatus")
         self.models_status.setTextFormat(Qt.TextFormat.PlainText)
+        self.models_status.setWordWrap(True)
 
         model_row = QHBoxLayout()
         model_row.addWidget(self.model, 1)
@@ -206,7 +207,7 @@ class SettingsDialog(QDialog):
         self._models_task = asyncio.ensure_future(self._load_models())
 
     async def _load_models(self) -> None:
-        from branchwise.core.errors import ProviderError
+        from branchwise.core.errors import ModelListUnavailable, ProviderError
         from branchwise.core.providers.openai import OpenAIProvider
 
         self._show_error("model", "")
@@ -219,6 +220,11 @@ class SettingsDialog(QDialog):
                 self.base_url.text().strip(), "", api_key=resolve_api_key(draft)
             )
             models = await provider.list_models()
+        except ModelListUnavailable as exc:
+            # Not a failure: such a server chats with a typed model name.
+            self.models_status.setText(reason_text(exc.code))
+            self.model.setFocus()
+            return
         except ProviderError as exc:
             self.models_status.setText("")
             self._show_error("model", reason_text(exc.code))

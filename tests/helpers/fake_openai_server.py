@@ -55,6 +55,8 @@ class Behaviour:
         content_type: the streamed reply's content type.
         require_key: answer 401 unless ``Authorization: Bearer <require_key>``.
         models: ids served by ``GET /v1/models``.
+        list_models: ``False`` answers ``GET /v1/models`` with a plain 404 page, as
+            servers that chat without listing models do.
         owned_by: the ``owned_by`` of every model (servers differ; detection reads it).
         reject_stream_options: answer 400 naming ``stream_options`` when it is sent.
         whole_json: ignore ``stream`` and answer one JSON completion, as some servers do.
@@ -79,6 +81,7 @@ class Behaviour:
     content_type: str = "text/event-stream"
     require_key: str | None = None
     models: Sequence[str] = ("fake-model", "fake-model-2")
+    list_models: bool = True
     owned_by: str = "fake"
     reject_stream_options: bool = False
     whole_json: bool = False
@@ -167,6 +170,8 @@ class FakeOpenAIServer:
         if refused is not None:
             return refused
         b = self.behaviour
+        if not b.list_models:
+            return web.Response(status=404, text="404 page not found")
         if b.status is not None:
             return _json_error(b.status, b.error_message, b.error_body)
         data = [{"id": m, "object": "model", "owned_by": b.owned_by} for m in b.models]
@@ -287,6 +292,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-usage", action="store_true")
     parser.add_argument("--require-key")
     parser.add_argument("--models", help="comma-separated model ids")
+    parser.add_argument("--no-model-list", action="store_true", help="404 on GET /v1/models")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = {
         "delay": args.delay,
@@ -296,6 +302,7 @@ def main(argv: list[str] | None = None) -> None:
         "cut_after": args.cut_after,
         "garbage_after": args.garbage_after,
         "require_key": args.require_key,
+        "list_models": not args.no_model_list,
     }
     if args.chunks is not None:
         knobs["chunks"] = tuple(f" w{i}" for i in range(args.chunks))
