@@ -21,6 +21,7 @@ from branchwise.core.errors import (
     DuplicateChild,
     DurabilityError,
     EndpointNotFound,
+    ExportNotWritten,
     InvalidArgument,
     InvalidBaseUrl,
     InvalidEvent,
@@ -41,6 +42,7 @@ from branchwise.core.errors import (
     ModelNotFound,
     NotTrashed,
     OperationConflict,
+    OutputExists,
     PortInUse,
     ProviderAuthError,
     ProviderBadStream,
@@ -183,4 +185,6 @@ __all__ = [
     "QtLibrariesMissing",
     "InvalidSearch",
     "SearchIndexUnavailable",
+    "OutputExists",
+    "ExportNotWritten",
 ]

@@ -602,6 +602,25 @@ class SearchIndexUnavailable(BranchwiseError):
     http_status = 503
 
 
+# -- Export ----------------------------------------------------------------------------------------
+
+
+class OutputExists(BranchwiseError):
+    """The export's output file exists; it is replaced only when overwriting is asked for."""
+
+    code = "output_exists"
+    definitive = True
+    http_status = 409
+
+
+class ExportNotWritten(BranchwiseError):
+    """The export file could not be written (a missing folder, no permission); nothing was left."""
+
+    code = "export_failed"
+    definitive = True
+    http_status = 500
+
+
 # -- Starting the desktop app ----------------------------------------------------------------------
 
 
