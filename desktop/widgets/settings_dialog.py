@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -41,6 +41,10 @@ class SettingsDialog(QDialog):
     Args:
         settings: the current settings.
         on_save: called with valid new settings when the user saves.
+
+    Attributes:
+        detect_candidates: where "Detect local servers" looks (``None``: the
+            configured URL, then the usual local ports).
     """
 
     def __init__(
@@ -55,6 +59,8 @@ class SettingsDialog(QDialog):
         self._settings = settings
         self._on_save = on_save
         self._models_task: asyncio.Task[None] | None = None
+        self._detect_task: asyncio.Task[None] | None = None
+        self.detect_candidates: Sequence[str] | None = None
 
         self.provider = QComboBox(self)
         self.provider.setObjectName("provider")
@@ -70,6 +76,9 @@ class SettingsDialog(QDialog):
         self.refresh_button = QPushButton(self)
         self.refresh_button.setObjectName("refreshModels")
         self.refresh_button.clicked.connect(self.refresh_models)
+        self.detect_button = QPushButton(self)
+        self.detect_button.setObjectName("detectServers")
+        self.detect_button.clicked.connect(self.detect_servers)
         self.api_key = QLineEdit(self)
         self.api_key.setObjectName("apiKey")
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
@@ -99,7 +108,12 @@ class SettingsDialog(QDialog):
         self.form = QFormLayout()
         self._labels = {name: QLabel(self) for name in FIELDS}
         self.form.addRow(self._labels["provider"], self._with_error(self.provider, "provider"))
-        self.form.addRow(self._labels["baseUrl"], self._with_error(self.base_url, "baseUrl"))
+        url_row = QWidget(self)
+        url_layout = QHBoxLayout(url_row)
+        url_layout.setContentsMargins(0, 0, 0, 0)
+        url_layout.addWidget(self.base_url, 1)
+        url_layout.addWidget(self.detect_button)
+        self.form.addRow(self._labels["baseUrl"], self._with_error(url_row, "baseUrl"))
         model_box = QWidget(self)
         model_layout = QVBoxLayout(model_box)
         model_layout.setContentsMargins(0, 0, 0, 0)
@@ -198,6 +212,56 @@ class SettingsDialog(QDialog):
         label.setText(text)
         label.show()
 
+    # -- finding a server ------------------------------------------------------------
+
+    def detect_servers(self) -> None:
+        """Look for model servers on this machine; the first one found fills the form."""
+        if self._detect_task is not None and not self._detect_task.done():
+            return
+        self._detect_task = asyncio.ensure_future(self._detect())
+
+    async def _detect(self) -> None:
+        from branchwise.core.providers.detect import candidate_urls, detect_servers
+
+        self.detect_button.setEnabled(False)
+        self.models_status.setText(_("Looking for model servers on this computer…"))
+        try:
+            draft = dataclasses.replace(self._settings, base_url=self.base_url.text().strip())
+            urls = (
+                list(self.detect_candidates)
+                if self.detect_candidates is not None
+                else candidate_urls(draft)
+            )
+            servers = await detect_servers(urls)
+        finally:
+            self.detect_button.setEnabled(True)
+        usable = [s for s in servers if s.models] or servers
+        if not usable:
+            self.models_status.setText(
+                _(
+                    "No model server answered on this computer (Ollama, LM Studio, "
+                    "llama.cpp and vLLM on their usual ports)."
+                )
+            )
+            return
+        found = usable[0]
+        self.provider.setCurrentIndex(self.provider.findData("openai"))
+        self.base_url.setText(found.base_url)
+        current = self.model.currentText() if self._settings.base_url == found.base_url else ""
+        self.model.clear()
+        self.model.addItems(list(found.models))
+        self.model.setEditText(current or (found.models[0] if found.models else ""))
+        self.models_status.setText(
+            fill(
+                ngettext(
+                    "Found {url}, offering {n} model.",
+                    "Found {url}, offering {n} models.",
+                    len(found.models),
+                ),
+                {"url": found.base_url, "n": len(found.models)},
+            )
+        )
+
     # -- the model list ------------------------------------------------------------
 
     def refresh_models(self) -> None:
@@ -251,8 +315,9 @@ class SettingsDialog(QDialog):
 
     def done(self, result: int) -> None:
         """Stop a model-list request still running when the dialog closes."""
-        if self._models_task is not None and not self._models_task.done():
-            self._models_task.cancel()
+        for task in (self._models_task, self._detect_task):
+            if task is not None and not task.done():
+                task.cancel()
         super().done(result)
 
     def retranslate_ui(self) -> None:
@@ -271,6 +336,10 @@ class SettingsDialog(QDialog):
         for name, label in self._labels.items():
             label.setText(texts[name])
         self.refresh_button.setText(_("Refresh models"))
+        self.detect_button.setText(_("Detect local servers"))
+        self.detect_button.setToolTip(
+            _("Look for Ollama, LM Studio, llama.cpp or vLLM running on this computer")
+        )
         self.api_key.setPlaceholderText(
             _("Leave empty to use BRANCHWISE_API_KEY or OPENAI_API_KEY")
         )

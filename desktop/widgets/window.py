@@ -35,9 +35,9 @@ from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
-from branchwise.desktop.host.first_run import FirstRun
+from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.notices import Level, NoticeAction
+from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.notice_area import NoticeArea
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
@@ -94,7 +94,9 @@ class MainWindow(QMainWindow):
         self.empty_label.setObjectName("emptyState")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
-        self.notice_area = NoticeArea(host.notices, host.title, self._notice_action, self)
+        self.notice_area = NoticeArea(
+            host.notices, host.title, self._notice_action, self, on_decline=self._notice_declined
+        )
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -268,6 +270,10 @@ class MainWindow(QMainWindow):
             self.first_run.accept()
         elif action.kind == "open_session":
             self.host.spawn(self.host.open_kept_child(action.session_id), "open conversation")
+
+    def _notice_declined(self, notice: Notice) -> None:
+        if notice.code == SERVER_FOUND and self.first_run is not None:
+            self.first_run.decline()
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
         """Closing the window ends the app (after running turns are committed)."""
