@@ -79,6 +79,22 @@ class SessionExists(BranchwiseError):
     code = "session_exists"
 
 
+class SessionTrashed(BranchwiseError):
+    """The session is in the Trash: restore it before using it (or trashing it again)."""
+
+    code = "session_trashed"
+    definitive = True
+    http_status = 409
+
+
+class NotTrashed(BranchwiseError):
+    """The session is not in the Trash, so it cannot be restored or purged from there."""
+
+    code = "not_trashed"
+    definitive = True
+    http_status = 409
+
+
 class LeaseHeld(BranchwiseError):
     """Another writer (this or another process) holds the session's writer lease."""
 
@@ -584,6 +600,25 @@ class SearchIndexUnavailable(BranchwiseError):
 
     code = "search_index_unavailable"
     http_status = 503
+
+
+# -- Export ----------------------------------------------------------------------------------------
+
+
+class OutputExists(BranchwiseError):
+    """The export's output file exists; it is replaced only when overwriting is asked for."""
+
+    code = "output_exists"
+    definitive = True
+    http_status = 409
+
+
+class ExportNotWritten(BranchwiseError):
+    """The export file could not be written (a missing folder, no permission); nothing was left."""
+
+    code = "export_failed"
+    definitive = True
+    http_status = 500
 
 
 # -- Starting the desktop app ----------------------------------------------------------------------

@@ -107,6 +107,10 @@ REASONS: Mapping[str, str] = {
     "invalid_session_id": N_("That is not a valid conversation id."),
     "session_not_found": N_("This conversation could not be found."),
     "session_exists": N_("A conversation with this id already exists."),
+    "session_trashed": N_("This conversation is in the Trash. Restore it first."),
+    "not_trashed": N_("This conversation is not in the Trash."),
+    "output_exists": N_("A file with this name already exists; it was left unchanged."),
+    "export_failed": N_("The export could not be written there. Check the folder and try again."),
     "invalid_manifest": N_("This conversation's description file is damaged."),
     "manifest_mismatch": N_(
         "A folder holds a copy of another conversation's description file (a backup?). "
