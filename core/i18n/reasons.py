@@ -18,14 +18,16 @@ from branchwise.core.i18n.language import N_, _, format_number, ngettext
 
 REASONS: Mapping[str, str] = {
     # Fork targets: why a turn's "Branch into a new conversation" is disabled.
+    # The first two are the reference documents' exact strings (shared/reference/README.md).
     "turn_open": N_("This turn has not finished yet, so it has no boundary to branch from."),
     "unverifiable": N_("This turn has no confirmable branch boundary in the session record."),
     "active_authority": N_(
         "This turn still has an open approval or tool call, so it cannot be branched yet."
     ),
     "boundary_not_atomic": N_(
-        "This turn ends inside a saved commit, so branching here would split it."
+        "This turn was saved together with the next one, so it cannot be branched on its own."
     ),
+    "nothing_to_branch": N_("No finished turn to branch from in this conversation yet."),
     "targets_loading": N_("Still checking which turns can be branched…"),
     "creation_in_flight": N_("A branch is already being created from this turn."),
     "server_unsupported": N_("This server does not support branching conversations."),

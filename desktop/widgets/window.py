@@ -47,6 +47,7 @@ from branchwise.desktop.widgets.notice_area import NoticeArea
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
 from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
+from branchwise.desktop.widgets.shortcuts_dialog import ShortcutsDialog, shortcut_rows
 from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
 from branchwise.desktop.widgets.turn_widget import untitled
 
@@ -191,9 +192,111 @@ class MainWindow(QMainWindow):
         self.find_action.triggered.connect(self.find_in_conversation)
         self.edit_menu.addAction(self.search_action)
         self.edit_menu.addAction(self.find_action)
+        self.conversation_menu = QMenu(self)
+        self.close_tab_action = self._action(QKeySequence("Ctrl+W"), self.close_current_tab)
+        self.rename_action = self._action(QKeySequence("F2"), self.rename_current)
+        self.stop_action = self._action(QKeySequence("Esc"), self.stop_current)
+        self.branch_last_action = self._action(QKeySequence("Ctrl+Shift+B"), self.branch_last)
+        self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
+        self.previous_tab_action = self._action(
+            QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
+        )
+        for action in (self.branch_last_action, self.stop_action, self.rename_action):
+            self.conversation_menu.addAction(action)
+        self.conversation_menu.addSeparator()
+        for action in (self.next_tab_action, self.previous_tab_action, self.close_tab_action):
+            self.conversation_menu.addAction(action)
+        self.shortcuts_action = self._action(
+            QKeySequence.StandardKey.HelpContents, self.show_shortcuts
+        )
+        self.help_menu.insertAction(self.about_action, self.shortcuts_action)
         bar.addMenu(self.file_menu)
         bar.addMenu(self.edit_menu)
+        bar.addMenu(self.conversation_menu)
         bar.addMenu(self.help_menu)
+        self._render_actions()
+
+    def _action(
+        self, keys: QKeySequence | QKeySequence.StandardKey, slot: Callable[[], object]
+    ) -> QAction:
+        action = QAction(self)
+        action.setShortcut(keys)
+        action.triggered.connect(lambda _checked=False: slot())
+        self.addAction(action)  # active even when the menu bar is hidden
+        return action
+
+    # -- keyboard actions --------------------------------------------------------
+
+    def close_current_tab(self) -> None:
+        """Ctrl+W: close the tab in front (asking first if it is answering)."""
+        index = self.tabs.currentIndex()
+        if index >= 0:
+            self._close_tab_at(index)
+
+    def rename_current(self) -> None:
+        """F2: rename the conversation in front."""
+        tab = self.current_tab()
+        if tab is not None:
+            self.sidebar.ask_rename(tab.session_id)
+
+    def stop_current(self) -> None:
+        """Esc: stop the answer streaming in the tab in front."""
+        tab = self.current_tab()
+        if tab is not None and self.host.is_running(tab.session_id):
+            self.host.stop(tab.session_id)
+
+    def branch_last(self) -> None:
+        """Ctrl+Shift+B: branch at the last finished turn of the tab in front."""
+        tab = self.current_tab()
+        if tab is None:
+            return
+        widgets = [w for w in tab.transcript.turn_widgets() if w.branch_state.enabled]
+        if widgets:
+            widgets[-1].branch_button.click()
+        else:
+            self.host.notices.post("nothing_to_branch", Level.INFO)
+
+    def _step_tab(self, step: int) -> None:
+        count = self.tabs.count()
+        if count > 1:
+            self.tabs.setCurrentIndex((self.tabs.currentIndex() + step) % count)
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        """Help ▸ Keyboard shortcuts."""
+        actions = [
+            self.new_action,
+            self.search_action,
+            self.find_action,
+            self.branch_last_action,
+            self.stop_action,
+            self.rename_action,
+            self.next_tab_action,
+            self.previous_tab_action,
+            self.close_tab_action,
+            self.settings_action,
+            self.shortcuts_action,
+            self.quit_action,
+        ]
+        extra = [
+            # Key names stay as printed on the keys, in every language.
+            (_("Send the message"), "Enter"),
+            (_("New line in the message"), "Shift+Enter"),
+            (_("Next or previous match in Find"), "Enter, Shift+Enter"),
+        ]
+        dialog = ShortcutsDialog(shortcut_rows(actions, extra), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
+
+    def _render_actions(self) -> None:
+        tab = self.current_tab()
+        has_tab = tab is not None
+        for action in (self.close_tab_action, self.rename_action, self.branch_last_action):
+            action.setEnabled(has_tab)
+        self.stop_action.setEnabled(tab is not None and self.host.is_running(tab.session_id))
+        several = self.tabs.count() > 1
+        self.next_tab_action.setEnabled(several)
+        self.previous_tab_action.setEnabled(several)
 
     # -- what the UI exposes -------------------------------------------------
 
@@ -394,6 +497,7 @@ class MainWindow(QMainWindow):
         if tab is not None:
             self.sidebar.select(tab.session_id)
         self._render_window_title()
+        self._render_actions()
         self._state_changed()
 
     # -- remembering the window --------------------------------------------------
@@ -456,6 +560,7 @@ class MainWindow(QMainWindow):
         self.tabs.setTabToolTip(index, tip)
         if tab is self.current_tab():
             self._render_window_title()
+            self._render_actions()
 
     def _render_window_title(self) -> None:
         tab = self.current_tab()
@@ -466,6 +571,7 @@ class MainWindow(QMainWindow):
         self.tabs.setVisible(has_tabs)
         self.empty_label.setVisible(not has_tabs)
         self._render_window_title()
+        self._render_actions()
 
     def _render_provider(self) -> None:
         provider = self.host.provider
@@ -564,6 +670,15 @@ class MainWindow(QMainWindow):
         self.settings_action.setText(_("Settings…"))
         self.language_menu.setTitle(_("Language"))
         self.about_action.setText(_("About Branchwise"))
+        # TRANSLATORS: menu title; "&" marks the access key (Chinese: "对话(&C)").
+        self.conversation_menu.setTitle(_("&Conversation"))
+        self.close_tab_action.setText(_("Close tab"))
+        self.rename_action.setText(_("Rename conversation…"))
+        self.stop_action.setText(_("Stop the answer"))
+        self.branch_last_action.setText(_("Branch at the last finished turn"))
+        self.next_tab_action.setText(_("Next tab"))
+        self.previous_tab_action.setText(_("Previous tab"))
+        self.shortcuts_action.setText(_("Keyboard shortcuts"))
         self.quit_action.setText(_("Quit"))
         self.empty_label.setText(
             _("Start a new conversation, or pick one from the list on the left.")
