@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -40,6 +41,7 @@ from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
     _,
     current_language,
+    ngettext,
     set_language,
 )
 from branchwise.core.i18n.locales import SUPPORTED, system_locale
@@ -84,6 +86,8 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.host = host
         self.first_run = first_run
+        self.confirm_box: QMessageBox | None = None
+        self._quit_confirmed = False
         host.navigator = self._navigate
         self.trashing = Trashing(host)
         self.trash_dialog: TrashDialog | None = None
@@ -287,6 +291,18 @@ class MainWindow(QMainWindow):
         tab = self.tabs.widget(index)
         if not isinstance(tab, ConversationTab):
             return
+        if self.host.is_running(tab.session_id):
+            text = fill(
+                _("“{title}” is still answering. Stop the answer and close it?"),
+                {"title": untitled(self.host.title(tab.session_id))},
+            )
+            self._confirm_stop(text, _("Stop and close"), lambda: self._close_tab(tab))
+            return
+        self._close_tab(tab)
+
+    def _close_tab(self, tab: ConversationTab) -> None:
+        if self.tabs.indexOf(tab) < 0:
+            return
         self._remove_tab(tab)
         self.host.spawn(self.host.close_session(tab.session_id), "close conversation")
 
@@ -391,14 +407,64 @@ class MainWindow(QMainWindow):
         if notice.code == SERVER_FOUND and self.first_run is not None:
             self.first_run.decline()
 
+    def _confirm_stop(self, text: str, accept_text: str, then: Callable[[], None]) -> None:
+        """Ask once whether to stop running answers; ``then`` runs only on "stop".
+
+        Window-modal and asynchronous (``open``, not ``exec``): the answers keep
+        streaming while the question is up, and a second request while it is
+        shown asks nothing more.
+        """
+        if self.confirm_box is not None:
+            return
+        title = _("Answers still streaming")
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, parent=self)
+        box.setObjectName("confirmStop")
+        stop = box.addButton(accept_text, QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(stop)
+
+        def finished(_result: int) -> None:
+            self.confirm_box = None
+            box.deleteLater()
+            if box.clickedButton() is stop:
+                then()
+
+        box.finished.connect(finished)
+        self.confirm_box = box
+        box.open()
+
+    def _running_sessions(self) -> list[str]:
+        return [s.session_id for s in self.host.open_sessions if s.running]
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        """Closing the window ends the app (after running turns are committed)."""
+        """Closing the window ends the app (after running turns are committed).
+
+        While answers stream the user is asked first; they are stopped (and
+        committed as ``cancelled``) only on "Stop and quit".
+        """
+        running = self._running_sessions()
+        if running and not self._quit_confirmed:
+            event.ignore()
+            text = fill(
+                ngettext(
+                    "An answer is still streaming. Stop it and quit?",
+                    "{n} answers are still streaming. Stop them and quit?",
+                    len(running),
+                ),
+                {"n": len(running)},
+            )
+            self._confirm_stop(text, _("Stop and quit"), self._quit_after_confirm)
+            return
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
         self.notice_area.close_area()
         event.accept()
         self.closed.emit()
+
+    def _quit_after_confirm(self) -> None:
+        self._quit_confirmed = True
+        self.close()
 
     # -- refreshing ------------------------------------------------------------
 
