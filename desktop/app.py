@@ -46,6 +46,7 @@ from branchwise.core.store.store import SessionStore, default_data_root
 from branchwise.desktop.host.first_run import FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, NoticeCenter
+from branchwise.desktop.host.window_state import load_window_state
 from branchwise.desktop.logs import install_log_file
 from branchwise.desktop.widgets.qt_i18n import LanguageBridge
 from branchwise.desktop.widgets.style import apply_style
@@ -107,6 +108,9 @@ async def run_window(
     first_run = FirstRun(host)
     window = MainWindow(host, first_run=first_run)
     bridge.register(window)
+    state = load_window_state(root)
+    if state is not None:
+        window.restore_state(state)
     closed = asyncio.Event()
     window.closed.connect(closed.set)
     app.aboutToQuit.connect(closed.set)
@@ -124,7 +128,15 @@ async def run_window(
 
 def _report_shown(window: MainWindow, host: Host, started: float | None) -> None:
     elapsed = time.perf_counter() - started if started is not None else None
-    line = {"shown": window.isVisible(), "sessions": len(host.index), "seconds": elapsed}
+    current = window.current_tab()
+    line = {
+        "shown": window.isVisible(),
+        "sessions": len(host.index),
+        "seconds": elapsed,
+        "tabs": [tab.session_id for tab in window.conversation_tabs()],
+        "current": current.session_id if current is not None else None,
+        "notices": [notice.code for notice in host.notices.history],
+    }
     sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
     sys.stdout.buffer.flush()
     window.close()

@@ -43,6 +43,9 @@ REASONS: Mapping[str, str] = {
     "invalid_fork_request": N_("This branch request is not valid."),
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
+    "tabs_not_restored": N_(
+        "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."
+    ),
     "fork_created": N_("Branch created: {title}"),
     # TRANSLATORS: "Open it" ends the sentence and is shown as a link.
     "fork_attach_failed": N_("Could not open the new conversation {title}; it is kept. Open it"),

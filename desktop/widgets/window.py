@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
@@ -52,6 +53,7 @@ from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
+from branchwise.desktop.host.window_state import WindowState, save_window_state
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.notice_area import NoticeArea
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
@@ -62,6 +64,10 @@ from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
+STATE_SAVE_MS = 300
+"""How soon after a tab change the window state is written."""
+
+log = logging.getLogger(__name__)
 SYSTEM_LANGUAGE = ""
 
 
@@ -127,12 +133,22 @@ class MainWindow(QMainWindow):
         right_layout.addWidget(self.tabs, 1)
         right_layout.addWidget(self.empty_label, 1)
         right_layout.addWidget(self.notice_area)
-        splitter = QSplitter(self)
+        self.splitter = splitter = QSplitter(self)
+        splitter.setObjectName("mainSplitter")
         splitter.addWidget(left)
         splitter.addWidget(right)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([260, 760])
         self.setCentralWidget(splitter)
+        # Tabs opened, closed, moved or brought forward are saved shortly after,
+        # so a crash restores what the user last saw.
+        self._state_timer = QTimer(self)
+        self._state_timer.setSingleShot(True)
+        self._state_timer.setInterval(STATE_SAVE_MS)
+        self._state_timer.timeout.connect(self.save_state)
+        self._restoring = False
+        self.tabs.tabBar().tabMoved.connect(self._state_changed)
+        splitter.splitterMoved.connect(self._state_changed)
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
         self.statusBar().addPermanentWidget(self.provider_label)
@@ -238,6 +254,7 @@ class MainWindow(QMainWindow):
             tab = ConversationTab(self.host, session_id, self.open_session, self)
             self.tabs.addTab(tab, "")
             self._render_tab_title(tab)
+            self._state_changed()
         self.tabs.setCurrentWidget(tab)
         self._render_empty_state()
         return tab
@@ -308,6 +325,7 @@ class MainWindow(QMainWindow):
 
     def _remove_tab(self, tab: ConversationTab) -> None:
         self.tabs.removeTab(self.tabs.indexOf(tab))
+        self._state_changed()
         tab.deleteLater()
         self._render_empty_state()
 
@@ -455,6 +473,7 @@ class MainWindow(QMainWindow):
             )
             self._confirm_stop(text, _("Stop and quit"), self._quit_after_confirm)
             return
+        self.save_state()
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
@@ -489,6 +508,56 @@ class MainWindow(QMainWindow):
         if tab is not None:
             self.sidebar.select(tab.session_id)
         self._render_window_title()
+        self._state_changed()
+
+    # -- remembering the window --------------------------------------------------
+
+    def window_state(self) -> WindowState:
+        """Open tabs, the one in front, geometry and pane sizes, as they are now."""
+        current = self.current_tab()
+        return WindowState(
+            tabs=tuple(tab.session_id for tab in self.conversation_tabs()),
+            current=current.session_id if current is not None else None,
+            geometry=bytes(self.saveGeometry().data()),
+            splitter=tuple(self.splitter.sizes()),
+        )
+
+    def restore_state(self, state: WindowState) -> None:
+        """Reopen last time's tabs; a conversation that is gone or trashed is skipped."""
+        self._restoring = True
+        try:
+            if state.geometry:
+                self.restoreGeometry(QByteArray(state.geometry))
+            if len(state.splitter) == self.splitter.count() and all(state.splitter):
+                self.splitter.setSizes(list(state.splitter))
+            skipped = []
+            for session_id in state.tabs:
+                try:
+                    self.open_tab(session_id)
+                except BranchwiseError:
+                    skipped.append(session_id)
+            front = self.tab_for(state.current) if state.current else None
+            if front is not None:
+                self.tabs.setCurrentWidget(front)
+        finally:
+            self._restoring = False
+        if skipped:
+            self.host.notices.post(
+                "tabs_not_restored", Level.WARNING, detail=", ".join(skipped), n=len(skipped)
+            )
+            self._state_changed()
+
+    def save_state(self) -> None:
+        """Write the window state now (a failure is logged; the window goes on)."""
+        self._state_timer.stop()
+        try:
+            save_window_state(self.host.root, self.window_state())
+        except OSError as exc:
+            log.warning("could not save the window state: %s", exc)
+
+    def _state_changed(self, *_args: object) -> None:
+        if not self._restoring:
+            self._state_timer.start()
 
     def _render_tab_title(self, tab: ConversationTab) -> None:
         index = self.tabs.indexOf(tab)
