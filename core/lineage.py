@@ -372,6 +372,14 @@ class LineageIndex:
             siblings = self._children.setdefault(manifest.parent.session_id, [])
             bisect.insort(siblings, manifest.session_id, key=self._age_of)
 
+    def remove(self, session_id: str) -> None:
+        """Forget one session (moved to the Trash); its branches become top-level."""
+        old = self.by_id.pop(session_id, None)
+        if old is not None and old.parent is not None:
+            siblings = self._children.get(old.parent.session_id, [])
+            if session_id in siblings:
+                siblings.remove(session_id)
+
     def _oldest_first(self, session_id: str) -> list[Manifest]:
         return [self.by_id[i] for i in self._children.get(session_id, ())]
 

@@ -114,6 +114,12 @@ REASONS: Mapping[str, str] = {
     "session_exists": N_("A conversation with this id already exists."),
     "session_trashed": N_("This conversation is in the Trash. Restore it first."),
     "not_trashed": N_("This conversation is not in the Trash."),
+    # The Trash and export (desktop notices).
+    "conversation_trashed": N_("Moved {title} to the Trash."),
+    "conversation_restored": N_("Restored {title} from the Trash."),
+    "conversation_purged": N_("Deleted {title} for good."),
+    "trash_emptied": N_("The Trash was emptied."),
+    "conversation_exported": N_("Exported {title} to {path}."),
     "output_exists": N_("A file with this name already exists; it was left unchanged."),
     "export_failed": N_("The export could not be written there. Check the folder and try again."),
     "invalid_manifest": N_("This conversation's description file is damaged."),

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from branchwise.core.i18n.language import _, format_time
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction, NoticeCenter
+from branchwise.desktop.host.trashing import RESTORE_ACTION
 from branchwise.desktop.widgets.turn_widget import untitled
 
 #: How many notices show as rows at once.
@@ -99,8 +100,12 @@ class NoticeRow(QFrame):
         return self.message_label.text()
 
     def _act(self) -> None:
-        if self.notice.action is not None:
-            self._area.run_action(self.notice.action)
+        action = self.notice.action
+        if action is None:
+            return
+        if action.kind == RESTORE_ACTION:
+            self._area.dismiss(self)  # an Undo is done once
+        self._area.run_action(action)
 
     def retranslate_ui(self) -> None:
         """Re-render the sentence in the active language."""
@@ -113,6 +118,9 @@ class NoticeRow(QFrame):
         if action is not None and action.kind == "use_server":
             self.action_button.setText(_("Use it"))
             self.action_button.setToolTip(_("Switch to this model server"))
+        elif action is not None and action.kind == RESTORE_ACTION:
+            self.action_button.setText(_("Undo"))
+            self.action_button.setToolTip(_("Move the conversation back from the Trash"))
         elif action is not None:
             self.action_button.setText(_("Open"))
             self.action_button.setToolTip(_("Open the conversation this notice is about"))

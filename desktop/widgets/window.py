@@ -8,13 +8,17 @@ tab of its conversation.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import re
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QFileDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -27,6 +31,13 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.errors import BranchwiseError
+from branchwise.core.export import (
+    encode_json,
+    export_document,
+    format_for_path,
+    render_markdown,
+    write_export,
+)
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
     _,
@@ -41,6 +52,7 @@ from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
+from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.notice_area import NoticeArea
@@ -49,6 +61,7 @@ from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
 from branchwise.desktop.widgets.shortcuts_dialog import ShortcutsDialog, shortcut_rows
 from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
+from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
@@ -83,7 +96,12 @@ class MainWindow(QMainWindow):
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False
         host.navigator = self._navigate
-        self.sidebar = Sidebar(host, self.open_session, self.new_conversation, self)
+        self.trashing = Trashing(host)
+        self.trash_dialog: TrashDialog | None = None
+        self.export_dialog: QFileDialog | None = None
+        self.sidebar = Sidebar(
+            host, self.open_session, self.new_conversation, self, self.delete_conversation
+        )
         self.search_panel = SearchPanel(host, self.open_hit, self)
         self.left_stack = QStackedWidget(self)
         self.left_stack.addWidget(self.sidebar)
@@ -152,6 +170,12 @@ class MainWindow(QMainWindow):
         self.new_action = QAction(self)
         self.new_action.setShortcut(QKeySequence.StandardKey.New)
         self.new_action.triggered.connect(self.new_conversation)
+        self.export_action = QAction(self)
+        self.export_action.setObjectName("exportAction")
+        self.export_action.triggered.connect(self.ask_export)
+        self.trash_action = QAction(self)
+        self.trash_action.setObjectName("trashAction")
+        self.trash_action.triggered.connect(self.show_trash)
         self.settings_action = QAction(self)
         self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
@@ -173,6 +197,8 @@ class MainWindow(QMainWindow):
             self.language_menu.addAction(action)
             self.language_actions[code] = action
         self.file_menu.addAction(self.new_action)
+        self.file_menu.addAction(self.export_action)
+        self.file_menu.addAction(self.trash_action)
         self.file_menu.addSeparator()
         self.file_menu.addAction(self.settings_action)
         self.file_menu.addMenu(self.language_menu)
@@ -395,20 +421,108 @@ class MainWindow(QMainWindow):
         self._close_tab(tab)
 
     def _close_tab(self, tab: ConversationTab) -> None:
-        index = self.tabs.indexOf(tab)
-        if index < 0:
+        if self.tabs.indexOf(tab) < 0:
             return
-        self.tabs.removeTab(index)
+        self._remove_tab(tab)
+        self.host.spawn(self.host.close_session(tab.session_id), "close conversation")
+
+    def _remove_tab(self, tab: ConversationTab) -> None:
+        self.tabs.removeTab(self.tabs.indexOf(tab))
         self._state_changed()
         tab.deleteLater()
-        self.host.spawn(self.host.close_session(tab.session_id), "close conversation")
         self._render_empty_state()
+
+    # -- the Trash and export ------------------------------------------------------
+
+    def delete_conversation(self, session_id: str) -> None:
+        """Move a conversation to the Trash: its tab closes, a running turn stops first.
+
+        The notice that follows has an Undo button.
+        """
+        tab = self.tab_for(session_id)
+        if tab is not None:
+            self._remove_tab(tab)  # the host closes it (turn committed as cancelled)
+        self.host.spawn(self._delete_then_refresh(session_id), "delete conversation")
+
+    async def _delete_then_refresh(self, session_id: str) -> None:
+        await self.trashing.delete(session_id)
+        self._refresh_trash_view()
+
+    def _refresh_trash_view(self) -> None:
+        if self.trash_dialog is not None and self.trash_dialog.isVisible():
+            self.trash_dialog.refresh()
+
+    def show_trash(self) -> TrashDialog:
+        """Open the Trash view (one at a time; an open one is brought forward)."""
+        dialog = self.trash_dialog
+        if dialog is None:
+            dialog = TrashDialog(self.trashing, self.host.spawn, self)
+            self.trash_dialog = dialog
+        dialog.refresh()
+        dialog.open()
+        dialog.raise_()
+        return dialog
+
+    def ask_export(self) -> QFileDialog | None:
+        """File ▸ Export conversation…: a save dialog; the format follows the file type."""
+        tab = self.current_tab()
+        if tab is None:
+            return None
+        session_id = tab.session_id
+        dialog = QFileDialog(self, _("Export conversation"))
+        dialog.setObjectName("exportDialog")
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog)  # the same on every desktop
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        markdown, json = _("Markdown (*.md)"), _("JSON (*.json)")
+        dialog.setNameFilters([markdown, json])
+        dialog.setDefaultSuffix("md")
+        dialog.filterSelected.connect(
+            lambda chosen: dialog.setDefaultSuffix("json" if chosen == json else "md")
+        )
+        dialog.selectFile(_file_name(tab.title))
+        dialog.fileSelected.connect(lambda path: self.export_to(session_id, Path(path)))
+        dialog.finished.connect(dialog.deleteLater)
+        self.export_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def export_to(self, session_id: str, path: Path) -> None:
+        """Write the export (the save dialog already asked before replacing a file)."""
+        self.host.spawn(self._export(session_id, path), "export conversation")
+
+    async def _export(self, session_id: str, path: Path) -> None:
+        store = self.host.store
+
+        def render() -> None:
+            if format_for_path(path) == "json":
+                data = encode_json(export_document(store, session_id))
+            else:
+                data = render_markdown(store, session_id).encode()
+            write_export(path, data, overwrite=True)
+
+        try:
+            await asyncio.to_thread(render)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        self.host.notices.post(
+            "conversation_exported",
+            Level.SUCCESS,
+            title=self.host.title(session_id),
+            path=str(path),
+        )
 
     def _notice_action(self, action: NoticeAction) -> None:
         if action.kind == "use_server" and self.first_run is not None:
             self.first_run.accept()
+        elif action.kind == RESTORE_ACTION:
+            self.host.spawn(self._restore_then_refresh(action.session_id), "restore conversation")
         elif action.kind == "open_session":
             self.host.spawn(self.host.open_kept_child(action.session_id), "open conversation")
+
+    async def _restore_then_refresh(self, session_id: str) -> None:
+        await self.trashing.restore(session_id)
+        self._refresh_trash_view()
 
     def _notice_declined(self, notice: Notice) -> None:
         if notice.code == SERVER_FOUND and self.first_run is not None:
@@ -568,6 +682,7 @@ class MainWindow(QMainWindow):
 
     def _render_empty_state(self) -> None:
         has_tabs = self.tabs.count() > 0
+        self.export_action.setEnabled(has_tabs)
         self.tabs.setVisible(has_tabs)
         self.empty_label.setVisible(not has_tabs)
         self._render_window_title()
@@ -667,6 +782,8 @@ class MainWindow(QMainWindow):
         self.search_action.setText(_("Search all conversations"))
         self.find_action.setText(_("Find in conversation"))
         self.new_action.setText(_("New conversation"))
+        self.export_action.setText(_("Export conversation…"))
+        self.trash_action.setText(_("Trash…"))
         self.settings_action.setText(_("Settings…"))
         self.language_menu.setTitle(_("Language"))
         self.about_action.setText(_("About Branchwise"))
@@ -693,4 +810,12 @@ class MainWindow(QMainWindow):
             self._render_tab_title(tab)
         if self._settings_dialog is not None and self._settings_dialog.isVisible():
             self._settings_dialog.retranslate_ui()
+        if self.trash_dialog is not None:
+            self.trash_dialog.retranslate_ui()
         self._render_window_title()
+
+
+def _file_name(title: str) -> str:
+    """A file name from a conversation's title (no path separators or control characters)."""
+    name = re.sub(r'[\x00-\x1f/\\:*?"<>|]+', " ", title).strip(" .")[:80]
+    return f"{name or untitled('')}.md"

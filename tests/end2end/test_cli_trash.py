@@ -111,7 +111,12 @@ def test_lineage_and_tree_show_where_a_trashed_parent_was(tmp_path: Path) -> Non
     _, targets = run_cli(root, "session", "targets", parent)
     _, forked = run_cli(root, "session", "fork", parent, "--turn", targets["targets"][0]["turnId"])
     child = forked["childSessionId"]
+    _, found = run_cli(root, "search", "About Parent")
+    assert {(h["sessionId"], tuple(h["alsoIn"])) for h in found["hits"]} == {(child, (parent,))}
     run_cli(root, "session", "delete", parent)
+    # The message the branch inherited is still found, in the branch only.
+    _, found = run_cli(root, "search", "About Parent")
+    assert {(h["sessionId"], tuple(h["alsoIn"])) for h in found["hits"]} == {(child, ())}
 
     _, line = run_cli(root, "session", "lineage", child)
     assert line["complete"] is False
