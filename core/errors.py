@@ -356,6 +356,19 @@ class InvalidSettings(BranchwiseError):
     code = "invalid_settings"
 
 
+class TurnRunning(BranchwiseError):
+    """The action needs the conversation between turns; one is running (retry when it ends)."""
+
+    code = "turn_running"
+
+
+class InvalidConversationSettings(BranchwiseError):
+    """A conversation's model, system prompt or temperature that cannot be used."""
+
+    code = "invalid_conversation_settings"
+    definitive = True
+
+
 class SettingsNewerFormat(UnsupportedFormat):
     """Saving would overwrite a ``settings.json`` that a newer Branchwise wrote.
 

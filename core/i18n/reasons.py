@@ -45,6 +45,10 @@ REASONS: Mapping[str, str] = {
     "invalid_fork_request": N_("This branch request is not valid."),
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
+    "invalid_conversation_settings": N_(
+        "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
+    ),
+    "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(
         "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."
     ),
