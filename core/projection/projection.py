@@ -61,6 +61,8 @@ class Projection(TurnTracker):
         fork: the ``session/fork`` record of a forked session.
         children: the ``session/child`` records.
         checkpoints: checkpoint id -> the blobs it names.
+        seed_length: the seq a fork inherited through: ``usage`` up to it
+            was paid by the parent, so it is not counted again (STORAGE.md).
     """
 
     title: str = ""
@@ -71,6 +73,7 @@ class Projection(TurnTracker):
     fork: dict[str, Any] | None = None
     children: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, list[str]] = field(default_factory=dict)
+    seed_length: int = 0
     _by_message: dict[str, Message] = field(default_factory=dict, repr=False)
 
     def message(self, message_id: str) -> Message | None:
@@ -154,6 +157,8 @@ class Projection(TurnTracker):
         self.checkpoints[event["checkpointId"]] = list(event["blobs"])
 
     def _usage(self, event: dict[str, Any], turn: Turn | None) -> None:
+        if event["seq"] <= self.seed_length:
+            return  # inherited verbatim from the parent, which already counted it
         self.input_tokens += int(event["inputTokens"])
         self.output_tokens += int(event["outputTokens"])
 
