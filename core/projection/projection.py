@@ -64,6 +64,8 @@ class Projection(TurnTracker):
         checkpoints: checkpoint id -> the blobs it names.
         settings: the conversation's own model, system prompt and temperature
             (the latest ``session/config``).
+        seed_length: the seq a fork inherited through: ``usage`` up to it
+            was paid by the parent, so it is not counted again (STORAGE.md).
     """
 
     title: str = ""
@@ -75,6 +77,7 @@ class Projection(TurnTracker):
     children: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, list[str]] = field(default_factory=dict)
     settings: ConversationSettings = field(default_factory=ConversationSettings)
+    seed_length: int = 0
     _by_message: dict[str, Message] = field(default_factory=dict, repr=False)
 
     def message(self, message_id: str) -> Message | None:
@@ -161,6 +164,8 @@ class Projection(TurnTracker):
         self.checkpoints[event["checkpointId"]] = list(event["blobs"])
 
     def _usage(self, event: dict[str, Any], turn: Turn | None) -> None:
+        if event["seq"] <= self.seed_length:
+            return  # inherited verbatim from the parent, which already counted it
         self.input_tokens += int(event["inputTokens"])
         self.output_tokens += int(event["outputTokens"])
 
