@@ -362,6 +362,13 @@ class TurnRunning(BranchwiseError):
     code = "turn_running"
 
 
+class NotRelated(BranchwiseError):
+    """Two conversations compared or merged are in different lineage trees."""
+
+    code = "not_related"
+    definitive = True
+
+
 class InvalidConversationSettings(BranchwiseError):
     """A conversation's model, system prompt or temperature that cannot be used."""
 
