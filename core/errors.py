@@ -551,6 +551,23 @@ class PortInUse(BranchwiseError):
     definitive = True
 
 
+class TurnRunning(BranchwiseError):
+    """``branchwise serve`` already runs a turn in this session; one at a time.
+
+    Not definitive: once that turn ends, the same prompt can be sent again.
+    """
+
+    code = "turn_running"
+    http_status = 409
+
+
+class InvalidServerUrl(BranchwiseError):
+    """A ``--server`` (or "Connect to server…") address that is not an http(s) URL."""
+
+    code = "invalid_server_url"
+    definitive = True
+
+
 class RequestTooLarge(BranchwiseError):
     """A request line or header over the server's limit (answered 414 or 431).
 
