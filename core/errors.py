@@ -356,6 +356,20 @@ class InvalidSettings(BranchwiseError):
     code = "invalid_settings"
 
 
+class TurnRunning(BranchwiseError):
+    """The action needs the conversation between turns; one is running (retry when it ends)."""
+
+    code = "turn_running"
+    http_status = 409  # ``branchwise serve``: a turn runs there already
+
+
+class InvalidConversationSettings(BranchwiseError):
+    """A conversation's model, system prompt or temperature that cannot be used."""
+
+    code = "invalid_conversation_settings"
+    definitive = True
+
+
 class SettingsNewerFormat(UnsupportedFormat):
     """Saving would overwrite a ``settings.json`` that a newer Branchwise wrote.
 
@@ -549,16 +563,6 @@ class PortInUse(BranchwiseError):
 
     code = "port_in_use"
     definitive = True
-
-
-class TurnRunning(BranchwiseError):
-    """``branchwise serve`` already runs a turn in this session; one at a time.
-
-    Not definitive: once that turn ends, the same prompt can be sent again.
-    """
-
-    code = "turn_running"
-    http_status = 409
 
 
 class InvalidServerUrl(BranchwiseError):

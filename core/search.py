@@ -59,7 +59,6 @@ thread may share it (the UI still calls it through ``asyncio.to_thread``).
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
 import re
@@ -78,6 +77,7 @@ from branchwise.core.errors import (
     UnsafePath,
 )
 from branchwise.core.log.frames import iter_frames
+from branchwise.core.log.segments import log_identity, read_log_from
 from branchwise.core.projection.events import EventType
 from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore
@@ -461,45 +461,24 @@ class SearchIndex:
         self, conn: sqlite3.Connection, store: SessionStore, manifest: Manifest
     ) -> int:
         session_id = manifest.session_id
-        path = store.session_dir(session_id) / "events.log"
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            fd = -1
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePath(
-                    f"{path} is a symbolic link; it is not followed",
-                    sessionId=session_id,
-                    path=str(path),
-                ) from exc
-            raise
-        try:
-            info = os.fstat(fd) if fd >= 0 else None
-            inode, size = (info.st_ino, info.st_size) if info is not None else (0, 0)
-            with _transaction(conn):
-                position = _position(conn, session_id)
-                if position is not None and (
-                    position.generation != manifest.generation
-                    or position.log_inode != inode
-                    or size < position.log_offset
-                ):
-                    _forget(conn, session_id)  # the log was replaced: index it afresh
-                    position = None
-                if position is None:
-                    position = _Position(manifest.title, manifest.generation, inode, 0, 1, 1, None)
-                    _index_title(conn, session_id, manifest.title)
-                elif size == position.log_offset:
-                    return 0
-                tail = (
-                    os.pread(fd, size - position.log_offset, position.log_offset)
-                    if fd >= 0
-                    else b""
-                )
-                return _index_frames(conn, session_id, manifest, position, tail)
-        finally:
-            if fd >= 0:
-                os.close(fd)
+        directory = store.session_dir(session_id)
+        _device, inode, size = log_identity(directory, manifest)
+        with _transaction(conn):
+            position = _position(conn, session_id)
+            if position is not None and (
+                position.generation != manifest.generation
+                or position.log_inode != inode
+                or size < position.log_offset
+            ):
+                _forget(conn, session_id)  # the log was replaced: index it afresh
+                position = None
+            if position is None:
+                position = _Position(manifest.title, manifest.generation, inode, 0, 1, 1, None)
+                _index_title(conn, session_id, manifest.title)
+            elif size == position.log_offset:
+                return 0
+            tail = read_log_from(directory, manifest, position.log_offset) if size else b""
+            return _index_frames(conn, session_id, manifest, position, tail)
 
 
 # -- indexing, one transaction per session ----------------------------------------------

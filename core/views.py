@@ -65,6 +65,7 @@ def session_show(
         "generation": manifest.generation,
         "parent": manifest.parent.to_json() if manifest.parent else None,
         "verifiable": projection.verifiable,
+        "config": projection.settings.to_json(),
         "turns": [turn.to_json() for turn in turns],
         "messages": [
             {"messageId": m.message_id, "role": m.role, "content": m.content} for m in messages

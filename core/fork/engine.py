@@ -40,7 +40,7 @@ from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.targets import load_source_manifest, target_of
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame, encode_frame, encode_frame_into, iter_frames
-from branchwise.core.log.scan import read_log_bytes
+from branchwise.core.log.segments import read_session_log
 from branchwise.core.projection.events import EventType, validate_event
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import refusing_read_only
@@ -247,7 +247,7 @@ def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, 
             sessionId=source_id,
             generation=before.generation,
         )
-    cut = _cut_prefix(read_log_bytes(source_dir / "events.log"), request.boundary_sequence)
+    cut = _cut_prefix(read_session_log(source_dir, before).data, request.boundary_sequence)
     # Checked again before the cut is judged: a source moved to the Trash while its log
     # was read reads as an empty log, which must refuse as source_not_found, not unknown_turn.
     if load_source_manifest(source_dir, source_id).generation != before.generation:

@@ -15,7 +15,6 @@ committed since the last one.
 
 from __future__ import annotations
 
-import os
 import threading
 import zlib
 from collections import OrderedDict
@@ -27,9 +26,9 @@ from typing import Any
 
 from branchwise.core.errors import SessionNotFound, SourceNotFound, StaleSource
 from branchwise.core.log.frames import iter_frames
+from branchwise.core.log.segments import log_identity, read_session_log
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
-from branchwise.core.store.atomic import open_no_follow
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore
 
@@ -231,21 +230,17 @@ class TargetsCache:
         return replay
 
 
-def _log_targets(
-    path: Path, session_id: str, generation: int, cache: TargetsCache | None
-) -> ForkTargetSet:
-    """Targets of the log at ``path``, replaying only what ``cache`` has not seen."""
-    try:
-        with os.fdopen(open_no_follow(path, os.O_RDONLY), "rb") as log:  # a link is refused
-            status = os.fstat(log.fileno())
-            data = memoryview(log.read())
-    except FileNotFoundError:
-        return target_set(session_id, generation, (), True)
+def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None) -> ForkTargetSet:
+    """Targets of a session's (virtual) log, replaying only what ``cache`` has not seen."""
+    session_id, generation = manifest.session_id, manifest.generation
+    log = read_session_log(directory, manifest)
+    data = memoryview(log.data)
     if cache is None:
         tracker = TurnTracker.replay(frame.events for frame in iter_frames(data))
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
-    identity = (status.st_dev, status.st_ino)
-    replay = cache.replay_of(path, identity, generation)
+    device, inode, _ = log_identity(directory, log.manifest)
+    identity = (device, inode)
+    replay = cache.replay_of(directory, identity, generation)
     with replay.lock:
         if not replay.still_describes(data, identity, generation):
             replay.restart(identity, generation)
@@ -272,7 +267,7 @@ def fork_targets(
     directory = store.session_dir(session_id)
     for _ in range(_STABLE_READ_ATTEMPTS):
         before = load_source_manifest(directory, session_id)
-        answer = _log_targets(directory / "events.log", session_id, before.generation, cache)
+        answer = _log_targets(directory, before, cache)
         after = load_source_manifest(directory, session_id)
         if after.generation == before.generation:
             return answer

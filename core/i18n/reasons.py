@@ -45,6 +45,10 @@ REASONS: Mapping[str, str] = {
     "invalid_fork_request": N_("This branch request is not valid."),
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
+    "invalid_conversation_settings": N_(
+        "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
+    ),
+    "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(
         "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."
     ),
@@ -76,7 +80,6 @@ REASONS: Mapping[str, str] = {
     ),
     "request_too_large": N_("The request line or a header was too long for the Branchwise server."),
     "port_in_use": N_("Another program already uses this port. Choose another one with --port."),
-    "turn_running": N_("The server is already running a turn in this conversation."),
     "invalid_server_url": N_("The server address must be an http:// or https:// URL."),
     # The command line.
     "invalid_argument": N_("A command-line argument is not valid."),

@@ -2,11 +2,18 @@
 
 The manifest is small and replaced atomically, so listing sessions and
 building the lineage tree never read a log.
+
+Two formats (``/work/shared/STORAGE.md``): format 1 keeps the log in one
+``events.log``; format 2 keeps it as segment files in a log folder, after the
+*seeds* the manifest lists (hard links to an ancestor's segments, each read
+only up to its ``end``). A session keeps the format its manifest names, so an
+unmigrated session never gets a format-2 manifest an older build would refuse.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,8 +31,65 @@ from branchwise.core.errors import (
 from branchwise.core.ids import validate_session_id
 from branchwise.core.store.atomic import atomic_write_bytes, read_no_follow
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
+"""The newest manifest format this build reads and writes (format 1 is still read and kept)."""
+SEGMENTED = 2
+"""The manifest format of a segmented log (``log/<C>-<S>.seg`` and seeds)."""
 KINDS = ("root", "fork", "child")
+DEFAULT_LOG_DIR = "log"
+_LOG_DIR = re.compile(r"log(-g[0-9]{1,19})?")
+_SEED_FILE = re.compile(r"seed-[0-9]{3,6}\.seg")
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """A segment inherited from an ancestor, read only up to a verified frame end.
+
+    Attributes:
+        file: its name in the log folder (``seed-NNN.seg``).
+        first_commit: the commit number of its first frame.
+        first_seq: the seq of its first event.
+        end: byte offset just past the last inherited frame.
+        end_commit: the commit number of that frame.
+        last_crc: that frame's payload CRC32 (a seed must end exactly on it).
+    """
+
+    file: str
+    first_commit: int
+    first_seq: int
+    end: int
+    end_commit: int
+    last_crc: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The manifest's camelCase form."""
+        return {
+            "file": self.file,
+            "firstCommit": self.first_commit,
+            "firstSeq": self.first_seq,
+            "end": self.end,
+            "endCommit": self.end_commit,
+            "lastCrc": self.last_crc,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> Seed:
+        """Validate one seed entry.
+
+        Raises:
+            InvalidManifest: a malformed entry, or a file name that is not a seed's.
+        """
+        if not isinstance(data, dict):
+            raise InvalidManifest("manifest seed entry is not an object")
+        file = data.get("file")
+        numbers = [data.get(k) for k in ("firstCommit", "firstSeq", "end", "endCommit", "lastCrc")]
+        if not isinstance(file, str) or not _SEED_FILE.fullmatch(file):
+            raise InvalidManifest("manifest seed entry names a bad file")
+        values = [n for n in numbers if _is_int(n) and isinstance(n, int) and n >= 0]
+        if len(values) != len(numbers) or values[0] < 1 or values[1] < 1:
+            raise InvalidManifest("manifest seed entry has malformed numbers")
+        first_commit, first_seq, end, end_commit, last_crc = values
+        return cls(file, first_commit, first_seq, end, end_commit, last_crc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +133,13 @@ class Manifest:
         generation: bumped whenever the session's log is replaced.
         parent: link to the parent, ``None`` for roots.
         root_session_id: the root of this session's lineage.
-        seed_length: events inherited by a fork (0 otherwise).
+        seed_length: the boundary seq a fork inherited through (0 otherwise);
+            ``usage`` events up to it were paid by the parent and are not counted.
         created_by_operation: the fork operation id that created it.
+        format: 1 (``events.log``) or 2 (segmented, see :data:`SEGMENTED`).
+        seed: the inherited segments of a format-2 session, in order.
+        log_dir: the folder of a format-2 session's own segments (a replace
+            writes a new one and points here at it).
     """
 
     session_id: str
@@ -82,6 +151,14 @@ class Manifest:
     root_session_id: str | None = None
     seed_length: int = 0
     created_by_operation: str | None = None
+    format: int = 1
+    seed: tuple[Seed, ...] = ()
+    log_dir: str = DEFAULT_LOG_DIR
+
+    @property
+    def segmented(self) -> bool:
+        """Whether the log is segmented (format 2) rather than one ``events.log``."""
+        return self.format >= SEGMENTED
 
     def with_changes(self, **changes: Any) -> Manifest:
         """A copy with some fields replaced."""
@@ -89,8 +166,8 @@ class Manifest:
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk (and CLI) camelCase form."""
-        return {
-            "format": MANIFEST_FORMAT,
+        data: dict[str, Any] = {
+            "format": self.format,
             "sessionId": self.session_id,
             "title": self.title,
             "kind": self.kind,
@@ -101,6 +178,10 @@ class Manifest:
             "seedLength": self.seed_length,
             "createdByOperation": self.created_by_operation,
         }
+        if self.segmented:
+            data["seed"] = [seed.to_json() for seed in self.seed]
+            data["log"] = self.log_dir
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> Manifest:
@@ -117,6 +198,8 @@ class Manifest:
             raise InvalidManifest("manifest has no format number")
         if fmt > MANIFEST_FORMAT:
             raise UnsupportedFormat(f"manifest format {fmt} is newer than {MANIFEST_FORMAT}")
+        if fmt < 1:
+            raise InvalidManifest("manifest has no format number")
         try:
             session_id = validate_session_id(data.get("sessionId"))
             root = data.get("rootSessionId")
@@ -133,6 +216,15 @@ class Manifest:
             raise InvalidManifest("manifest createdAt or generation is malformed")
         if not _is_int(seed) or seed < 0 or not (op is None or isinstance(op, str)):
             raise InvalidManifest("manifest seedLength or createdByOperation is malformed")
+        seeds: tuple[Seed, ...] = ()
+        log_dir = DEFAULT_LOG_DIR
+        if fmt >= SEGMENTED:
+            raw_seeds, log_dir = data.get("seed", []), data.get("log", DEFAULT_LOG_DIR)
+            if not isinstance(raw_seeds, list):
+                raise InvalidManifest("manifest seed is not a list")
+            seeds = tuple(Seed.from_json(item) for item in raw_seeds)
+            if not isinstance(log_dir, str) or not _LOG_DIR.fullmatch(log_dir):
+                raise InvalidManifest("manifest names a bad log folder")
         return cls(
             session_id=session_id,
             title=title,
@@ -143,6 +235,9 @@ class Manifest:
             root_session_id=root_id,
             seed_length=seed,
             created_by_operation=op,
+            format=fmt,
+            seed=seeds,
+            log_dir=log_dir,
         )
 
 

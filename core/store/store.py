@@ -7,6 +7,7 @@ projection; readers take no lock and see whole committed frames only.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import secrets
@@ -30,7 +31,9 @@ from branchwise.core.errors import (
     UnsupportedFormat,
 )
 from branchwise.core.ids import new_session_id, validate_session_id
-from branchwise.core.log.scan import LogScan, TornTail, gc_paused, scan_log
+from branchwise.core.log.frames import Frame
+from branchwise.core.log.scan import LogScan, TornTail, gc_paused
+from branchwise.core.log.segments import SessionLog, scan_session_log
 from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps, LogWriter
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
@@ -209,9 +212,9 @@ class SessionStore:
         # One GC pause over scan and replay: re-enabling in between would make
         # the collector walk every freshly decoded event once more.
         with gc_paused():
-            scan = scan_log(directory / "events.log")
-            projection = _replay(scan, session_id)
-        return SessionSnapshot(manifest, projection, scan)
+            log = scan_session_log(directory, manifest)
+            projection = _replay(log.scan, session_id, log.manifest.seed_length)
+        return SessionSnapshot(log.manifest, projection, log.scan)
 
     def open_writer(self, session_id: str) -> SessionWriter:
         """Take the session's writer lease and recover it for appending.
@@ -233,8 +236,10 @@ class SessionStore:
         lease = WriterLease(directory, session_id)
         try:
             with gc_paused():
-                scan = scan_log(directory / "events.log")
-                projection = _replay(scan, session_id)
+                session_log = scan_session_log(directory, manifest)
+                manifest = session_log.manifest
+                scan = session_log.scan
+                projection = _replay(scan, session_id, manifest.seed_length)
                 with (
                     refusing_read_only(directory),
                     disk_full_as_typed(
@@ -242,7 +247,7 @@ class SessionStore:
                         sessionId=session_id,
                     ),
                 ):
-                    log = LogWriter(directory / "events.log", scan, self.file_ops)
+                    log = _active_writer(directory, session_log, self.file_ops)
         except BaseException:
             lease.release()
             raise
@@ -366,8 +371,9 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
         return report
     if not directory.is_dir():
         raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
+    manifest = Manifest(session_id=session_id, title="")  # format 1 if the real one is unreadable
     try:
-        load_manifest(directory)
+        manifest = load_manifest(directory)
     except (InvalidManifest, UnsupportedFormat, UnsafePath, SessionNotFound) as exc:
         problem(exc, "manifest.json")
     try:
@@ -375,29 +381,68 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
     except UnsafePath as exc:
         problem(exc, "writer.lock")
     try:
-        scan = scan_log(directory / "events.log")
+        session_log: SessionLog | None = scan_session_log(directory, manifest)
     except (UnsafePath, UnsupportedFormat) as exc:
-        problem(exc, "events.log")
-        scan = None
-    if scan is not None:
+        path = exc.details.get("path")
+        problem(exc, os.path.relpath(path, directory) if isinstance(path, str) else "events.log")
+        session_log = None
+    if session_log is not None:
+        scan = session_log.scan
         report["commits"], report["lastSeq"] = len(scan.frames), scan.last_seq
+        report["files"] = _file_report(session_log)
         if (torn := scan.torn_tail) is not None:
-            report["tornTail"] = {"offset": torn.offset, "length": torn.length}
+            piece, offset = session_log.locate(torn.offset)
+            report["tornTail"] = {"offset": offset, "length": torn.length}
+            if manifest.segmented:
+                report["tornTail"]["file"] = piece.name
             findings.append(
                 {
                     "code": "torn_tail",
-                    "message": f"{torn.length} bytes at byte {torn.offset} do not form a whole "
-                    "commit (an interrupted write); the next writer cuts them and keeps a copy",
-                    "file": "events.log",
-                    "offset": torn.offset,
+                    "message": f"{torn.length} bytes at byte {offset} of {piece.name} do not "
+                    "form a whole commit (an interrupted write); the next writer cuts them "
+                    "and keeps a copy",
+                    "file": piece.name,
+                    "offset": offset,
                     "length": torn.length,
                 }
             )
         if scan.corruption is not None:
             report["corruption"] = scan.corruption.to_json()["error"]
-            problem(scan.corruption, "events.log")
+            problem(scan.corruption, str(scan.corruption.details.get("file", "events.log")))
     findings.extend(_cut_copies(directory))
     return report
+
+
+def _file_report(session_log: SessionLog) -> list[dict[str, Any]]:
+    """One entry per file of the log: its kind, bytes read, links and commits verified in it.
+
+    ``links`` above 1 means the bytes are shared with other sessions (a seed,
+    or a segment a fork linked): damage to them shows in every such session.
+    """
+    frames, files = session_log.scan.frames, []
+    ends = [*session_log.starts[1:], len(session_log.data)]
+    for piece, start, end in zip(session_log.pieces, session_log.starts, ends, strict=True):
+        try:
+            links = os.lstat(piece.path).st_nlink
+        except FileNotFoundError:
+            links = 0
+        files.append(
+            {
+                "file": piece.name,
+                "kind": "seed" if piece.seed is not None else "segment",
+                "bytes": end - start,
+                "links": links,
+                "firstCommit": piece.first_commit,
+                "firstSeq": piece.first_seq,
+                "commits": bisect.bisect_left(frames, end, key=_offset)
+                - bisect.bisect_left(frames, start, key=_offset),
+            }
+        )
+    return files
+
+
+def _offset(frame: Frame) -> int:
+    return frame.offset
 
 
 def _cut_copies(directory: Path) -> list[dict[str, Any]]:
@@ -456,7 +501,26 @@ def _builder_alive(rest: str) -> bool:
     return True
 
 
-def _replay(scan: LogScan, session_id: str) -> Projection:
+def _active_writer(directory: Path, session_log: SessionLog, ops: FileOps) -> LogWriter:
+    """A writer appending to the last own file of a session's log."""
+    scan = session_log.scan
+    active = session_log.active
+    if active is None or scan.corruption is not None:
+        if scan.corruption is not None:
+            raise scan.corruption
+        raise CorruptLog(
+            f"session {directory.name} has no own log segment to append to",
+            sessionId=directory.name,
+        )
+    base = session_log.active_start
+    local = LogScan(frames=scan.frames, end=max(0, scan.end - base))
+    if scan.torn_tail is not None:
+        torn = scan.torn_tail
+        local.torn_tail = TornTail(torn.offset - base, torn.length)
+    return LogWriter(active.path, local, ops)
+
+
+def _replay(scan: LogScan, session_id: str, seed_length: int = 0) -> Projection:
     """Replay verified frames; an event whose fields make no sense is a typed error.
 
     Checksums prove bytes are as written, not that a writer wrote sense (a
@@ -464,7 +528,10 @@ def _replay(scan: LogScan, session_id: str) -> Projection:
     a bare ``KeyError``.
     """
     try:
-        return Projection.replay(frame.events for frame in scan.frames)
+        projection = Projection(seed_length=seed_length)
+        for frame in scan.frames:
+            projection.apply(frame.events)
+        return projection
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptLog(
             f"session {session_id} holds an event this version cannot read: {exc!r}",

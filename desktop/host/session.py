@@ -23,21 +23,24 @@ import contextlib
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
     CorruptLog,
     LeaseHeld,
     ReadOnlyDataFolder,
     ReadOnlySession,
+    TurnRunning,
 )
 from branchwise.core.fork.targets import targets_from_projection
 from branchwise.core.log.frames import decode_frame, frame_offsets
+from branchwise.core.log.segments import log_identity, read_session_log
+from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
-from branchwise.core.store.manifest import Manifest
+from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.notices import Level
@@ -157,15 +160,16 @@ class OpenSession(TurnListener):
 
     def start_loading(self) -> Changes:
         """Read the session: at once if small, else a preview now and the rest off-thread."""
-        log_path = self.store.session_dir(self.session_id) / "events.log"
-        try:
-            size = log_path.lstat().st_size  # a symbolic link is never followed (refused below)
-        except FileNotFoundError:
-            size = 0
-        if size <= PREVIEW_THRESHOLD_BYTES or log_path.is_symlink():
+        size = self._current_log_size()
+        if size <= PREVIEW_THRESHOLD_BYTES:
             self._install(self._load_blocking())
             return Changes(sessions=frozenset({self.session_id}))
-        preview = read_preview(log_path, PAGE_SIZE)
+        try:
+            directory = self.store.session_dir(self.session_id)
+            buf = read_session_log(directory, load_manifest(directory)).data
+        except (OSError, BranchwiseError):
+            buf = b""  # the full read below says what is wrong
+        preview = read_preview(buf, PAGE_SIZE)
         if preview is not None:
             self._set_rows(preview.rows)
         self._host.spawn(self._load_in_background(), f"load {self.session_id}")
@@ -195,7 +199,6 @@ class OpenSession(TurnListener):
 
     def _load_blocking(self) -> _Loaded:
         """Open as writer, else read-only; build rows. Runs on any thread."""
-        log_path = self.store.session_dir(self.session_id) / "events.log"
         writer: SessionWriter | None = None
         error: BranchwiseError | None = None
         try:
@@ -205,7 +208,7 @@ class OpenSession(TurnListener):
             error = exc
             snapshot = self.store.read(self.session_id)
             manifest, projection = snapshot.manifest, snapshot.projection
-        size = log_path.lstat().st_size if log_path.exists() else 0
+        size = self._current_log_size()
         rows = rows_from_projection(projection)
         return _Loaded(manifest, writer, projection, rows, error, size)
 
@@ -241,19 +244,26 @@ class OpenSession(TurnListener):
             self._loaded.set_result(None)
         self.refresh_targets()
 
+    def _current_log_size(self) -> int:
+        """How many bytes the session's log holds now, over all its files (0 if unreadable).
+
+        Files are only stat'ed, never followed: a symbolic link is refused by the full read.
+        """
+        try:
+            directory = self.store.session_dir(self.session_id)
+            return log_identity(directory, load_manifest(directory))[2]
+        except (OSError, BranchwiseError):
+            return 0
+
     def _set_rows(self, rows: list[Row]) -> None:
         self.rows = rows
         self._row_pos = {row.row_id: position for position, row in enumerate(rows)}
 
     async def _poll_read_only(self) -> None:
         """Re-read a session another process writes, whenever its log grows."""
-        log_path = self.store.session_dir(self.session_id) / "events.log"
         while not self._closed and self.mode is SessionMode.READ_ONLY:
             await asyncio.sleep(READ_ONLY_POLL_SECONDS)
-            try:
-                size = log_path.lstat().st_size
-            except FileNotFoundError:
-                continue
+            size = self._current_log_size()
             lease_free = isinstance(self.read_only_error, LeaseHeld) and not (
                 self.store.is_being_written(self.session_id)
             )
@@ -299,13 +309,40 @@ class OpenSession(TurnListener):
             raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
         if self._turn_task is not None and not self._turn_task.done():
             raise BranchwiseError("a turn is already running in this conversation")
-        self._runner = TurnRunner(self.writer, self._host.provider, self)
+        provider, system = self._host.turn_provider(self.writer.projection.settings)
+        self._runner = TurnRunner(self.writer, provider, self, system=system)
         self._turn_task = asyncio.ensure_future(self._runner.run(text))
         try:
             return await asyncio.shield(self._turn_task)
         finally:
             if self._turn_task.done():
                 self._runner = None
+
+    @property
+    def conversation_settings(self) -> ConversationSettings:
+        """The conversation's own model, system prompt and temperature."""
+        projection = self.projection
+        return projection.settings if projection is not None else ConversationSettings()
+
+    def configure(self, conversation: ConversationSettings) -> None:
+        """Commit new conversation settings (between turns only).
+
+        Raises:
+            ReadOnlySession: not open for writing.
+            BranchwiseError: a turn is running, or the commit failed.
+        """
+        if self.writer is None:
+            raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
+        if self.running:
+            raise TurnRunning("wait for the answer to finish", sessionId=self.session_id)
+        if conversation != self.writer.projection.settings:
+            self.writer.commit(
+                [
+                    ev.session_config(
+                        conversation.model, conversation.system, conversation.temperature
+                    )
+                ]
+            )
 
     def stop(self) -> None:
         """Stop the running turn (it ends ``cancelled`` and keeps its partial answer)."""
@@ -420,13 +457,12 @@ class Preview:
     title: str
 
 
-def read_preview(log_path: Path, turns: int) -> Preview | None:
-    """The rows of the last ``turns`` turns, or ``None`` if the log is unusual.
+def read_preview(buf: bytes, turns: int) -> Preview | None:
+    """The rows of the last ``turns`` turns of a log's bytes, or ``None`` if the log is unusual.
 
     ``None`` (a damaged header, no turns) just means "do the full read first".
     """
     try:
-        buf = log_path.read_bytes()
         offsets = frame_offsets(buf)
     except (OSError, BranchwiseError):
         return None

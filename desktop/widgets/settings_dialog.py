@@ -17,22 +17,27 @@ from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from branchwise.core.conversation_settings import MAX_TEMPERATURE
 from branchwise.core.errors import BranchwiseError, InvalidSettings
 from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.core.settings import Settings, resolve_api_key, validate_settings
 
-FIELDS = ("provider", "baseUrl", "model", "apiKey", "language")
+FIELDS = ("provider", "baseUrl", "model", "apiKey", "systemPrompt", "temperature", "language")
+NO_TEMPERATURE = -0.1
+"""The temperature box's lowest value, shown as "Server default" (none is sent)."""
 
 
 class SettingsDialog(QDialog):
@@ -82,6 +87,15 @@ class SettingsDialog(QDialog):
         self.api_key = QLineEdit(self)
         self.api_key.setObjectName("apiKey")
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.system_prompt = QPlainTextEdit(self)
+        self.system_prompt.setObjectName("systemPrompt")
+        self.system_prompt.setTabChangesFocus(True)
+        self.system_prompt.setFixedHeight(72)
+        self.temperature = QDoubleSpinBox(self)
+        self.temperature.setObjectName("temperature")
+        self.temperature.setRange(NO_TEMPERATURE, MAX_TEMPERATURE)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setDecimals(2)
         self.language = QComboBox(self)
         self.language.setObjectName("language")
         self.language.addItem("", None)
@@ -122,6 +136,12 @@ class SettingsDialog(QDialog):
         model_layout.addWidget(self.errors["model"])
         self.form.addRow(self._labels["model"], model_box)
         self.form.addRow(self._labels["apiKey"], self._with_error(self.api_key, "apiKey"))
+        self.form.addRow(
+            self._labels["systemPrompt"], self._with_error(self.system_prompt, "systemPrompt")
+        )
+        self.form.addRow(
+            self._labels["temperature"], self._with_error(self.temperature, "temperature")
+        )
         self.form.addRow(self._labels["language"], self._with_error(self.language, "language"))
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
@@ -152,6 +172,9 @@ class SettingsDialog(QDialog):
         self.model.setEditText(settings.model)
         self.api_key.setText(settings.api_key)
         self.language.setCurrentIndex(max(0, self.language.findData(settings.language)))
+        self.system_prompt.setPlainText(settings.system_prompt)
+        temperature = settings.temperature
+        self.temperature.setValue(NO_TEMPERATURE if temperature is None else temperature)
         self._render_enabled()
 
     # -- what the UI exposes -------------------------------------------------
@@ -170,6 +193,12 @@ class SettingsDialog(QDialog):
             model=self.model.currentText().strip(),
             apiKey=self.api_key.text().strip(),
             language=self.language.currentData(),
+            systemPrompt=self.system_prompt.toPlainText(),
+            temperature=(
+                None
+                if self.temperature.value() <= NO_TEMPERATURE
+                else round(self.temperature.value(), 2)
+            ),
         )
         return data
 
@@ -331,11 +360,17 @@ class SettingsDialog(QDialog):
             "baseUrl": _("Base URL"),
             "model": _("Model"),
             "apiKey": _("API key"),
+            "systemPrompt": _("System prompt"),
+            "temperature": _("Temperature"),
             "language": _("Language"),
         }
         for name, label in self._labels.items():
             label.setText(texts[name])
         self.refresh_button.setText(_("Refresh models"))
+        self.temperature.setSpecialValueText(_("Server default"))
+        self.system_prompt.setPlaceholderText(
+            _("Sent before every conversation that has none of its own")
+        )
         self.detect_button.setText(_("Detect local servers"))
         self.detect_button.setToolTip(
             _("Look for Ollama, LM Studio, llama.cpp or vLLM running on this computer")
@@ -352,4 +387,6 @@ def _field_error(exc: InvalidSettings) -> str:
         return reason_text("provider_invalid_url")
     if field == "language":
         return reason_text("unknown_language", value="")
+    if field in ("systemPrompt", "temperature"):
+        return reason_text("invalid_conversation_settings")
     return reason_text(exc.code)

@@ -54,6 +54,7 @@ from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
+from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.notice_area import NoticeArea
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
@@ -227,7 +228,16 @@ class MainWindow(QMainWindow):
         self.previous_tab_action = self._action(
             QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
         )
-        for action in (self.branch_last_action, self.stop_action, self.rename_action):
+        self.conversation_settings_action = QAction(self)
+        self.conversation_settings_action.triggered.connect(
+            lambda _checked=False: self.show_conversation_settings()
+        )
+        for action in (
+            self.branch_last_action,
+            self.stop_action,
+            self.rename_action,
+            self.conversation_settings_action,
+        ):
             self.conversation_menu.addAction(action)
         self.conversation_menu.addSeparator()
         for action in (self.next_tab_action, self.previous_tab_action, self.close_tab_action):
@@ -282,6 +292,26 @@ class MainWindow(QMainWindow):
         else:
             self.host.notices.post("nothing_to_branch", Level.INFO)
 
+    def show_conversation_settings(self) -> ConversationSettingsDialog | None:
+        """Conversation ▸ Conversation settings… for the tab in front."""
+        tab = self.current_tab()
+        if tab is None:
+            return None
+        session = self.host.session(tab.session_id)
+        if session is None:
+            return None
+        session_id = tab.session_id
+        dialog = ConversationSettingsDialog(
+            untitled(tab.title),
+            session.conversation_settings,
+            self.host.settings,
+            lambda chosen: self.host.configure(session_id, chosen),
+            self,
+        )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
+
     def _step_tab(self, step: int) -> None:
         count = self.tabs.count()
         if count > 1:
@@ -317,7 +347,12 @@ class MainWindow(QMainWindow):
     def _render_actions(self) -> None:
         tab = self.current_tab()
         has_tab = tab is not None
-        for action in (self.close_tab_action, self.rename_action, self.branch_last_action):
+        for action in (
+            self.close_tab_action,
+            self.rename_action,
+            self.branch_last_action,
+            self.conversation_settings_action,
+        ):
             action.setEnabled(has_tab)
         self.stop_action.setEnabled(tab is not None and self.host.is_running(tab.session_id))
         several = self.tabs.count() > 1
@@ -796,6 +831,7 @@ class MainWindow(QMainWindow):
         self.next_tab_action.setText(_("Next tab"))
         self.previous_tab_action.setText(_("Previous tab"))
         self.shortcuts_action.setText(_("Keyboard shortcuts"))
+        self.conversation_settings_action.setText(_("Conversation settings…"))
         self.quit_action.setText(_("Quit"))
         self.empty_label.setText(
             _("Start a new conversation, or pick one from the list on the left.")

@@ -26,6 +26,7 @@ def test_new_say_show_list_verify(tmp_path: Path) -> None:
     _, listed = run_cli(root, "session", "list")
     assert [s["sessionId"] for s in listed["sessions"]] == [session_id]
     _, verified = run_cli(root, "session", "verify", session_id)
+    files = verified.pop("files")
     assert verified == {
         "ok": True,
         "commits": 3,
@@ -34,6 +35,7 @@ def test_new_say_show_list_verify(tmp_path: Path) -> None:
         "corruption": None,
         "findings": [],
     }
+    assert [(f["kind"], f["commits"], f["links"]) for f in files] == [("segment", 3, 1)]
 
 
 def test_say_streams_text_before_the_json_result(tmp_path: Path) -> None:

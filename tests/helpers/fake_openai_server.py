@@ -24,6 +24,7 @@ import contextlib
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -108,6 +109,7 @@ class FakeOpenAIServer:
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
+        self.record_path: Path | None = None
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
 
@@ -147,14 +149,17 @@ class FakeOpenAIServer:
     # -- handlers -------------------------------------------------------------------
 
     def _record(self, request: web.Request, body: Any) -> None:
-        self.requests.append(
-            {
-                "method": request.method,
-                "path": request.path,
-                "headers": dict(request.headers),
-                "json": body,
-            }
-        )
+        entry = {
+            "method": request.method,
+            "path": request.path,
+            "headers": dict(request.headers),
+            "json": body,
+        }
+        self.requests.append(entry)
+        if self.record_path is not None:  # for a test in another process to read
+            line = {"method": request.method, "path": request.path, "json": body}
+            with self.record_path.open("ab") as out:
+                out.write(orjson.dumps(line) + b"\n")
 
     def _auth_failure(self, request: web.Request) -> web.Response | None:
         key = self.behaviour.require_key
@@ -293,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--require-key")
     parser.add_argument("--models", help="comma-separated model ids")
     parser.add_argument("--no-model-list", action="store_true", help="404 on GET /v1/models")
+    parser.add_argument("--record", type=Path, help="append each request as a JSON line here")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = {
         "delay": args.delay,
@@ -313,7 +319,9 @@ def main(argv: list[str] | None = None) -> None:
         knobs["usage"] = None
     if args.models:
         knobs["models"] = tuple(m for m in args.models.split(",") if m)
-    asyncio.run(_serve_forever(FakeOpenAIServer(port=args.port, **knobs)))
+    server = FakeOpenAIServer(port=args.port, **knobs)
+    server.record_path = args.record
+    asyncio.run(_serve_forever(server))
 
 
 if __name__ == "__main__":

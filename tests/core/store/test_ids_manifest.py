@@ -22,6 +22,7 @@ from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.store.manifest import (
     Manifest,
     ParentLink,
+    Seed,
     load_manifest,
     parse_manifest,
     save_manifest,
@@ -100,7 +101,65 @@ def test_manifest_round_trip_and_atomic_replace(tmp_path: Path) -> None:
 
 def test_newer_manifest_format_is_unsupported() -> None:
     with pytest.raises(UnsupportedFormat):
-        parse_manifest(orjson.dumps({"format": 2, "sessionId": "abcdefgh", "title": ""}))
+        parse_manifest(orjson.dumps({"format": 3, "sessionId": "abcdefgh", "title": ""}))
+
+
+def test_format_2_manifest_keeps_its_seeds_and_log_folder() -> None:
+    seed = Seed("seed-000.seg", 1, 1, 4096, 12, 0xDEADBEEF)
+    manifest = Manifest(
+        "abcdefgh", "t", root_session_id="abcdefgh", format=2, seed=(seed,), log_dir="log-g2"
+    )
+    data = manifest.to_json()
+    assert data["format"] == 2 and data["log"] == "log-g2"
+    assert data["seed"] == [
+        {
+            "file": "seed-000.seg",
+            "firstCommit": 1,
+            "firstSeq": 1,
+            "end": 4096,
+            "endCommit": 12,
+            "lastCrc": 0xDEADBEEF,
+        }
+    ]
+    assert parse_manifest(orjson.dumps(data)) == manifest
+    assert "seed" not in Manifest("abcdefgh", "t").to_json()  # format 1 stays format 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"seed": {}},
+        {
+            "seed": [
+                {
+                    "file": "../x.seg",
+                    "firstCommit": 1,
+                    "firstSeq": 1,
+                    "end": 0,
+                    "endCommit": 1,
+                    "lastCrc": 0,
+                }
+            ]
+        },
+        {
+            "seed": [
+                {
+                    "file": "seed-000.seg",
+                    "firstCommit": 0,
+                    "firstSeq": 1,
+                    "end": 0,
+                    "endCommit": 1,
+                    "lastCrc": 0,
+                }
+            ]
+        },
+        {"log": "../elsewhere"},
+    ],
+)
+def test_malformed_format_2_fields_are_invalid(change: dict[str, object]) -> None:
+    data = {"format": 2, "sessionId": "abcdefgh", "title": "", **change}
+    with pytest.raises(InvalidManifest):
+        parse_manifest(orjson.dumps(data))
 
 
 @pytest.mark.parametrize(
