@@ -565,13 +565,6 @@ class PortInUse(BranchwiseError):
     definitive = True
 
 
-class InvalidServerUrl(BranchwiseError):
-    """A ``--server`` (or "Connect to server…") address that is not an http(s) URL."""
-
-    code = "invalid_server_url"
-    definitive = True
-
-
 class RequestTooLarge(BranchwiseError):
     """A request line or header over the server's limit (answered 414 or 431).
 
@@ -597,6 +590,13 @@ class InvalidArgument(BranchwiseError):
     """
 
     code = "invalid_argument"
+    definitive = True
+
+
+class InvalidServerUrl(InvalidArgument):
+    """A ``--server`` (or "Connect to server…") address that is not an http(s) URL."""
+
+    code = "invalid_server_url"
     definitive = True
 
 

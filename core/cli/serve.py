@@ -9,8 +9,9 @@ import ipaddress
 import sys
 from typing import Any
 
-from branchwise.core.cli.models import provider_from_args
+from branchwise.core.cli.models import provider_from_args, settings_from_args
 from branchwise.core.cli.output import print_json
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import InvalidArgument
 from branchwise.core.providers.base import Provider
 from branchwise.core.store.store import SessionStore
@@ -65,10 +66,11 @@ def cmd_serve(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     def ready(url: str) -> None:
         print_json({"url": url, "tokenFile": str(store.root / TOKEN_FILE)})
 
-    def provider() -> Provider:
-        return provider_from_args(store, args)
+    def setup(conversation: ConversationSettings) -> tuple[Provider, str]:
+        settings = settings_from_args(store, args, conversation)
+        return provider_from_args(store, args, conversation), settings.system_prompt
 
     store.sweep_temporary()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(store, args.host, args.port, ready, provider))
+        asyncio.run(serve(store, args.host, args.port, ready, setup))
     return {"stopped": True}

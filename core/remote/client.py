@@ -11,17 +11,37 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
-from branchwise.core.errors import RemoteRefusal, RemoteUnavailable, ServerUnsupported
+from branchwise.core.errors import (
+    InvalidServerUrl,
+    RemoteRefusal,
+    RemoteUnavailable,
+    ServerUnsupported,
+)
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
 
 TURN_READ_TIMEOUT = 300.0
 """Seconds a turn's stream may stay silent: a model server may think long before a token."""
+
+
+def server_url(value: str) -> str:
+    """``value`` as a server's base URL (``http(s)://host[:port][/prefix]``, no trailing ``/``).
+
+    Raises:
+        InvalidServerUrl: not an http or https URL with a host.
+    """
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise InvalidServerUrl(
+            f"{value[:200]!r} is not an http:// or https:// server address", url=value[:200]
+        )
+    return value.strip().rstrip("/")
 
 
 class RemoteStore:
@@ -68,7 +88,10 @@ class RemoteStore:
         if status >= 400:
             error = body.get("error") if isinstance(body, dict) else None
             if isinstance(error, dict) and isinstance(error.get("code"), str):
-                raise RemoteRefusal(error["code"], str(error.get("message", "")), status)
+                refusal = RemoteRefusal(error["code"], str(error.get("message", "")), status)
+                extra = {k: v for k, v in error.items() if k not in ("code", "message")}
+                refusal.details = {**extra, **refusal.details}  # the server's fields, as sent
+                raise refusal
             raise RemoteUnavailable(f"{self.base_url} answered HTTP {status}")
         return body
 

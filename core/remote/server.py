@@ -18,7 +18,6 @@ import hmac
 import logging
 import os
 import secrets
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +41,6 @@ from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import TargetsCache
 from branchwise.core.ids import validate_session_id
-from branchwise.core.providers.base import Provider
-from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.remote.protocol import (
     CAPABILITIES,
     DEFAULT_WAIT,
@@ -61,7 +58,7 @@ from branchwise.core.remote.protocol import (
     validate_new_session_body,
     validate_turn_body,
 )
-from branchwise.core.remote.turns import ServedTurns
+from branchwise.core.remote.turns import ServedTurns, TurnSetup, demo_setup
 from branchwise.core.store.store import SessionStore
 from branchwise.core.views import (
     session_lineage,
@@ -99,8 +96,8 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(exc: BranchwiseError, status: int | None = None) -> web.Response:
-    body = {"error": {"code": exc.code, "message": exc.message}}
-    return _json(body, status or exc.http_status)
+    """The refusal as the CLI prints it: code, message and the error's own fields."""
+    return _json(exc.to_json(), status or exc.http_status)
 
 
 class _TypedErrorHandler(RequestHandler):
@@ -170,7 +167,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     ``POST /sessions/{id}/turns`` (the demo responder when not given).
     """
     targets_cache = TargetsCache()
-    served = turns or ServedTurns(store, DemoProvider)
+    served = turns or ServedTurns(store)
     expected = token.encode()
 
     @web.middleware
@@ -414,7 +411,7 @@ async def serve(
     host: str,
     port: int,
     ready: Any = None,
-    provider_factory: Callable[[], Provider] = DemoProvider,
+    setup: TurnSetup = demo_setup,
 ) -> None:
     """Serve until cancelled; ``ready(url)`` is called once listening.
 
@@ -425,7 +422,7 @@ async def serve(
         PortInUse: another program listens on ``host:port``.
     """
     token = load_or_create_token(store.root)
-    turns = ServedTurns(store, provider_factory)
+    turns = ServedTurns(store, setup)
     await asyncio.to_thread(turns.recover)
     runner = _Runner(
         build_app(store, token, turns),

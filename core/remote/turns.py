@@ -23,9 +23,11 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, TurnRunning
 from branchwise.core.ids import validate_session_id
 from branchwise.core.providers.base import Provider
+from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.store import SessionStore
@@ -73,18 +75,28 @@ class _Running:
     task: asyncio.Task[None] | None  # None while the turn is being noted down
 
 
+TurnSetup = Callable[[ConversationSettings], tuple[Provider, str]]
+"""The provider and system prompt for a new turn in a conversation with these settings."""
+
+
+def demo_setup(conversation: ConversationSettings) -> tuple[Provider, str]:
+    """The offline demo responder and no system prompt (a server with no settings)."""
+    return DemoProvider(), conversation.system or ""
+
+
 class ServedTurns:
     """The turns this server runs, one at most per session.
 
     Args:
         store: the served store.
-        provider_factory: the provider for a new turn (the server's settings,
-            read when the turn starts).
+        setup: the provider and system prompt of a new turn, from the
+            server's settings and the conversation's own (read when the turn
+            starts).
     """
 
-    def __init__(self, store: SessionStore, provider_factory: Callable[[], Provider]) -> None:
+    def __init__(self, store: SessionStore, setup: TurnSetup = demo_setup) -> None:
         self.store = store
-        self._provider_factory = provider_factory
+        self._setup = setup
         self._running: dict[str, _Running] = {}
 
     def is_running(self, session_id: str) -> bool:
@@ -102,13 +114,18 @@ class ServedTurns:
         session_id = validate_session_id(session_id)
         if session_id in self._running:
             raise TurnRunning(f"a turn is already running in {session_id}", sessionId=session_id)
-        provider = self._provider_factory()
         writer = await asyncio.to_thread(self.store.open_writer, session_id)
-        if session_id in self._running:  # another request won the race while the lease was taken
+        try:
+            if session_id in self._running:  # another request won the race for the lease
+                raise TurnRunning(
+                    f"a turn is already running in {session_id}", sessionId=session_id
+                )
+            provider, system = self._setup(writer.projection.settings)
+        except BaseException:
             writer.close()
-            raise TurnRunning(f"a turn is already running in {session_id}", sessionId=session_id)
+            raise
         stream = TurnStream()
-        runner = TurnRunner(writer, provider, stream)
+        runner = TurnRunner(writer, provider, stream, system=system)
         try:
             self._running[session_id] = _Running(runner, None)
             await asyncio.to_thread(self._note_running)
