@@ -360,6 +360,7 @@ class TurnRunning(BranchwiseError):
     """The action needs the conversation between turns; one is running (retry when it ends)."""
 
     code = "turn_running"
+    http_status = 409  # ``branchwise serve``: a turn runs there already
 
 
 class NotRelated(BranchwiseError):
@@ -596,6 +597,13 @@ class InvalidArgument(BranchwiseError):
     """
 
     code = "invalid_argument"
+    definitive = True
+
+
+class InvalidServerUrl(InvalidArgument):
+    """A ``--server`` (or "Connect to server…") address that is not an http(s) URL."""
+
+    code = "invalid_server_url"
     definitive = True
 
 

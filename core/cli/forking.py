@@ -10,9 +10,9 @@ from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id, validate_session_id
-from branchwise.core.lineage import create_child, lineage, tree
+from branchwise.core.lineage import create_child
 from branchwise.core.store.store import SessionStore
-from branchwise.core.store.trash import parent_state
+from branchwise.core.views import session_lineage, session_targets, session_tree
 
 
 def register(session_sub: argparse._SubParsersAction) -> None:
@@ -55,7 +55,7 @@ def register(session_sub: argparse._SubParsersAction) -> None:
 
 def cmd_targets(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """The §3.1 answer for one session."""
-    return fork_targets(store, validate_session_id(args.session_id)).to_json()
+    return session_targets(store, args.session_id)
 
 
 def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
@@ -92,20 +92,9 @@ def cmd_child(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_lineage(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """A session's ancestors, nearest first."""
-    return lineage(store, validate_session_id(args.session_id)).to_json()
+    return session_lineage(store, args.session_id)
 
 
 def cmd_tree(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """The descendant tree of a session, flat and depth-first.
-
-    The top entry's ``parentState`` says where its parent is: ``present``,
-    ``trashed`` or ``missing`` (``null`` for a root), so a branch of a deleted
-    conversation shows where its parent was.
-    """
-    top = tree(store, validate_session_id(args.session_id))
-    result = top.to_json()
-    parent = top.manifest.parent
-    result["sessions"][0]["parentState"] = (
-        parent_state(store, parent.session_id) if parent else None
-    )
-    return result
+    """The descendant tree of a session, flat and depth-first (see :func:`session_tree`)."""
+    return session_tree(store, args.session_id)
