@@ -18,6 +18,14 @@ The child is built in a temporary folder under ``sessions/`` (swept on start
 if a crash leaves it) and published with one rename: a crash leaves either no
 child or a whole one.
 
+An edit or a regenerate (a request with an ``origin``) publishes the child
+with its first own turn already started: ``turn/start`` and the prompt's
+``message/user`` are in the same commit as ``session/fork``, so a crash
+leaves no branch or a branch with its question, never a branch without it.
+Whoever answers it opens the child as writer keeping that turn open
+(:meth:`~branchwise.core.store.store.SessionStore.open_writer`); anyone
+else closes it as ``interrupted``, as any turn a crash left open.
+
 Idempotency per operation id: see :mod:`~branchwise.core.fork.operations`.
 """
 
@@ -32,6 +40,7 @@ from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     DiskFull,
     DuplicateChild,
+    EmptyPrompt,
     InvalidForkRequest,
     InvalidManifest,
     OperationConflict,
@@ -44,19 +53,27 @@ from branchwise.core.errors import (
 )
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.targets import load_source_manifest, target_of
-from branchwise.core.ids import new_session_id, validate_session_id
+from branchwise.core.ids import new_id, new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame, encode_frame, encode_frame_into, iter_frames
 from branchwise.core.log.segments import read_session_log
 from branchwise.core.projection.events import (
     EventType,
     session_config,
     session_created,
+    turn_start,
+    user_message,
     validate_event,
 )
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import refusing_read_only
-from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
+from branchwise.core.store.manifest import (
+    ORIGIN_KINDS,
+    BranchOrigin,
+    Manifest,
+    ParentLink,
+    load_manifest,
+)
 from branchwise.core.store.publish import publish_new_session
 from branchwise.core.store.store import SessionStore
 
@@ -241,6 +258,17 @@ def _validate_request(request: ForkRequest, operation_id: object, title: object)
             raise InvalidForkRequest(f"{name} must be between 0 and {MAX_SEQUENCE}", field=name)
     if title is not None and not isinstance(title, str):
         raise InvalidForkRequest("title must be a string", field="title")
+    origin = request.origin
+    if origin is not None:
+        if origin.kind not in ORIGIN_KINDS or not isinstance(origin.turn_id, str):
+            raise InvalidForkRequest("origin must name edit or regenerate and a turn")
+        if not isinstance(origin.prompt, str) or not origin.prompt.strip():
+            raise EmptyPrompt("the prompt to ask again is empty", turnId=origin.turn_id)
+
+
+def _origin_event(origin: BranchOrigin) -> dict[str, str]:
+    """What ``session/fork`` records of an origin: its kind and turn (the prompt follows it)."""
+    return {"kind": origin.kind, "turnId": origin.turn_id}
 
 
 def _conflict(operation_id: str) -> OperationConflict:
@@ -264,7 +292,11 @@ def _existing_child(
         raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id)
     link = manifest.parent
     made = link and ForkRequest(
-        link.session_id, link.turn_id, link.boundary_sequence or 0, link.generation or 0
+        link.session_id,
+        link.turn_id,
+        link.boundary_sequence or 0,
+        link.generation or 0,
+        origin=link.origin,
     )
     if not made or not request.same_as(made):
         raise _conflict(operation_id)
@@ -318,6 +350,7 @@ def _child_manifest(
             request.turn_id,
             request.boundary_sequence,
             source.generation,
+            request.origin,
         ),
         root_session_id=source.root_session_id or source.session_id,
         seed_length=cut.events,
@@ -423,6 +456,7 @@ def _publish_child(
             "boundarySequence": request.boundary_sequence,
             "seedLength": cut.events,
             "operationId": operation_id,
+            **({"origin": _origin_event(request.origin)} if request.origin else {}),
         }
     )
     if title is not None and cut.events:
@@ -431,6 +465,9 @@ def _publish_child(
         own.append(
             session_config(cut.settings.model, cut.settings.system, cut.settings.temperature)
         )
+    if request.origin is not None:
+        # The question is part of the publish: a branch never exists without its prompt.
+        own += [turn_start(new_id("turn")), user_message(new_id("msg"), request.origin.prompt)]
     stamped = [
         {"seq": cut.events + n, "ts": manifest.created_at, **validate_event(event)}
         for n, event in enumerate(own, start=1)
