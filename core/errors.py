@@ -79,6 +79,22 @@ class SessionExists(BranchwiseError):
     code = "session_exists"
 
 
+class SessionTrashed(BranchwiseError):
+    """The session is in the Trash: restore it before using it (or trashing it again)."""
+
+    code = "session_trashed"
+    definitive = True
+    http_status = 409
+
+
+class NotTrashed(BranchwiseError):
+    """The session is not in the Trash, so it cannot be restored or purged from there."""
+
+    code = "not_trashed"
+    definitive = True
+    http_status = 409
+
+
 class LeaseHeld(BranchwiseError):
     """Another writer (this or another process) holds the session's writer lease."""
 
@@ -340,6 +356,19 @@ class InvalidSettings(BranchwiseError):
     code = "invalid_settings"
 
 
+class TurnRunning(BranchwiseError):
+    """The action needs the conversation between turns; one is running (retry when it ends)."""
+
+    code = "turn_running"
+
+
+class InvalidConversationSettings(BranchwiseError):
+    """A conversation's model, system prompt or temperature that cannot be used."""
+
+    code = "invalid_conversation_settings"
+    definitive = True
+
+
 class SettingsNewerFormat(UnsupportedFormat):
     """Saving would overwrite a ``settings.json`` that a newer Branchwise wrote.
 
@@ -401,6 +430,23 @@ class EndpointNotFound(ProviderHttpError):
     """404 for the endpoint itself: the base URL is probably wrong (missing ``/v1``)."""
 
     code = "provider_endpoint_not_found"
+
+
+class ModelListUnavailable(EndpointNotFound):
+    """The server has no model list (``GET /models`` is 404, 405 or 501).
+
+    Some OpenAI-compatible servers chat without listing models: a typed model
+    name works, so this is not "no OpenAI API here".
+    """
+
+    code = "provider_model_list_unavailable"
+
+
+class ModelNameRequired(ProviderError):
+    """No model is set and the server cannot list one to pick: the user must type a name."""
+
+    code = "provider_model_name_required"
+    definitive = True
 
 
 class ProviderRateLimited(ProviderHttpError):
@@ -567,6 +613,25 @@ class SearchIndexUnavailable(BranchwiseError):
 
     code = "search_index_unavailable"
     http_status = 503
+
+
+# -- Export ----------------------------------------------------------------------------------------
+
+
+class OutputExists(BranchwiseError):
+    """The export's output file exists; it is replaced only when overwriting is asked for."""
+
+    code = "output_exists"
+    definitive = True
+    http_status = 409
+
+
+class ExportNotWritten(BranchwiseError):
+    """The export file could not be written (a missing folder, no permission); nothing was left."""
+
+    code = "export_failed"
+    definitive = True
+    http_status = 500
 
 
 # -- Starting the desktop app ----------------------------------------------------------------------

@@ -33,6 +33,7 @@ from branchwise.core.projection.events import EventType, session_created, valida
 from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
 from branchwise.core.store.publish import encode_commits, publish_new_session
 from branchwise.core.store.store import SessionStore, SessionWriter
+from branchwise.core.store.trash import Trash
 
 # -- child sessions -----------------------------------------------------------
 
@@ -165,7 +166,8 @@ class Lineage:
         session_id: where the walk started.
         chain: manifests from the session itself up to the furthest ancestor read.
         broken: an ancestor that could not be read (``{"sessionId", "code"}``), if any;
-            then the chain ends below it and ``root_session_id`` is unknown.
+            then the chain ends below it and ``root_session_id`` is unknown. A
+            parent in the Trash is ``{"sessionId", "code": "trashed", "title"}``.
     """
 
     session_id: str
@@ -222,8 +224,23 @@ def lineage(store: SessionStore, session_id: str) -> Lineage:
         try:
             chain.append(load_manifest(store.session_dir(parent_id)))
         except (SessionNotFound, InvalidManifest) as exc:
-            return Lineage(session_id, tuple(chain), {"sessionId": parent_id, "code": exc.code})
+            return Lineage(session_id, tuple(chain), _broken_link(store, parent_id, exc))
     return Lineage(session_id, tuple(chain))
+
+
+def _broken_link(store: SessionStore, parent_id: str, exc: BranchwiseError) -> dict[str, Any]:
+    """Why the walk stopped: a parent in the Trash is ``trashed`` (with its title), else the error.
+
+    A deleted conversation's branches stay whole; this is where they show it.
+    """
+    trash = Trash(store)
+    if not trash.contains(parent_id):
+        return {"sessionId": parent_id, "code": exc.code}
+    try:
+        title = load_manifest(trash.session_dir(parent_id)).title
+    except BranchwiseError:
+        title = ""
+    return {"sessionId": parent_id, "code": "trashed", "title": title}
 
 
 # -- the tree (downward) ------------------------------------------------------
@@ -354,6 +371,14 @@ class LineageIndex:
         if manifest.parent is not None:
             siblings = self._children.setdefault(manifest.parent.session_id, [])
             bisect.insort(siblings, manifest.session_id, key=self._age_of)
+
+    def remove(self, session_id: str) -> None:
+        """Forget one session (moved to the Trash); its branches become top-level."""
+        old = self.by_id.pop(session_id, None)
+        if old is not None and old.parent is not None:
+            siblings = self._children.get(old.parent.session_id, [])
+            if session_id in siblings:
+                siblings.remove(session_id)
 
     def _oldest_first(self, session_id: str) -> list[Manifest]:
         return [self.by_id[i] for i in self._children.get(session_id, ())]

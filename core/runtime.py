@@ -104,6 +104,7 @@ class TurnRunner:
         provider: the model to ask.
         listener: progress receiver (the UI, the CLI's stdout printer…).
         flush_interval: longest time received text stays uncommitted.
+        system: the system prompt sent before the conversation ("" for none).
         clock: monotonic clock (a seam for tests).
     """
 
@@ -115,8 +116,10 @@ class TurnRunner:
         *,
         flush_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        system: str = "",
     ) -> None:
         self.writer = writer
+        self.system = system
         self.provider = provider
         self.listener = listener or TurnListener()
         self.flush_interval = flush_interval
@@ -174,6 +177,8 @@ class TurnRunner:
             return self._finish(step_id, EndReason.ERROR, title_failure, None)
         self._last_flush = self.clock()
         context = self.writer.projection.model_messages()
+        if self.system.strip():
+            context.insert(0, {"role": "system", "content": self.system})
         self._task = asyncio.ensure_future(self._consume(context))
         reason, error, usage = EndReason.COMPLETED, None, None
         try:
@@ -195,16 +200,24 @@ class TurnRunner:
     async def _consume(self, context: list[dict[str, str]]) -> Usage | None:
         usage = None
         on_text = self.listener.text_received
-        async for item in self.provider.stream(context):
-            if isinstance(item, TextChunk):
-                if not item.text:
-                    continue
-                self._parts.append(item.text)
-                self._text_len += len(item.text)
-                on_text(self.turn_id, self.message_id, item.text)
-                self._schedule_flush()
-            elif isinstance(item, Usage):
-                usage = item
+        stream = self.provider.stream(context)
+        try:
+            async for item in stream:
+                if isinstance(item, TextChunk):
+                    if not item.text:
+                        continue
+                    self._parts.append(item.text)
+                    self._text_len += len(item.text)
+                    on_text(self.turn_id, self.message_id, item.text)
+                    self._schedule_flush()
+                elif isinstance(item, Usage):
+                    usage = item
+        finally:
+            # A listener that raised leaves the provider's generator suspended:
+            # close it on this task, not in the garbage collector's.
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
         return usage
 
     def _schedule_flush(self) -> None:

@@ -21,6 +21,7 @@ appears in ``repr``, logs or error messages.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import time
@@ -32,8 +33,13 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from branchwise.core.conversation_settings import (
+    ConversationSettings,
+    validate_conversation_settings,
+)
 from branchwise.core.errors import (
     InvalidBaseUrl,
+    InvalidConversationSettings,
     InvalidSettings,
     SettingsNewerFormat,
     UnsupportedFormat,
@@ -85,6 +91,9 @@ class Settings:
         api_key: a key typed into the settings dialog (kept out of ``repr``).
         language: a UI locale such as ``zh_Hans``; ``None`` follows the system.
         first_run_done: the first-run setup was completed or dismissed.
+        system_prompt: sent before every conversation that sets none of its own.
+        temperature: sampling temperature for conversations that set none
+            (``None``: the server's default).
     """
 
     provider: ProviderKind = "demo"
@@ -94,6 +103,8 @@ class Settings:
     api_key: str = field(default="", repr=False)
     language: str | None = None
     first_run_done: bool = False
+    system_prompt: str = ""
+    temperature: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape (camelCase, with the format version)."""
@@ -106,6 +117,8 @@ class Settings:
             "apiKey": self.api_key,
             "language": self.language,
             "firstRunDone": self.first_run_done,
+            "systemPrompt": self.system_prompt,
+            "temperature": self.temperature,
         }
 
     @property
@@ -122,6 +135,8 @@ _JSON_NAMES = {
     "apiKey": "api_key",
     "language": "language",
     "firstRunDone": "first_run_done",
+    "systemPrompt": "system_prompt",
+    "temperature": "temperature",
 }
 assert set(_JSON_NAMES.values()) == {f.name for f in fields(Settings)}
 
@@ -182,6 +197,13 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
     first_run_done = values.get("first_run_done", False)
     if not isinstance(first_run_done, bool):
         raise InvalidSettings("firstRunDone must be true or false", field="firstRunDone")
+    try:
+        defaults = validate_conversation_settings(
+            system=values.get("system_prompt"), temperature=values.get("temperature")
+        )
+    except InvalidConversationSettings as exc:
+        field_name = "systemPrompt" if exc.details.get("field") == "system" else "temperature"
+        raise InvalidSettings(exc.message, field=field_name) from None
     return Settings(
         provider=provider,
         base_url=base_url,
@@ -190,6 +212,22 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         api_key=values.get("api_key", "").strip(),
         language=language,
         first_run_done=first_run_done,
+        system_prompt=defaults.system or "",
+        temperature=defaults.temperature,
+    )
+
+
+def for_conversation(settings: Settings, conversation: ConversationSettings) -> Settings:
+    """``settings`` with a conversation's own choices in place of the defaults."""
+    return dataclasses.replace(
+        settings,
+        model=settings.model if conversation.model is None else conversation.model,
+        system_prompt=(
+            settings.system_prompt if conversation.system is None else conversation.system
+        ),
+        temperature=(
+            settings.temperature if conversation.temperature is None else conversation.temperature
+        ),
     )
 
 

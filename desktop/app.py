@@ -11,6 +11,9 @@ until its tab opens), sweeps half-built session folders, picks the language
 (``--lang``, else the saved setting, else the system's), shows the window,
 and then resumes fork operations a crash left unfinished.
 
+Tracebacks and Qt's warnings go to ``<root>/logs/branchwise.log``
+(:mod:`~branchwise.desktop.logs`), not to stderr.
+
 Closing the window stops running turns (each commits as ``cancelled``) and
 releases every writer before the loop ends. ``BRANCHWISE_EXIT_AFTER_SHOW=1``
 makes the app print one JSON line once the window is shown and close
@@ -31,7 +34,7 @@ from typing import Any
 
 import orjson
 import qasync
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QMessageLogContext, QTimer, QtMsgType, qInstallMessageHandler
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from branchwise.core.errors import BranchwiseError
@@ -43,6 +46,8 @@ from branchwise.core.store.store import SessionStore, default_data_root
 from branchwise.desktop.host.first_run import FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, NoticeCenter
+from branchwise.desktop.host.window_state import load_window_state
+from branchwise.desktop.logs import install_log_file
 from branchwise.desktop.widgets.qt_i18n import LanguageBridge
 from branchwise.desktop.widgets.style import apply_style
 from branchwise.desktop.widgets.window import MainWindow
@@ -77,9 +82,13 @@ def run_app(args: argparse.Namespace) -> int:
             set_language(choose_language(getattr(args, "lang", None), None, system_locale())[0])
             QMessageBox.warning(None, "Branchwise", error_text(exc))
         return 1
+    log_file = install_log_file(root)
+    previous_qt_handler = qInstallMessageHandler(_qt_message)
     try:
         return run_on_qt_loop(lambda: run_window(app, root, getattr(args, "lang", None), started))
     finally:
+        qInstallMessageHandler(previous_qt_handler)
+        log_file.uninstall()
         instance.release()
 
 
@@ -99,6 +108,9 @@ async def run_window(
     first_run = FirstRun(host)
     window = MainWindow(host, first_run=first_run)
     bridge.register(window)
+    state = load_window_state(root)
+    if state is not None:
+        window.restore_state(state)
     closed = asyncio.Event()
     window.closed.connect(closed.set)
     app.aboutToQuit.connect(closed.set)
@@ -116,13 +128,35 @@ async def run_window(
 
 def _report_shown(window: MainWindow, host: Host, started: float | None) -> None:
     elapsed = time.perf_counter() - started if started is not None else None
-    line = {"shown": window.isVisible(), "sessions": len(host.index), "seconds": elapsed}
+    current = window.current_tab()
+    line = {
+        "shown": window.isVisible(),
+        "sessions": len(host.index),
+        "seconds": elapsed,
+        "tabs": [tab.session_id for tab in window.conversation_tabs()],
+        "current": current.session_id if current is not None else None,
+        "notices": [notice.code for notice in host.notices.history],
+    }
     sys.stdout.buffer.write(orjson.dumps(line) + b"\n")
     sys.stdout.buffer.flush()
     window.close()
 
 
 log = logging.getLogger(__name__)
+qt_log = logging.getLogger("branchwise.qt")
+
+_QT_LEVELS = {
+    QtMsgType.QtDebugMsg: logging.DEBUG,
+    QtMsgType.QtInfoMsg: logging.INFO,
+    QtMsgType.QtWarningMsg: logging.WARNING,
+    QtMsgType.QtCriticalMsg: logging.ERROR,
+    QtMsgType.QtFatalMsg: logging.CRITICAL,
+}
+
+
+def _qt_message(kind: QtMsgType, context: QMessageLogContext, message: str) -> None:
+    """Qt's own warnings go to the log file with everything else, not to stderr."""
+    qt_log.log(_QT_LEVELS.get(kind, logging.WARNING), "%s", message)
 
 
 def run_on_qt_loop(main: Callable[[], Coroutine[Any, Any, int]]) -> int:

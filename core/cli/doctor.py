@@ -26,7 +26,7 @@ import orjson
 
 from branchwise.core.cli.output import print_json, printable
 from branchwise.core.cli.version import branchwise_version
-from branchwise.core.errors import BranchwiseError, ProviderError
+from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ProviderError
 from branchwise.core.i18n.language import load_translations
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.providers.openai import OpenAIProvider
@@ -266,6 +266,14 @@ def check_model_server(settings: Settings | None, timeout: float) -> Check:
     )
     try:
         models = asyncio.run(asyncio.wait_for(provider.list_models(), timeout * 2))
+    except ModelListUnavailable:
+        if settings.model:
+            return Check(
+                name, True, f"{settings.base_url} lists no models; using the typed {settings.model}"
+            )
+        return Check(
+            name, False, f"{settings.base_url} lists no models: type a model name in Settings"
+        )
     except ProviderError as exc:
         return Check(name, False, f"{settings.base_url}: {exc.code}: {exc.message}")
     except TimeoutError:

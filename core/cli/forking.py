@@ -12,6 +12,7 @@ from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.lineage import create_child, lineage, tree
 from branchwise.core.store.store import SessionStore
+from branchwise.core.store.trash import parent_state
 
 
 def register(session_sub: argparse._SubParsersAction) -> None:
@@ -95,5 +96,16 @@ def cmd_lineage(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]
 
 
 def cmd_tree(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """The descendant tree of a session, flat and depth-first."""
-    return tree(store, validate_session_id(args.session_id)).to_json()
+    """The descendant tree of a session, flat and depth-first.
+
+    The top entry's ``parentState`` says where its parent is: ``present``,
+    ``trashed`` or ``missing`` (``null`` for a root), so a branch of a deleted
+    conversation shows where its parent was.
+    """
+    top = tree(store, validate_session_id(args.session_id))
+    result = top.to_json()
+    parent = top.manifest.parent
+    result["sessions"][0]["parentState"] = (
+        parent_state(store, parent.session_id) if parent else None
+    )
+    return result

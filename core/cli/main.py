@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from branchwise.core.cli import doctor, forking, models, search, serve, sessions
+from branchwise.core.cli import doctor, export, forking, models, search, serve, sessions, trash
 from branchwise.core.cli.output import print_json, printable
 from branchwise.core.cli.version import branchwise_version
 from branchwise.core.errors import BranchwiseError, InvalidArgument
@@ -48,6 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.register(session_sub)
     forking.register(session_sub)
+    trash.register(session_sub)
+    export.register(session_sub)
     models.register_top(top)
     serve.register_top(top)
     doctor.register_top(top)

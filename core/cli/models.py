@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import InvalidSettings
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
@@ -23,6 +24,7 @@ from branchwise.core.providers.detect import candidate_urls, choose_provider, de
 from branchwise.core.settings import (
     Settings,
     SettingsNotice,
+    for_conversation,
     require_settings,
     validate_settings,
 )
@@ -81,15 +83,23 @@ def add_provider_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=None, help="model name to request")
 
 
-def settings_from_args(store: SessionStore, args: argparse.Namespace) -> Settings:
-    """The saved settings with the command-line overrides applied and validated."""
-    return _settings_and_notices(store, args)[0]
+def settings_from_args(
+    store: SessionStore,
+    args: argparse.Namespace,
+    conversation: ConversationSettings | None = None,
+) -> Settings:
+    """The saved settings, then a conversation's own choices, then the command-line overrides."""
+    return _settings_and_notices(store, args, conversation)[0]
 
 
 def _settings_and_notices(
-    store: SessionStore, args: argparse.Namespace
+    store: SessionStore,
+    args: argparse.Namespace,
+    conversation: ConversationSettings | None = None,
 ) -> tuple[Settings, list[SettingsNotice]]:
     settings, notices = require_settings(store.root)
+    if conversation is not None:
+        settings = for_conversation(settings, conversation)
     data = settings.to_json()
     if getattr(args, "provider", None) is not None:
         data["provider"] = args.provider
@@ -106,13 +116,17 @@ def _settings_and_notices(
     return merged, notices
 
 
-def provider_from_args(store: SessionStore, args: argparse.Namespace) -> Provider:
-    """The provider for a command: settings, overridden by the provider options.
+def provider_from_args(
+    store: SessionStore,
+    args: argparse.Namespace,
+    conversation: ConversationSettings | None = None,
+) -> Provider:
+    """The provider for a command: settings, the conversation's, then the provider options.
 
     Raises :class:`~branchwise.core.errors.InvalidSettings` for a bad override and
     :class:`~branchwise.core.errors.UnsupportedFormat` for settings of a newer format.
     """
-    settings = settings_from_args(store, args)
+    settings = settings_from_args(store, args, conversation)
     if not settings.configured:
         return DemoProvider(delay=getattr(args, "delay_ms", 0) / 1000)
     return choose_provider(settings)

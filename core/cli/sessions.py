@@ -1,4 +1,4 @@
-"""``branchwise session new|list|show|say|verify|migrate``."""
+"""``branchwise session new|config|list|show|say|verify|migrate``."""
 
 from __future__ import annotations
 
@@ -7,11 +7,20 @@ import asyncio
 import sys
 from typing import Any
 
-from branchwise.core.cli.models import add_provider_options, provider_from_args
+from branchwise.core.cli.models import (
+    add_provider_options,
+    provider_from_args,
+    settings_from_args,
+)
 from branchwise.core.cli.search import index_written
+from branchwise.core.conversation_settings import (
+    ConversationSettings,
+    validate_conversation_settings,
+)
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import validate_session_id
 from branchwise.core.log.segments import disk_usage
+from branchwise.core.projection import events as ev
 from branchwise.core.runtime import TurnListener, TurnRunner
 from branchwise.core.store.store import SessionStore, verify_session
 
@@ -20,7 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the session subcommands of this module."""
     new = sub.add_parser("new", help="create a session")
     new.add_argument("--title", default="", help="title (default: from the first message)")
+    _add_conversation_options(new)
     new.set_defaults(func=cmd_new)
+
+    config = sub.add_parser(
+        "config", help="show or change a conversation's model, system prompt and temperature"
+    )
+    config.add_argument("session_id")
+    _add_conversation_options(config)
+    config.set_defaults(func=cmd_config)
 
     sub.add_parser("list", help="list sessions, newest first").set_defaults(func=cmd_list)
 
@@ -49,12 +66,64 @@ def register(sub: argparse._SubParsersAction) -> None:
     migrate.set_defaults(func=cmd_migrate)
 
 
+def _add_conversation_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=None, help='this conversation\'s model ("" clears)')
+    parser.add_argument(
+        "--system", default=None, metavar="TEXT", help='its system prompt ("" clears)'
+    )
+    parser.add_argument(
+        "--temperature",
+        default=None,
+        metavar="T",
+        help='its temperature, 0 to 2 ("default" clears)',
+    )
+
+
+def _conversation_settings(
+    args: argparse.Namespace, current: ConversationSettings
+) -> ConversationSettings:
+    """``current`` with the options given on the command line (validated)."""
+    model = current.model if args.model is None else args.model
+    system = current.system if args.system is None else args.system
+    temperature: object = current.temperature
+    if args.temperature is not None:
+        text = args.temperature.strip()
+        if text in ("", "default"):
+            temperature = None
+        else:
+            try:
+                temperature = float(text)
+            except ValueError:
+                temperature = text  # refused below with the field named
+    return validate_conversation_settings(model, system, temperature)
+
+
 def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """Create a root session."""
+    """Create a root session (with its own model, system prompt or temperature if given)."""
+    chosen = _conversation_settings(args, ConversationSettings())
     with store.create(args.title) as writer:
+        if not chosen.empty:
+            writer.commit([ev.session_config(chosen.model, chosen.system, chosen.temperature)])
         result = {"sessionId": writer.session_id, "title": writer.manifest.title}
     index_written(store, writer.session_id)
     return result
+
+
+def cmd_config(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """``{"sessionId", "config"}``: a conversation's own settings, changed by any options given.
+
+    Nothing is written when nothing changes; a change is one ``session/config``
+    commit under the writer lease (``lease_held`` while another process writes).
+    """
+    session_id = validate_session_id(args.session_id)
+    if args.model is None and args.system is None and args.temperature is None:
+        current = store.read(session_id).projection.settings
+        return {"sessionId": session_id, "config": current.to_json()}
+    with store.open_writer(session_id) as writer:
+        chosen = _conversation_settings(args, writer.projection.settings)
+        if chosen != writer.projection.settings:
+            writer.commit([ev.session_config(chosen.model, chosen.system, chosen.temperature)])
+    return {"sessionId": session_id, "config": chosen.to_json()}
 
 
 def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
@@ -84,6 +153,7 @@ def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         "generation": manifest.generation,
         "parent": manifest.parent.to_json() if manifest.parent else None,
         "verifiable": projection.verifiable,
+        "config": projection.settings.to_json(),
         "turns": [turn.to_json() for turn in projection.turns],
         "messages": [
             {"messageId": m.message_id, "role": m.role, "content": m.content}
@@ -114,10 +184,13 @@ class _StdoutStreamer(TurnListener):
 
 def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Run one whole turn and commit it; the JSON result is the last line."""
-    provider = provider_from_args(store, args)
     listener = None if args.quiet else _StdoutStreamer()
+    settings_from_args(store, args)  # unusable settings refuse before the session is touched
     with store.open_writer(validate_session_id(args.session_id)) as writer:
-        runner = TurnRunner(writer, provider, listener)
+        conversation = writer.projection.settings
+        settings = settings_from_args(store, args, conversation)
+        provider = provider_from_args(store, args, conversation)
+        runner = TurnRunner(writer, provider, listener, system=settings.system_prompt)
         result = asyncio.run(runner.run(args.text))
     index_written(store, writer.session_id)
     payload = result.to_json()

@@ -248,11 +248,13 @@ def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, 
             generation=before.generation,
         )
     cut = _cut_prefix(read_session_log(source_dir, before).data, request.boundary_sequence)
-    _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
+    # Checked again before the cut is judged: a source moved to the Trash while its log
+    # was read reads as an empty log, which must refuse as source_not_found, not unknown_turn.
     if load_source_manifest(source_dir, source_id).generation != before.generation:
         raise StaleSource(
             f"session {source_id} was replaced while it was forked", sessionId=source_id
         )
+    _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
     return before, cut
 
 

@@ -146,6 +146,16 @@ def N_(message: str) -> str:  # noqa: N802 - the conventional gettext marker nam
     return message
 
 
+def translator(value: str | None = None) -> Callable[[str], str]:
+    """``gettext`` of one language (default: the active one), leaving the active one alone.
+
+    For text written in a fixed language while the interface may switch, such
+    as an answer the demo responder has started streaming.
+    """
+    code = _active_code if value is None else resolve_locale(value)[0]
+    return _translations_for(code).gettext
+
+
 def current_language() -> str:
     """The active language code (one of :data:`SUPPORTED`)."""
     return _active_code

@@ -18,14 +18,16 @@ from branchwise.core.i18n.language import N_, _, format_number, ngettext
 
 REASONS: Mapping[str, str] = {
     # Fork targets: why a turn's "Branch into a new conversation" is disabled.
+    # The first two are the reference documents' exact strings (shared/reference/README.md).
     "turn_open": N_("This turn has not finished yet, so it has no boundary to branch from."),
     "unverifiable": N_("This turn has no confirmable branch boundary in the session record."),
     "active_authority": N_(
         "This turn still has an open approval or tool call, so it cannot be branched yet."
     ),
     "boundary_not_atomic": N_(
-        "This turn ends inside a saved commit, so branching here would split it."
+        "This turn was saved together with the next one, so it cannot be branched on its own."
     ),
+    "nothing_to_branch": N_("No finished turn to branch from in this conversation yet."),
     "targets_loading": N_("Still checking which turns can be branched…"),
     "creation_in_flight": N_("A branch is already being created from this turn."),
     "server_unsupported": N_("This server does not support branching conversations."),
@@ -43,6 +45,13 @@ REASONS: Mapping[str, str] = {
     "invalid_fork_request": N_("This branch request is not valid."),
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
+    "invalid_conversation_settings": N_(
+        "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
+    ),
+    "turn_running": N_("Wait for the answer to finish, then try again."),
+    "tabs_not_restored": N_(
+        "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."
+    ),
     "fork_created": N_("Branch created: {title}"),
     # TRANSLATORS: "Open it" ends the sentence and is shown as a link.
     "fork_attach_failed": N_("Could not open the new conversation {title}; it is kept. Open it"),
@@ -107,6 +116,16 @@ REASONS: Mapping[str, str] = {
     "invalid_session_id": N_("That is not a valid conversation id."),
     "session_not_found": N_("This conversation could not be found."),
     "session_exists": N_("A conversation with this id already exists."),
+    "session_trashed": N_("This conversation is in the Trash. Restore it first."),
+    "not_trashed": N_("This conversation is not in the Trash."),
+    # The Trash and export (desktop notices).
+    "conversation_trashed": N_("Moved {title} to the Trash."),
+    "conversation_restored": N_("Restored {title} from the Trash."),
+    "conversation_purged": N_("Deleted {title} for good."),
+    "trash_emptied": N_("The Trash was emptied."),
+    "conversation_exported": N_("Exported {title} to {path}."),
+    "output_exists": N_("A file with this name already exists; it was left unchanged."),
+    "export_failed": N_("The export could not be written there. Check the folder and try again."),
     "invalid_manifest": N_("This conversation's description file is damaged."),
     "manifest_mismatch": N_(
         "A folder holds a copy of another conversation's description file (a backup?). "
@@ -144,6 +163,14 @@ REASONS: Mapping[str, str] = {
     "provider_model_not_found": N_("The model server does not have this model."),
     "provider_endpoint_not_found": N_(
         "The model server has no such endpoint. Check the base URL (it often ends in /v1)."
+    ),
+    "provider_model_list_unavailable": N_(
+        "This server does not list its models. Type the model name: chatting works "
+        "without the list."
+    ),
+    "provider_model_name_required": N_(
+        "This server does not list its models, so none can be picked for you. Type the "
+        "model name in Settings."
     ),
     "provider_rate_limited": N_(
         "The model server is limiting requests. Wait a moment and try again."

@@ -23,6 +23,7 @@ class EventType(StrEnum):
     SESSION_FORK = "session/fork"
     SESSION_CHILD = "session/child"
     SESSION_TITLE = "session/title"
+    SESSION_CONFIG = "session/config"
     TURN_START = "turn/start"
     TURN_END = "turn/end"
     MESSAGE_USER = "message/user"
@@ -59,6 +60,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     ),
     EventType.SESSION_CHILD: ("parentSessionId", "childSessionId", "rootSessionId", "spawnedFrom"),
     EventType.SESSION_TITLE: ("title",),
+    EventType.SESSION_CONFIG: ("model", "system", "temperature"),
     EventType.TURN_START: ("turnId",),
     EventType.TURN_END: ("turnId", "reason"),
     EventType.MESSAGE_USER: ("messageId", "content"),
@@ -98,6 +100,16 @@ def validate_event(event: Event) -> Event:
 def session_created(title: str, kind: str = "root") -> Event:
     """First event of every session."""
     return {"type": EventType.SESSION_CREATED.value, "title": title, "kind": kind}
+
+
+def session_config(model: str | None, system: str | None, temperature: float | None) -> Event:
+    """The conversation's own model, system prompt and temperature (``None``: as in Settings)."""
+    return {
+        "type": EventType.SESSION_CONFIG.value,
+        "model": model,
+        "system": system,
+        "temperature": temperature,
+    }
 
 
 def turn_start(turn_id: str) -> Event:

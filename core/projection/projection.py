@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from branchwise.core.conversation_settings import ConversationSettings, from_event
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.turns import Hook, Turn, TurnTracker
 
@@ -61,6 +62,8 @@ class Projection(TurnTracker):
         fork: the ``session/fork`` record of a forked session.
         children: the ``session/child`` records.
         checkpoints: checkpoint id -> the blobs it names.
+        settings: the conversation's own model, system prompt and temperature
+            (the latest ``session/config``).
         seed_length: the seq a fork inherited through: ``usage`` up to it
             was paid by the parent, so it is not counted again (STORAGE.md).
     """
@@ -73,6 +76,7 @@ class Projection(TurnTracker):
     fork: dict[str, Any] | None = None
     children: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, list[str]] = field(default_factory=dict)
+    settings: ConversationSettings = field(default_factory=ConversationSettings)
     seed_length: int = 0
     _by_message: dict[str, Message] = field(default_factory=dict, repr=False)
 
@@ -114,6 +118,9 @@ class Projection(TurnTracker):
 
     def _title(self, event: dict[str, Any], turn: Turn | None) -> None:
         self.title = event["title"]
+
+    def _config(self, event: dict[str, Any], turn: Turn | None) -> None:
+        self.settings = from_event(event)
 
     def _fork(self, event: dict[str, Any], turn: Turn | None) -> None:
         self.fork = {k: v for k, v in event.items() if k not in ("seq", "ts", "type")}
@@ -184,6 +191,7 @@ class Projection(TurnTracker):
         EventType.TURN_END.value: _turn_end,
         EventType.SESSION_CREATED.value: _created,
         EventType.SESSION_TITLE.value: _title,
+        EventType.SESSION_CONFIG.value: _config,
         EventType.SESSION_FORK.value: _fork,
         EventType.SESSION_CHILD.value: _child,
         EventType.TOOL_CALL.value: _tool_call,

@@ -103,7 +103,10 @@ def choose_provider(settings: Settings, environ: Mapping[str, str] | None = None
     if not settings.configured:
         return DemoProvider()
     return OpenAIProvider(
-        settings.base_url, settings.model, api_key=resolve_api_key(settings, environ)
+        settings.base_url,
+        settings.model,
+        api_key=resolve_api_key(settings, environ),
+        temperature=settings.temperature,
     )
 
 

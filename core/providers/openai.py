@@ -20,6 +20,8 @@ scrubbed of it too, in case a server echoes it back.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,6 +33,8 @@ import orjson
 from branchwise.core.errors import (
     EndpointNotFound,
     InvalidBaseUrl,
+    ModelListUnavailable,
+    ModelNameRequired,
     ModelNotFound,
     ProviderAuthError,
     ProviderBadStream,
@@ -53,6 +57,9 @@ from branchwise.core.providers.sse import SSEDecoder, SSEProtocolError
 USER_AGENT = "Branchwise/0.1"
 MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 16 * 1024 * 1024
+_NO_MODEL_LIST = frozenset({404, 405, 501})
+"""Statuses of ``GET /models`` that mean "no list here", not "no API here"."""
+
 _ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
 
 
@@ -116,6 +123,7 @@ class OpenAIProvider:
         client: a shared ``httpx.AsyncClient`` to reuse connections. Without
             it each call opens and closes its own, so the provider holds no
             event-loop-bound state and needs no closing.
+        temperature: sent as ``temperature`` when set (otherwise the server decides).
 
     Attributes:
         model: the model name recorded on messages.
@@ -132,8 +140,10 @@ class OpenAIProvider:
         connect_timeout: float = 5.0,
         read_timeout: float = 60.0,
         client: httpx.AsyncClient | None = None,
+        temperature: float | None = None,
     ) -> None:
         self.base_url = normalize_base_url(base_url)
+        self.temperature = temperature
         self.host = server_host(self.base_url)
         self.model = model.strip()
         self._api_key = api_key or None
@@ -163,6 +173,8 @@ class OpenAIProvider:
                 response = await client.get(
                     self._url("/models"), headers=self._headers(), timeout=self._timeout
                 )
+                if response.status_code in _NO_MODEL_LIST:
+                    raise self._no_model_list(response.status_code, response.content)
                 if response.status_code >= 400:
                     raise self._http_error(response.status_code, response.headers, response.content)
                 body = response.content
@@ -180,7 +192,14 @@ class OpenAIProvider:
         is one generator deep on purpose: replies run to thousands of chunks.
         """
         if not self.model:
-            models = await self.list_models()
+            try:
+                models = await self.list_models()
+            except ModelListUnavailable:
+                raise ModelNameRequired(
+                    f"{self.host} does not list its models, so none can be picked for you: "
+                    "type the model name in Settings (or pass --model)",
+                    host=self.host,
+                ) from None
             if not models:
                 raise ModelNotFound(f"{self.host} offers no models", host=self.host, status=404)
             self.model = models[0]
@@ -204,16 +223,24 @@ class OpenAIProvider:
                         host=self.host,
                     )
                 decoder = SSEDecoder()
-                async for raw in response.aiter_bytes():
-                    for event in decoder.feed(raw):
-                        chunk = reader.event(event.event, event.data)
-                        if chunk is not None:
-                            yield chunk
+                body = response.aiter_bytes()
+                body_ended = False
+                try:
+                    async for raw in body:
+                        for event in decoder.feed(raw):
+                            chunk = reader.event(event.event, event.data)
+                            if chunk is not None:
+                                yield chunk
+                            if reader.done:
+                                break
                         if reader.done:
                             break
-                    if reader.done:
-                        break
-                else:
+                    else:
+                        body_ended = True
+                finally:
+                    if not body_ended:
+                        await _release(body)
+                if body_ended:
                     events, tail = decoder.close()
                     for event in events:
                         chunk = reader.event(event.event, event.data)
@@ -240,6 +267,8 @@ class OpenAIProvider:
         include_usage = True
         while True:
             body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True}
+            if self.temperature is not None:
+                body["temperature"] = self.temperature
             if include_usage:
                 body["stream_options"] = {"include_usage": True}
             headers = self._headers()
@@ -341,6 +370,18 @@ class OpenAIProvider:
             )
         return ProviderError(f"request to {host} failed: {self._redact(str(exc))}", host=host)
 
+    def _no_model_list(self, status: int, raw: bytes) -> ModelListUnavailable:
+        server_message = self._redact(error_message(raw))
+        details: dict[str, Any] = {"host": self.host, "status": status}
+        if server_message:
+            details["serverMessage"] = server_message
+        return ModelListUnavailable(
+            f"{self.host} does not list its models at {urlsplit(self.base_url).path}/models "
+            f"(HTTP {status}): type the model name, chatting works without the list; "
+            "if chatting fails too, check the server URL (it usually ends in /v1)",
+            **details,
+        )
+
     def _http_error(self, status: int, headers: httpx.Headers, raw: bytes) -> ProviderHttpError:
         host = self.host
         server_message = self._redact(error_message(raw))
@@ -383,12 +424,32 @@ async def _read_limited(response: httpx.Response, limit: int) -> bytes:
     """
     parts: list[bytes] = []
     size = 0
+    body = response.aiter_bytes()
     try:
-        async for raw in response.aiter_bytes():
+        async for raw in body:
             parts.append(raw)
             size += len(raw)
             if size >= limit:
                 break
     except httpx.HTTPError:
         pass
+    finally:
+        await _release(body)
     return b"".join(parts)[:limit]
+
+
+async def _release(body: AsyncIterator[bytes]) -> None:
+    """Finish httpx's byte stream on this task when we stop reading it early.
+
+    Breaking out of ``aiter_bytes()`` leaves a chain of suspended async
+    generators (httpx, then httpcore); closing the outer one does not close
+    the inner ones, which the garbage collector then finalizes on another
+    task, where httpcore's cancel scopes fail ("async generator ignored
+    GeneratorExit", tracebacks on stop or quit). A cancellation raised from
+    inside the innermost read unwinds every layer here instead. A server that
+    keeps the connection open after its last event is not waited for.
+    """
+    with contextlib.suppress(TimeoutError, httpx.HTTPError):
+        async with asyncio.timeout(0):
+            async for _ in body:
+                pass

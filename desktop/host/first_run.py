@@ -1,9 +1,11 @@
 """First start: offer a model server that answers, else stay on the demo responder.
 
-Probing happens once per data root (``first_run_done`` is saved whether or
-not anything answered), never sends an API key, and only *offers* the server
-in a notice: the user's click switches the provider, so nothing listening on
-a well-known port is trusted silently.
+Probing never sends an API key and only *offers* the server in a notice: the
+user's click switches the provider, so nothing listening on a well-known port
+is trusted silently. The offer waits for an answer: it does not fade, and
+``first_run_done`` is saved when the user accepts or declines it (or when
+nothing answered), so a user who quits without answering is asked again at the
+next start. Settings' "Detect local servers" probes again at any time.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, NoticeAction
 
 USE_SERVER = "use_server"
+SERVER_FOUND = "server_found"
 
 
 class FirstRun:
@@ -45,25 +48,49 @@ class FirstRun:
             return None
         urls = list(self.candidates) if self.candidates is not None else candidate_urls(settings)
         servers = await detect_servers(urls, timeout=self.timeout)
-        done = dataclasses.replace(self.host.settings, first_run_done=True)
-        save_settings(self.host.root, done)
-        self.host.settings = done
-        suggestion = suggest_settings(done, servers)
+        suggestion = suggest_settings(self.host.settings, servers)
         if suggestion is None:
+            self._done()
             return None
-        self.suggestion = suggestion
+        self.suggestion = dataclasses.replace(suggestion, first_run_done=True)
         self.host.notices.post(
-            "server_found",
+            SERVER_FOUND,
             Level.INFO,
             action=NoticeAction(USE_SERVER),
+            sticky=True,
             url=suggestion.base_url,
             model=suggestion.model,
         )
-        return suggestion
+        return self.suggestion
 
     def accept(self) -> Changes | None:
-        """Switch to the offered server (the user clicked "Use it")."""
+        """Switch to the offered server (the user clicked "Use it", maybe from the history)."""
         if self.suggestion is None:
             return None
         chosen, self.suggestion = self.suggestion, None
-        return self.host.update_settings(chosen)
+        return self.host.update_settings(
+            dataclasses.replace(self.host.settings, **_server_fields(chosen))
+        )
+
+    def decline(self) -> None:
+        """The user dismissed the offer: do not ask again at the next start.
+
+        The suggestion stays for this run, so the history entry can still take it.
+        """
+        if not self.host.settings.first_run_done:
+            self._done()
+
+    def _done(self) -> None:
+        done = dataclasses.replace(self.host.settings, first_run_done=True)
+        save_settings(self.host.root, done)
+        self.host.settings = done
+
+
+def _server_fields(settings: Settings) -> dict[str, object]:
+    """What accepting an offer changes: the server, not the user's other choices."""
+    return {
+        "provider": settings.provider,
+        "base_url": settings.base_url,
+        "model": settings.model,
+        "first_run_done": True,
+    }

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, InvalidTitle, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.i18n.language import _
@@ -36,7 +37,7 @@ from branchwise.core.lineage import LineageIndex
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
 from branchwise.core.search import SearchIndex, SearchResult
-from branchwise.core.settings import Settings, load_settings, save_settings
+from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
@@ -630,6 +631,27 @@ class Host:
             await asyncio.to_thread(index.close)
 
     # -- settings ---------------------------------------------------------------
+
+    def turn_provider(self, conversation: ConversationSettings) -> tuple[Provider, str]:
+        """The provider and system prompt for a turn of a conversation with these settings.
+
+        A conversation that sets nothing of its own shares the app's provider.
+        """
+        if conversation.empty:
+            return self.provider, self.settings.system_prompt
+        effective = for_conversation(self.settings, conversation)
+        return self._provider_factory(effective), effective.system_prompt
+
+    def configure(self, session_id: str, conversation: ConversationSettings) -> Changes:
+        """Give a conversation its own model, system prompt and temperature.
+
+        Raises:
+            ReadOnlySession: it is not open for writing here.
+            BranchwiseError: a turn is running (it applies to whole turns), or the commit failed.
+        """
+        session = self.open_session(session_id)
+        session.configure(conversation)
+        return self.emit(Changes(sessions=frozenset({session_id})))
 
     def update_settings(self, settings: Settings) -> Changes:
         """Save new settings and switch provider; the language is the window's business."""

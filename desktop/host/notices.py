@@ -51,6 +51,7 @@ class Notice:
         action: an optional follow-up the user can click.
         id: unique, increasing.
         created: when it was posted (Unix seconds).
+        sticky: an offer that waits for the user's answer: it never fades.
     """
 
     code: str
@@ -60,6 +61,7 @@ class Notice:
     action: NoticeAction | None = None
     id: int = 0
     created: float = 0.0
+    sticky: bool = False
 
 
 Listener = Callable[[Notice], None]
@@ -84,10 +86,11 @@ class NoticeCenter:
         *,
         detail: str | None = None,
         action: NoticeAction | None = None,
+        sticky: bool = False,
         **params: Any,
     ) -> Notice:
         """Record a notice and tell every listener."""
-        notice = Notice(code, level, params, detail, action, next(self._ids), time.time())
+        notice = Notice(code, level, params, detail, action, next(self._ids), time.time(), sticky)
         self._history.append(notice)
         for listener in list(self._listeners):
             listener(notice)

@@ -25,16 +25,19 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
     CorruptLog,
     LeaseHeld,
     ReadOnlyDataFolder,
     ReadOnlySession,
+    TurnRunning,
 )
 from branchwise.core.fork.targets import targets_from_projection
 from branchwise.core.log.frames import decode_frame, frame_offsets
 from branchwise.core.log.segments import log_identity, read_session_log
+from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store.manifest import Manifest, load_manifest
@@ -306,13 +309,40 @@ class OpenSession(TurnListener):
             raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
         if self._turn_task is not None and not self._turn_task.done():
             raise BranchwiseError("a turn is already running in this conversation")
-        self._runner = TurnRunner(self.writer, self._host.provider, self)
+        provider, system = self._host.turn_provider(self.writer.projection.settings)
+        self._runner = TurnRunner(self.writer, provider, self, system=system)
         self._turn_task = asyncio.ensure_future(self._runner.run(text))
         try:
             return await asyncio.shield(self._turn_task)
         finally:
             if self._turn_task.done():
                 self._runner = None
+
+    @property
+    def conversation_settings(self) -> ConversationSettings:
+        """The conversation's own model, system prompt and temperature."""
+        projection = self.projection
+        return projection.settings if projection is not None else ConversationSettings()
+
+    def configure(self, conversation: ConversationSettings) -> None:
+        """Commit new conversation settings (between turns only).
+
+        Raises:
+            ReadOnlySession: not open for writing.
+            BranchwiseError: a turn is running, or the commit failed.
+        """
+        if self.writer is None:
+            raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
+        if self.running:
+            raise TurnRunning("wait for the answer to finish", sessionId=self.session_id)
+        if conversation != self.writer.projection.settings:
+            self.writer.commit(
+                [
+                    ev.session_config(
+                        conversation.model, conversation.system, conversation.temperature
+                    )
+                ]
+            )
 
     def stop(self) -> None:
         """Stop the running turn (it ends ``cancelled`` and keeps its partial answer)."""

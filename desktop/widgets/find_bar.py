@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QToolButton, QWidget
 
@@ -59,6 +59,17 @@ class _FindField(QLineEdit):
     def __init__(self, bar: FindBar) -> None:
         super().__init__(bar)
         self._bar = bar
+
+    def event(self, event: QEvent) -> bool:
+        """Esc belongs to the bar while it has focus, not to the window's Stop shortcut."""
+        if (
+            event.type() == QEvent.Type.ShortcutOverride
+            and isinstance(event, QKeyEvent)
+            and event.key() == Qt.Key.Key_Escape
+        ):
+            event.accept()
+            return True
+        return super().event(event)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
         """Step through matches, or close the bar."""

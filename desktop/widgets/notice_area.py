@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from branchwise.core.i18n.language import _, format_time
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction, NoticeCenter
+from branchwise.desktop.host.trashing import RESTORE_ACTION
 from branchwise.desktop.widgets.turn_widget import untitled
 
 #: How many notices show as rows at once.
@@ -75,7 +76,7 @@ class NoticeRow(QFrame):
         self.dismiss_button.setObjectName("noticeDismiss")
         self.dismiss_button.setText("×")
         self.dismiss_button.setAutoRaise(True)
-        self.dismiss_button.clicked.connect(lambda: area.dismiss(self))
+        self.dismiss_button.clicked.connect(lambda: area.decline(self))
         texts = QVBoxLayout()
         texts.setSpacing(0)
         texts.addWidget(self.message_label)
@@ -85,7 +86,7 @@ class NoticeRow(QFrame):
         layout.addLayout(texts, 1)
         layout.addWidget(self.action_button)
         layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
-        if notice.level not in PERSISTENT:
+        if notice.level not in PERSISTENT and not notice.sticky:
             # Owned by the row, so it dies with it and never fires on a deleted one.
             self._fade = QTimer(self)
             self._fade.setSingleShot(True)
@@ -99,8 +100,12 @@ class NoticeRow(QFrame):
         return self.message_label.text()
 
     def _act(self) -> None:
-        if self.notice.action is not None:
-            self._area.run_action(self.notice.action)
+        action = self.notice.action
+        if action is None:
+            return
+        if action.kind == RESTORE_ACTION:
+            self._area.dismiss(self)  # an Undo is done once
+        self._area.run_action(action)
 
     def retranslate_ui(self) -> None:
         """Re-render the sentence in the active language."""
@@ -113,6 +118,9 @@ class NoticeRow(QFrame):
         if action is not None and action.kind == "use_server":
             self.action_button.setText(_("Use it"))
             self.action_button.setToolTip(_("Switch to this model server"))
+        elif action is not None and action.kind == RESTORE_ACTION:
+            self.action_button.setText(_("Undo"))
+            self.action_button.setToolTip(_("Move the conversation back from the Trash"))
         elif action is not None:
             self.action_button.setText(_("Open"))
             self.action_button.setToolTip(_("Open the conversation this notice is about"))
@@ -127,6 +135,7 @@ class NoticeArea(QFrame):
         notices: the notice channel to listen to.
         title_of: a session's title, for notices that name a session by id.
         on_action: runs a notice's action (e.g. opens a kept child).
+        on_decline: told when the user dismisses a row by hand (an offer declined).
     """
 
     def __init__(
@@ -135,12 +144,14 @@ class NoticeArea(QFrame):
         title_of: Callable[[str], str],
         on_action: Callable[[NoticeAction], None],
         parent: QWidget | None = None,
+        on_decline: Callable[[Notice], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("noticeArea")
         self.notices = notices
         self.title_of = title_of
         self._on_action = on_action
+        self._on_decline = on_decline
         self._rows_layout = QVBoxLayout()
         self._rows_layout.setSpacing(2)
         self.history_button = QToolButton(self)
@@ -157,7 +168,7 @@ class NoticeArea(QFrame):
         layout.addWidget(self.history_button, 0, Qt.AlignmentFlag.AlignBottom)
         self._unsubscribe = notices.subscribe(self.show_notice)
         for notice in notices.history:
-            if notice.level in PERSISTENT:
+            if notice.level in PERSISTENT or notice.sticky:
                 self.show_notice(notice)
         self.retranslate_ui()
 
@@ -200,6 +211,12 @@ class NoticeArea(QFrame):
         if row in self.rows():
             self._remove(row)
         self._render_history_button()
+
+    def decline(self, row: NoticeRow) -> None:
+        """The user dismissed ``row``: hide it and tell whoever made the offer."""
+        self.dismiss(row)
+        if self._on_decline is not None:
+            self._on_decline(row.notice)
 
     def _remove(self, row: NoticeRow) -> None:
         self._rows_layout.removeWidget(row)

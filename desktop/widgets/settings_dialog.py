@@ -10,29 +10,34 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox,
     QDialog,
     QDialogButtonBox,
+    QDoubleSpinBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QPlainTextEdit,
     QPushButton,
     QVBoxLayout,
     QWidget,
 )
 
+from branchwise.core.conversation_settings import MAX_TEMPERATURE
 from branchwise.core.errors import BranchwiseError, InvalidSettings
 from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.core.settings import Settings, resolve_api_key, validate_settings
 
-FIELDS = ("provider", "baseUrl", "model", "apiKey", "language")
+FIELDS = ("provider", "baseUrl", "model", "apiKey", "systemPrompt", "temperature", "language")
+NO_TEMPERATURE = -0.1
+"""The temperature box's lowest value, shown as "Server default" (none is sent)."""
 
 
 class SettingsDialog(QDialog):
@@ -41,6 +46,10 @@ class SettingsDialog(QDialog):
     Args:
         settings: the current settings.
         on_save: called with valid new settings when the user saves.
+
+    Attributes:
+        detect_candidates: where "Detect local servers" looks (``None``: the
+            configured URL, then the usual local ports).
     """
 
     def __init__(
@@ -55,6 +64,8 @@ class SettingsDialog(QDialog):
         self._settings = settings
         self._on_save = on_save
         self._models_task: asyncio.Task[None] | None = None
+        self._detect_task: asyncio.Task[None] | None = None
+        self.detect_candidates: Sequence[str] | None = None
 
         self.provider = QComboBox(self)
         self.provider.setObjectName("provider")
@@ -70,9 +81,21 @@ class SettingsDialog(QDialog):
         self.refresh_button = QPushButton(self)
         self.refresh_button.setObjectName("refreshModels")
         self.refresh_button.clicked.connect(self.refresh_models)
+        self.detect_button = QPushButton(self)
+        self.detect_button.setObjectName("detectServers")
+        self.detect_button.clicked.connect(self.detect_servers)
         self.api_key = QLineEdit(self)
         self.api_key.setObjectName("apiKey")
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.system_prompt = QPlainTextEdit(self)
+        self.system_prompt.setObjectName("systemPrompt")
+        self.system_prompt.setTabChangesFocus(True)
+        self.system_prompt.setFixedHeight(72)
+        self.temperature = QDoubleSpinBox(self)
+        self.temperature.setObjectName("temperature")
+        self.temperature.setRange(NO_TEMPERATURE, MAX_TEMPERATURE)
+        self.temperature.setSingleStep(0.1)
+        self.temperature.setDecimals(2)
         self.language = QComboBox(self)
         self.language.setObjectName("language")
         self.language.addItem("", None)
@@ -91,6 +114,7 @@ class SettingsDialog(QDialog):
         self.models_status = QLabel(self)
         self.models_status.setObjectName("modelsStatus")
         self.models_status.setTextFormat(Qt.TextFormat.PlainText)
+        self.models_status.setWordWrap(True)
 
         model_row = QHBoxLayout()
         model_row.addWidget(self.model, 1)
@@ -98,7 +122,12 @@ class SettingsDialog(QDialog):
         self.form = QFormLayout()
         self._labels = {name: QLabel(self) for name in FIELDS}
         self.form.addRow(self._labels["provider"], self._with_error(self.provider, "provider"))
-        self.form.addRow(self._labels["baseUrl"], self._with_error(self.base_url, "baseUrl"))
+        url_row = QWidget(self)
+        url_layout = QHBoxLayout(url_row)
+        url_layout.setContentsMargins(0, 0, 0, 0)
+        url_layout.addWidget(self.base_url, 1)
+        url_layout.addWidget(self.detect_button)
+        self.form.addRow(self._labels["baseUrl"], self._with_error(url_row, "baseUrl"))
         model_box = QWidget(self)
         model_layout = QVBoxLayout(model_box)
         model_layout.setContentsMargins(0, 0, 0, 0)
@@ -107,6 +136,12 @@ class SettingsDialog(QDialog):
         model_layout.addWidget(self.errors["model"])
         self.form.addRow(self._labels["model"], model_box)
         self.form.addRow(self._labels["apiKey"], self._with_error(self.api_key, "apiKey"))
+        self.form.addRow(
+            self._labels["systemPrompt"], self._with_error(self.system_prompt, "systemPrompt")
+        )
+        self.form.addRow(
+            self._labels["temperature"], self._with_error(self.temperature, "temperature")
+        )
         self.form.addRow(self._labels["language"], self._with_error(self.language, "language"))
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
@@ -137,6 +172,9 @@ class SettingsDialog(QDialog):
         self.model.setEditText(settings.model)
         self.api_key.setText(settings.api_key)
         self.language.setCurrentIndex(max(0, self.language.findData(settings.language)))
+        self.system_prompt.setPlainText(settings.system_prompt)
+        temperature = settings.temperature
+        self.temperature.setValue(NO_TEMPERATURE if temperature is None else temperature)
         self._render_enabled()
 
     # -- what the UI exposes -------------------------------------------------
@@ -155,6 +193,12 @@ class SettingsDialog(QDialog):
             model=self.model.currentText().strip(),
             apiKey=self.api_key.text().strip(),
             language=self.language.currentData(),
+            systemPrompt=self.system_prompt.toPlainText(),
+            temperature=(
+                None
+                if self.temperature.value() <= NO_TEMPERATURE
+                else round(self.temperature.value(), 2)
+            ),
         )
         return data
 
@@ -197,6 +241,56 @@ class SettingsDialog(QDialog):
         label.setText(text)
         label.show()
 
+    # -- finding a server ------------------------------------------------------------
+
+    def detect_servers(self) -> None:
+        """Look for model servers on this machine; the first one found fills the form."""
+        if self._detect_task is not None and not self._detect_task.done():
+            return
+        self._detect_task = asyncio.ensure_future(self._detect())
+
+    async def _detect(self) -> None:
+        from branchwise.core.providers.detect import candidate_urls, detect_servers
+
+        self.detect_button.setEnabled(False)
+        self.models_status.setText(_("Looking for model servers on this computer…"))
+        try:
+            draft = dataclasses.replace(self._settings, base_url=self.base_url.text().strip())
+            urls = (
+                list(self.detect_candidates)
+                if self.detect_candidates is not None
+                else candidate_urls(draft)
+            )
+            servers = await detect_servers(urls)
+        finally:
+            self.detect_button.setEnabled(True)
+        usable = [s for s in servers if s.models] or servers
+        if not usable:
+            self.models_status.setText(
+                _(
+                    "No model server answered on this computer (Ollama, LM Studio, "
+                    "llama.cpp and vLLM on their usual ports)."
+                )
+            )
+            return
+        found = usable[0]
+        self.provider.setCurrentIndex(self.provider.findData("openai"))
+        self.base_url.setText(found.base_url)
+        current = self.model.currentText() if self._settings.base_url == found.base_url else ""
+        self.model.clear()
+        self.model.addItems(list(found.models))
+        self.model.setEditText(current or (found.models[0] if found.models else ""))
+        self.models_status.setText(
+            fill(
+                ngettext(
+                    "Found {url}, offering {n} model.",
+                    "Found {url}, offering {n} models.",
+                    len(found.models),
+                ),
+                {"url": found.base_url, "n": len(found.models)},
+            )
+        )
+
     # -- the model list ------------------------------------------------------------
 
     def refresh_models(self) -> None:
@@ -206,7 +300,7 @@ class SettingsDialog(QDialog):
         self._models_task = asyncio.ensure_future(self._load_models())
 
     async def _load_models(self) -> None:
-        from branchwise.core.errors import ProviderError
+        from branchwise.core.errors import ModelListUnavailable, ProviderError
         from branchwise.core.providers.openai import OpenAIProvider
 
         self._show_error("model", "")
@@ -219,6 +313,11 @@ class SettingsDialog(QDialog):
                 self.base_url.text().strip(), "", api_key=resolve_api_key(draft)
             )
             models = await provider.list_models()
+        except ModelListUnavailable as exc:
+            # Not a failure: such a server chats with a typed model name.
+            self.models_status.setText(reason_text(exc.code))
+            self.model.setFocus()
+            return
         except ProviderError as exc:
             self.models_status.setText("")
             self._show_error("model", reason_text(exc.code))
@@ -245,8 +344,9 @@ class SettingsDialog(QDialog):
 
     def done(self, result: int) -> None:
         """Stop a model-list request still running when the dialog closes."""
-        if self._models_task is not None and not self._models_task.done():
-            self._models_task.cancel()
+        for task in (self._models_task, self._detect_task):
+            if task is not None and not task.done():
+                task.cancel()
         super().done(result)
 
     def retranslate_ui(self) -> None:
@@ -260,11 +360,21 @@ class SettingsDialog(QDialog):
             "baseUrl": _("Base URL"),
             "model": _("Model"),
             "apiKey": _("API key"),
+            "systemPrompt": _("System prompt"),
+            "temperature": _("Temperature"),
             "language": _("Language"),
         }
         for name, label in self._labels.items():
             label.setText(texts[name])
         self.refresh_button.setText(_("Refresh models"))
+        self.temperature.setSpecialValueText(_("Server default"))
+        self.system_prompt.setPlaceholderText(
+            _("Sent before every conversation that has none of its own")
+        )
+        self.detect_button.setText(_("Detect local servers"))
+        self.detect_button.setToolTip(
+            _("Look for Ollama, LM Studio, llama.cpp or vLLM running on this computer")
+        )
         self.api_key.setPlaceholderText(
             _("Leave empty to use BRANCHWISE_API_KEY or OPENAI_API_KEY")
         )
@@ -277,4 +387,6 @@ def _field_error(exc: InvalidSettings) -> str:
         return reason_text("provider_invalid_url")
     if field == "language":
         return reason_text("unknown_language", value="")
+    if field in ("systemPrompt", "temperature"):
+        return reason_text("invalid_conversation_settings")
     return reason_text(exc.code)

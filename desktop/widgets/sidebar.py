@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QPoint, Qt
-from PySide6.QtGui import QHelpEvent
+from PySide6.QtGui import QHelpEvent, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
     QInputDialog,
     QMenu,
@@ -56,6 +56,14 @@ class _LineageTree(QTreeWidget):
                 return True
         return super().viewportEvent(event)
 
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """The Delete key moves the highlighted conversation to the Trash."""
+        if event.matches(QKeySequence.StandardKey.Delete) or event.key() == Qt.Key.Key_Delete:
+            self._sidebar.delete_current()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
 
 class Sidebar(QWidget):
     """The "New conversation" button and the lineage tree.
@@ -64,6 +72,7 @@ class Sidebar(QWidget):
         host: the host (the tree comes from its manifest index).
         open_session: called with a session id when an item is activated.
         new_session: called when "New conversation" is clicked.
+        delete_session: called with a session id for "Delete" (menu or Delete key).
     """
 
     def __init__(
@@ -72,11 +81,13 @@ class Sidebar(QWidget):
         open_session: Callable[[str], None],
         new_session: Callable[[], None],
         parent: QWidget | None = None,
+        delete_session: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("sidebar")
         self.host = host
         self._open_session = open_session
+        self._delete_session = delete_session
         self.new_button = QPushButton(self)
         self.new_button.setObjectName("newConversationButton")
         self.new_button.clicked.connect(new_session)
@@ -271,9 +282,29 @@ class Sidebar(QWidget):
         sid = item.data(0, SESSION_ROLE) if item is not None else None
         if not sid:
             return
+        self.context_menu(sid).popup(self.tree.viewport().mapToGlobal(pos))
+
+    def context_menu(self, session_id: str) -> QMenu:
+        """The menu of one conversation: Rename…, Delete."""
         menu = QMenu(self)
-        menu.addAction(_("Rename…"), lambda: self.ask_rename(sid))
-        menu.popup(self.tree.viewport().mapToGlobal(pos))
+        menu.setObjectName("conversationMenu")
+        menu.addAction(_("Rename…"), lambda: self.ask_rename(session_id))
+        if self._delete_session is not None:
+            delete = menu.addAction(_("Delete"), lambda: self.delete(session_id))
+            delete.setToolTip(_("Move the conversation to the Trash (it can be restored)"))
+        return menu
+
+    def delete(self, session_id: str) -> None:
+        """Move a conversation to the Trash (the window stops and closes it first)."""
+        if self._delete_session is not None:
+            self._delete_session(session_id)
+
+    def delete_current(self) -> None:
+        """The Delete key: delete the highlighted conversation."""
+        item = self.tree.currentItem()
+        session_id = item.data(0, SESSION_ROLE) if item is not None else None
+        if session_id:
+            self.delete(session_id)
 
     def ask_rename(self, session_id: str) -> None:
         """Ask for a new title (non-blocking dialog) and rename the conversation."""

@@ -28,6 +28,7 @@ from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import branch_count, fill, reason_text
 from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
+from branchwise.desktop.widgets.message_copy import install_copy_message
 
 STREAM_REPAINT_MS = 50
 #: How long a turn stays highlighted after a search hit or find match brought it into view.
@@ -85,6 +86,7 @@ class MessageLabel(QLabel):
         else:
             self.setTextFormat(Qt.TextFormat.PlainText)
         self.set_content(entry.content)
+        install_copy_message(self, lambda: self.content)
 
     def set_content(self, text: str) -> None:
         """Show ``text`` (tool calls get a localized prefix)."""

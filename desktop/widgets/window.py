@@ -8,11 +8,17 @@ tab of its conversation.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
+import re
+from collections.abc import Callable
+from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QFileDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -25,27 +31,45 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.errors import BranchwiseError
+from branchwise.core.export import (
+    encode_json,
+    export_document,
+    format_for_path,
+    render_markdown,
+    write_export,
+)
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
     _,
     current_language,
+    ngettext,
     set_language,
 )
 from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
-from branchwise.desktop.host.first_run import FirstRun
+from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.notices import Level, NoticeAction
+from branchwise.desktop.host.notices import Level, Notice, NoticeAction
+from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
+from branchwise.desktop.host.window_state import WindowState, save_window_state
+from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.notice_area import NoticeArea
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
 from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
+from branchwise.desktop.widgets.shortcuts_dialog import ShortcutsDialog, shortcut_rows
 from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
+from branchwise.desktop.widgets.trash_dialog import TrashDialog
+from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
+STATE_SAVE_MS = 300
+"""How soon after a tab change the window state is written."""
+
+log = logging.getLogger(__name__)
 SYSTEM_LANGUAGE = ""
 
 
@@ -70,8 +94,15 @@ class MainWindow(QMainWindow):
         self.setObjectName("mainWindow")
         self.host = host
         self.first_run = first_run
+        self.confirm_box: QMessageBox | None = None
+        self._quit_confirmed = False
         host.navigator = self._navigate
-        self.sidebar = Sidebar(host, self.open_session, self.new_conversation, self)
+        self.trashing = Trashing(host)
+        self.trash_dialog: TrashDialog | None = None
+        self.export_dialog: QFileDialog | None = None
+        self.sidebar = Sidebar(
+            host, self.open_session, self.new_conversation, self, self.delete_conversation
+        )
         self.search_panel = SearchPanel(host, self.open_hit, self)
         self.left_stack = QStackedWidget(self)
         self.left_stack.addWidget(self.sidebar)
@@ -94,7 +125,9 @@ class MainWindow(QMainWindow):
         self.empty_label.setObjectName("emptyState")
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
-        self.notice_area = NoticeArea(host.notices, host.title, self._notice_action, self)
+        self.notice_area = NoticeArea(
+            host.notices, host.title, self._notice_action, self, on_decline=self._notice_declined
+        )
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
         right_layout.setContentsMargins(0, 0, 0, 0)
@@ -102,12 +135,22 @@ class MainWindow(QMainWindow):
         right_layout.addWidget(self.tabs, 1)
         right_layout.addWidget(self.empty_label, 1)
         right_layout.addWidget(self.notice_area)
-        splitter = QSplitter(self)
+        self.splitter = splitter = QSplitter(self)
+        splitter.setObjectName("mainSplitter")
         splitter.addWidget(left)
         splitter.addWidget(right)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([260, 760])
         self.setCentralWidget(splitter)
+        # Tabs opened, closed, moved or brought forward are saved shortly after,
+        # so a crash restores what the user last saw.
+        self._state_timer = QTimer(self)
+        self._state_timer.setSingleShot(True)
+        self._state_timer.setInterval(STATE_SAVE_MS)
+        self._state_timer.timeout.connect(self.save_state)
+        self._restoring = False
+        self.tabs.tabBar().tabMoved.connect(self._state_changed)
+        splitter.splitterMoved.connect(self._state_changed)
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
         self.statusBar().addPermanentWidget(self.provider_label)
@@ -128,6 +171,12 @@ class MainWindow(QMainWindow):
         self.new_action = QAction(self)
         self.new_action.setShortcut(QKeySequence.StandardKey.New)
         self.new_action.triggered.connect(self.new_conversation)
+        self.export_action = QAction(self)
+        self.export_action.setObjectName("exportAction")
+        self.export_action.triggered.connect(self.ask_export)
+        self.trash_action = QAction(self)
+        self.trash_action.setObjectName("trashAction")
+        self.trash_action.triggered.connect(self.show_trash)
         self.settings_action = QAction(self)
         self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
@@ -149,6 +198,8 @@ class MainWindow(QMainWindow):
             self.language_menu.addAction(action)
             self.language_actions[code] = action
         self.file_menu.addAction(self.new_action)
+        self.file_menu.addAction(self.export_action)
+        self.file_menu.addAction(self.trash_action)
         self.file_menu.addSeparator()
         self.file_menu.addAction(self.settings_action)
         self.file_menu.addMenu(self.language_menu)
@@ -168,9 +219,145 @@ class MainWindow(QMainWindow):
         self.find_action.triggered.connect(self.find_in_conversation)
         self.edit_menu.addAction(self.search_action)
         self.edit_menu.addAction(self.find_action)
+        self.conversation_menu = QMenu(self)
+        self.close_tab_action = self._action(QKeySequence("Ctrl+W"), self.close_current_tab)
+        self.rename_action = self._action(QKeySequence("F2"), self.rename_current)
+        self.stop_action = self._action(QKeySequence("Esc"), self.stop_current)
+        self.branch_last_action = self._action(QKeySequence("Ctrl+Shift+B"), self.branch_last)
+        self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
+        self.previous_tab_action = self._action(
+            QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
+        )
+        self.conversation_settings_action = QAction(self)
+        self.conversation_settings_action.triggered.connect(
+            lambda _checked=False: self.show_conversation_settings()
+        )
+        for action in (
+            self.branch_last_action,
+            self.stop_action,
+            self.rename_action,
+            self.conversation_settings_action,
+        ):
+            self.conversation_menu.addAction(action)
+        self.conversation_menu.addSeparator()
+        for action in (self.next_tab_action, self.previous_tab_action, self.close_tab_action):
+            self.conversation_menu.addAction(action)
+        self.shortcuts_action = self._action(
+            QKeySequence.StandardKey.HelpContents, self.show_shortcuts
+        )
+        self.help_menu.insertAction(self.about_action, self.shortcuts_action)
         bar.addMenu(self.file_menu)
         bar.addMenu(self.edit_menu)
+        bar.addMenu(self.conversation_menu)
         bar.addMenu(self.help_menu)
+        self._render_actions()
+
+    def _action(
+        self, keys: QKeySequence | QKeySequence.StandardKey, slot: Callable[[], object]
+    ) -> QAction:
+        action = QAction(self)
+        action.setShortcut(keys)
+        action.triggered.connect(lambda _checked=False: slot())
+        self.addAction(action)  # active even when the menu bar is hidden
+        return action
+
+    # -- keyboard actions --------------------------------------------------------
+
+    def close_current_tab(self) -> None:
+        """Ctrl+W: close the tab in front (asking first if it is answering)."""
+        index = self.tabs.currentIndex()
+        if index >= 0:
+            self._close_tab_at(index)
+
+    def rename_current(self) -> None:
+        """F2: rename the conversation in front."""
+        tab = self.current_tab()
+        if tab is not None:
+            self.sidebar.ask_rename(tab.session_id)
+
+    def stop_current(self) -> None:
+        """Esc: stop the answer streaming in the tab in front."""
+        tab = self.current_tab()
+        if tab is not None and self.host.is_running(tab.session_id):
+            self.host.stop(tab.session_id)
+
+    def branch_last(self) -> None:
+        """Ctrl+Shift+B: branch at the last finished turn of the tab in front."""
+        tab = self.current_tab()
+        if tab is None:
+            return
+        widgets = [w for w in tab.transcript.turn_widgets() if w.branch_state.enabled]
+        if widgets:
+            widgets[-1].branch_button.click()
+        else:
+            self.host.notices.post("nothing_to_branch", Level.INFO)
+
+    def show_conversation_settings(self) -> ConversationSettingsDialog | None:
+        """Conversation ▸ Conversation settings… for the tab in front."""
+        tab = self.current_tab()
+        if tab is None:
+            return None
+        session = self.host.session(tab.session_id)
+        if session is None:
+            return None
+        session_id = tab.session_id
+        dialog = ConversationSettingsDialog(
+            untitled(tab.title),
+            session.conversation_settings,
+            self.host.settings,
+            lambda chosen: self.host.configure(session_id, chosen),
+            self,
+        )
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
+
+    def _step_tab(self, step: int) -> None:
+        count = self.tabs.count()
+        if count > 1:
+            self.tabs.setCurrentIndex((self.tabs.currentIndex() + step) % count)
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        """Help ▸ Keyboard shortcuts."""
+        actions = [
+            self.new_action,
+            self.search_action,
+            self.find_action,
+            self.branch_last_action,
+            self.stop_action,
+            self.rename_action,
+            self.next_tab_action,
+            self.previous_tab_action,
+            self.close_tab_action,
+            self.settings_action,
+            self.shortcuts_action,
+            self.quit_action,
+        ]
+        extra = [
+            # Key names stay as printed on the keys, in every language.
+            (_("Send the message"), "Enter"),
+            (_("New line in the message"), "Shift+Enter"),
+            (_("Next or previous match in Find"), "Enter, Shift+Enter"),
+        ]
+        dialog = ShortcutsDialog(shortcut_rows(actions, extra), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.open()
+        return dialog
+
+    def _render_actions(self) -> None:
+        tab = self.current_tab()
+        has_tab = tab is not None
+        for action in (
+            self.close_tab_action,
+            self.rename_action,
+            self.branch_last_action,
+            self.conversation_settings_action,
+        ):
+            action.setEnabled(has_tab)
+        self.stop_action.setEnabled(tab is not None and self.host.is_running(tab.session_id))
+        several = self.tabs.count() > 1
+        self.next_tab_action.setEnabled(several)
+        self.previous_tab_action.setEnabled(several)
 
     # -- what the UI exposes -------------------------------------------------
 
@@ -205,6 +392,7 @@ class MainWindow(QMainWindow):
             tab = ConversationTab(self.host, session_id, self.open_session, self)
             self.tabs.addTab(tab, "")
             self._render_tab_title(tab)
+            self._state_changed()
         self.tabs.setCurrentWidget(tab)
         self._render_empty_state()
         return tab
@@ -258,25 +446,182 @@ class MainWindow(QMainWindow):
         tab = self.tabs.widget(index)
         if not isinstance(tab, ConversationTab):
             return
-        self.tabs.removeTab(index)
-        tab.deleteLater()
+        if self.host.is_running(tab.session_id):
+            text = fill(
+                _("“{title}” is still answering. Stop the answer and close it?"),
+                {"title": untitled(self.host.title(tab.session_id))},
+            )
+            self._confirm_stop(text, _("Stop and close"), lambda: self._close_tab(tab))
+            return
+        self._close_tab(tab)
+
+    def _close_tab(self, tab: ConversationTab) -> None:
+        if self.tabs.indexOf(tab) < 0:
+            return
+        self._remove_tab(tab)
         self.host.spawn(self.host.close_session(tab.session_id), "close conversation")
+
+    def _remove_tab(self, tab: ConversationTab) -> None:
+        self.tabs.removeTab(self.tabs.indexOf(tab))
+        self._state_changed()
+        tab.deleteLater()
         self._render_empty_state()
+
+    # -- the Trash and export ------------------------------------------------------
+
+    def delete_conversation(self, session_id: str) -> None:
+        """Move a conversation to the Trash: its tab closes, a running turn stops first.
+
+        The notice that follows has an Undo button.
+        """
+        tab = self.tab_for(session_id)
+        if tab is not None:
+            self._remove_tab(tab)  # the host closes it (turn committed as cancelled)
+        self.host.spawn(self._delete_then_refresh(session_id), "delete conversation")
+
+    async def _delete_then_refresh(self, session_id: str) -> None:
+        await self.trashing.delete(session_id)
+        self._refresh_trash_view()
+
+    def _refresh_trash_view(self) -> None:
+        if self.trash_dialog is not None and self.trash_dialog.isVisible():
+            self.trash_dialog.refresh()
+
+    def show_trash(self) -> TrashDialog:
+        """Open the Trash view (one at a time; an open one is brought forward)."""
+        dialog = self.trash_dialog
+        if dialog is None:
+            dialog = TrashDialog(self.trashing, self.host.spawn, self)
+            self.trash_dialog = dialog
+        dialog.refresh()
+        dialog.open()
+        dialog.raise_()
+        return dialog
+
+    def ask_export(self) -> QFileDialog | None:
+        """File ▸ Export conversation…: a save dialog; the format follows the file type."""
+        tab = self.current_tab()
+        if tab is None:
+            return None
+        session_id = tab.session_id
+        dialog = QFileDialog(self, _("Export conversation"))
+        dialog.setObjectName("exportDialog")
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog)  # the same on every desktop
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        markdown, json = _("Markdown (*.md)"), _("JSON (*.json)")
+        dialog.setNameFilters([markdown, json])
+        dialog.setDefaultSuffix("md")
+        dialog.filterSelected.connect(
+            lambda chosen: dialog.setDefaultSuffix("json" if chosen == json else "md")
+        )
+        dialog.selectFile(_file_name(tab.title))
+        dialog.fileSelected.connect(lambda path: self.export_to(session_id, Path(path)))
+        dialog.finished.connect(dialog.deleteLater)
+        self.export_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def export_to(self, session_id: str, path: Path) -> None:
+        """Write the export (the save dialog already asked before replacing a file)."""
+        self.host.spawn(self._export(session_id, path), "export conversation")
+
+    async def _export(self, session_id: str, path: Path) -> None:
+        store = self.host.store
+
+        def render() -> None:
+            if format_for_path(path) == "json":
+                data = encode_json(export_document(store, session_id))
+            else:
+                data = render_markdown(store, session_id).encode()
+            write_export(path, data, overwrite=True)
+
+        try:
+            await asyncio.to_thread(render)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        self.host.notices.post(
+            "conversation_exported",
+            Level.SUCCESS,
+            title=self.host.title(session_id),
+            path=str(path),
+        )
 
     def _notice_action(self, action: NoticeAction) -> None:
         if action.kind == "use_server" and self.first_run is not None:
             self.first_run.accept()
+        elif action.kind == RESTORE_ACTION:
+            self.host.spawn(self._restore_then_refresh(action.session_id), "restore conversation")
         elif action.kind == "open_session":
             self.host.spawn(self.host.open_kept_child(action.session_id), "open conversation")
 
+    async def _restore_then_refresh(self, session_id: str) -> None:
+        await self.trashing.restore(session_id)
+        self._refresh_trash_view()
+
+    def _notice_declined(self, notice: Notice) -> None:
+        if notice.code == SERVER_FOUND and self.first_run is not None:
+            self.first_run.decline()
+
+    def _confirm_stop(self, text: str, accept_text: str, then: Callable[[], None]) -> None:
+        """Ask once whether to stop running answers; ``then`` runs only on "stop".
+
+        Window-modal and asynchronous (``open``, not ``exec``): the answers keep
+        streaming while the question is up, and a second request while it is
+        shown asks nothing more.
+        """
+        if self.confirm_box is not None:
+            return
+        title = _("Answers still streaming")
+        box = QMessageBox(QMessageBox.Icon.Question, title, text, parent=self)
+        box.setObjectName("confirmStop")
+        stop = box.addButton(accept_text, QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(stop)
+
+        def finished(_result: int) -> None:
+            self.confirm_box = None
+            box.deleteLater()
+            if box.clickedButton() is stop:
+                then()
+
+        box.finished.connect(finished)
+        self.confirm_box = box
+        box.open()
+
+    def _running_sessions(self) -> list[str]:
+        return [s.session_id for s in self.host.open_sessions if s.running]
+
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 - Qt override
-        """Closing the window ends the app (after running turns are committed)."""
+        """Closing the window ends the app (after running turns are committed).
+
+        While answers stream the user is asked first; they are stopped (and
+        committed as ``cancelled``) only on "Stop and quit".
+        """
+        running = self._running_sessions()
+        if running and not self._quit_confirmed:
+            event.ignore()
+            text = fill(
+                ngettext(
+                    "An answer is still streaming. Stop it and quit?",
+                    "{n} answers are still streaming. Stop them and quit?",
+                    len(running),
+                ),
+                {"n": len(running)},
+            )
+            self._confirm_stop(text, _("Stop and quit"), self._quit_after_confirm)
+            return
+        self.save_state()
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []
         self.notice_area.close_area()
         event.accept()
         self.closed.emit()
+
+    def _quit_after_confirm(self) -> None:
+        self._quit_confirmed = True
+        self.close()
 
     # -- refreshing ------------------------------------------------------------
 
@@ -301,6 +646,57 @@ class MainWindow(QMainWindow):
         if tab is not None:
             self.sidebar.select(tab.session_id)
         self._render_window_title()
+        self._render_actions()
+        self._state_changed()
+
+    # -- remembering the window --------------------------------------------------
+
+    def window_state(self) -> WindowState:
+        """Open tabs, the one in front, geometry and pane sizes, as they are now."""
+        current = self.current_tab()
+        return WindowState(
+            tabs=tuple(tab.session_id for tab in self.conversation_tabs()),
+            current=current.session_id if current is not None else None,
+            geometry=bytes(self.saveGeometry().data()),
+            splitter=tuple(self.splitter.sizes()),
+        )
+
+    def restore_state(self, state: WindowState) -> None:
+        """Reopen last time's tabs; a conversation that is gone or trashed is skipped."""
+        self._restoring = True
+        try:
+            if state.geometry:
+                self.restoreGeometry(QByteArray(state.geometry))
+            if len(state.splitter) == self.splitter.count() and all(state.splitter):
+                self.splitter.setSizes(list(state.splitter))
+            skipped = []
+            for session_id in state.tabs:
+                try:
+                    self.open_tab(session_id)
+                except BranchwiseError:
+                    skipped.append(session_id)
+            front = self.tab_for(state.current) if state.current else None
+            if front is not None:
+                self.tabs.setCurrentWidget(front)
+        finally:
+            self._restoring = False
+        if skipped:
+            self.host.notices.post(
+                "tabs_not_restored", Level.WARNING, detail=", ".join(skipped), n=len(skipped)
+            )
+            self._state_changed()
+
+    def save_state(self) -> None:
+        """Write the window state now (a failure is logged; the window goes on)."""
+        self._state_timer.stop()
+        try:
+            save_window_state(self.host.root, self.window_state())
+        except OSError as exc:
+            log.warning("could not save the window state: %s", exc)
+
+    def _state_changed(self, *_args: object) -> None:
+        if not self._restoring:
+            self._state_timer.start()
 
     def _render_tab_title(self, tab: ConversationTab) -> None:
         index = self.tabs.indexOf(tab)
@@ -313,6 +709,7 @@ class MainWindow(QMainWindow):
         self.tabs.setTabToolTip(index, tip)
         if tab is self.current_tab():
             self._render_window_title()
+            self._render_actions()
 
     def _render_window_title(self) -> None:
         tab = self.current_tab()
@@ -320,9 +717,11 @@ class MainWindow(QMainWindow):
 
     def _render_empty_state(self) -> None:
         has_tabs = self.tabs.count() > 0
+        self.export_action.setEnabled(has_tabs)
         self.tabs.setVisible(has_tabs)
         self.empty_label.setVisible(not has_tabs)
         self._render_window_title()
+        self._render_actions()
 
     def _render_provider(self) -> None:
         provider = self.host.provider
@@ -418,9 +817,21 @@ class MainWindow(QMainWindow):
         self.search_action.setText(_("Search all conversations"))
         self.find_action.setText(_("Find in conversation"))
         self.new_action.setText(_("New conversation"))
+        self.export_action.setText(_("Export conversation…"))
+        self.trash_action.setText(_("Trash…"))
         self.settings_action.setText(_("Settings…"))
         self.language_menu.setTitle(_("Language"))
         self.about_action.setText(_("About Branchwise"))
+        # TRANSLATORS: menu title; "&" marks the access key (Chinese: "对话(&C)").
+        self.conversation_menu.setTitle(_("&Conversation"))
+        self.close_tab_action.setText(_("Close tab"))
+        self.rename_action.setText(_("Rename conversation…"))
+        self.stop_action.setText(_("Stop the answer"))
+        self.branch_last_action.setText(_("Branch at the last finished turn"))
+        self.next_tab_action.setText(_("Next tab"))
+        self.previous_tab_action.setText(_("Previous tab"))
+        self.shortcuts_action.setText(_("Keyboard shortcuts"))
+        self.conversation_settings_action.setText(_("Conversation settings…"))
         self.quit_action.setText(_("Quit"))
         self.empty_label.setText(
             _("Start a new conversation, or pick one from the list on the left.")
@@ -435,4 +846,12 @@ class MainWindow(QMainWindow):
             self._render_tab_title(tab)
         if self._settings_dialog is not None and self._settings_dialog.isVisible():
             self._settings_dialog.retranslate_ui()
+        if self.trash_dialog is not None:
+            self.trash_dialog.retranslate_ui()
         self._render_window_title()
+
+
+def _file_name(title: str) -> str:
+    """A file name from a conversation's title (no path separators or control characters)."""
+    name = re.sub(r'[\x00-\x1f/\\:*?"<>|]+', " ", title).strip(" .")[:80]
+    return f"{name or untitled('')}.md"

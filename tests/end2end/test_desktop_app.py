@@ -69,3 +69,39 @@ def test_a_second_app_on_the_same_data_root_is_refused_with_its_reason(tmp_path:
     finally:
         first.release()
     assert _start_app(root).returncode == 0  # the lock died with its holder
+
+
+def test_last_times_tabs_come_back_and_a_trashed_one_is_skipped_with_a_notice(
+    tmp_path: Path,
+) -> None:
+    from branchwise.core.ids import new_session_id
+    from branchwise.desktop.host.window_state import (
+        WindowState,
+        load_window_state,
+        save_window_state,
+    )
+
+    root = tmp_path / "root"
+    store = SessionStore(root)
+    first, second = seed_session(store, ["one"]), seed_session(store, ["two"])
+    gone = new_session_id()
+    save_window_state(root, WindowState(tabs=(first, gone, second), current=second))
+
+    done = _start_app(root)
+
+    assert done.returncode == 0, done.stderr.decode()
+    shown = orjson.loads(done.stdout.splitlines()[-1])
+    assert (shown["tabs"], shown["current"]) == ([first, second], second)
+    assert "tabs_not_restored" in shown["notices"]
+    saved = load_window_state(root)
+    assert saved is not None and saved.tabs == (first, second) and saved.geometry
+
+
+def test_a_damaged_window_state_opens_an_empty_window(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    SessionStore(root)
+    (root / "window-state.json").write_bytes(b'{"format": 1, "tabs": [1, 2')
+    done = _start_app(root)
+    assert done.returncode == 0, done.stderr.decode()
+    shown = orjson.loads(done.stdout.splitlines()[-1])
+    assert shown["shown"] is True and shown["tabs"] == []

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import orjson
+import pytest
 from helpers import HELPERS_DIR
 from helpers.cli import cli_command
 from helpers.sessions import log_file, session_with_turns, tree_hashes
@@ -145,3 +146,27 @@ def test_unusable_settings_fail_without_being_moved_aside(tmp_path: Path) -> Non
     assert "unsupported_format" in checks["settings"]["detail"]
     assert not checks["model server"]["ok"]
     assert _state(root) == before
+
+
+@pytest.mark.parametrize(("model", "ok"), [("typed-model", True), ("", False)])
+def test_a_server_without_a_model_list_passes_only_with_a_typed_model(
+    tmp_path: Path, model: str, ok: bool
+) -> None:
+    root, _ = _healthy_root(tmp_path)
+    with subprocess.Popen(
+        [sys.executable, str(FAKE_SERVER), "--port", "0", "--no-model-list"],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as server:
+        assert server.stdout is not None
+        try:
+            base_url = server.stdout.readline().strip()
+            save_settings(root, Settings(provider="openai", base_url=base_url, model=model))
+            code, checks = _doctor_json(root)
+        finally:
+            server.terminate()
+    assert checks["model server"]["ok"] is ok
+    assert code == (0 if ok else 1)
+    detail = checks["model server"]["detail"]
+    assert "lists no models" in detail
+    assert ("typed-model" in detail) is ok

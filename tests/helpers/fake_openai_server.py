@@ -24,6 +24,7 @@ import contextlib
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -55,6 +56,8 @@ class Behaviour:
         content_type: the streamed reply's content type.
         require_key: answer 401 unless ``Authorization: Bearer <require_key>``.
         models: ids served by ``GET /v1/models``.
+        list_models: ``False`` answers ``GET /v1/models`` with a plain 404 page, as
+            servers that chat without listing models do.
         owned_by: the ``owned_by`` of every model (servers differ; detection reads it).
         reject_stream_options: answer 400 naming ``stream_options`` when it is sent.
         whole_json: ignore ``stream`` and answer one JSON completion, as some servers do.
@@ -79,6 +82,7 @@ class Behaviour:
     content_type: str = "text/event-stream"
     require_key: str | None = None
     models: Sequence[str] = ("fake-model", "fake-model-2")
+    list_models: bool = True
     owned_by: str = "fake"
     reject_stream_options: bool = False
     whole_json: bool = False
@@ -105,6 +109,7 @@ class FakeOpenAIServer:
         self.host = host
         self.port = port
         self.requests: list[dict[str, Any]] = []
+        self.record_path: Path | None = None
         self._runner: web.AppRunner | None = None
         self._stopping = asyncio.Event()
 
@@ -144,14 +149,17 @@ class FakeOpenAIServer:
     # -- handlers -------------------------------------------------------------------
 
     def _record(self, request: web.Request, body: Any) -> None:
-        self.requests.append(
-            {
-                "method": request.method,
-                "path": request.path,
-                "headers": dict(request.headers),
-                "json": body,
-            }
-        )
+        entry = {
+            "method": request.method,
+            "path": request.path,
+            "headers": dict(request.headers),
+            "json": body,
+        }
+        self.requests.append(entry)
+        if self.record_path is not None:  # for a test in another process to read
+            line = {"method": request.method, "path": request.path, "json": body}
+            with self.record_path.open("ab") as out:
+                out.write(orjson.dumps(line) + b"\n")
 
     def _auth_failure(self, request: web.Request) -> web.Response | None:
         key = self.behaviour.require_key
@@ -167,6 +175,8 @@ class FakeOpenAIServer:
         if refused is not None:
             return refused
         b = self.behaviour
+        if not b.list_models:
+            return web.Response(status=404, text="404 page not found")
         if b.status is not None:
             return _json_error(b.status, b.error_message, b.error_body)
         data = [{"id": m, "object": "model", "owned_by": b.owned_by} for m in b.models]
@@ -287,6 +297,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-usage", action="store_true")
     parser.add_argument("--require-key")
     parser.add_argument("--models", help="comma-separated model ids")
+    parser.add_argument("--no-model-list", action="store_true", help="404 on GET /v1/models")
+    parser.add_argument("--record", type=Path, help="append each request as a JSON line here")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = {
         "delay": args.delay,
@@ -296,6 +308,7 @@ def main(argv: list[str] | None = None) -> None:
         "cut_after": args.cut_after,
         "garbage_after": args.garbage_after,
         "require_key": args.require_key,
+        "list_models": not args.no_model_list,
     }
     if args.chunks is not None:
         knobs["chunks"] = tuple(f" w{i}" for i in range(args.chunks))
@@ -306,7 +319,9 @@ def main(argv: list[str] | None = None) -> None:
         knobs["usage"] = None
     if args.models:
         knobs["models"] = tuple(m for m in args.models.split(",") if m)
-    asyncio.run(_serve_forever(FakeOpenAIServer(port=args.port, **knobs)))
+    server = FakeOpenAIServer(port=args.port, **knobs)
+    server.record_path = args.record
+    asyncio.run(_serve_forever(server))
 
 
 if __name__ == "__main__":

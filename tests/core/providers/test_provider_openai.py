@@ -361,3 +361,31 @@ def test_named_error_event_is_a_remote_error() -> None:
     body = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\nevent: error\ndata: "overloaded"\n\n'
     _, error, _ = fails_with("provider_remote_error", raw_body=body)
     assert "overloaded" in error.message
+
+
+def test_a_server_without_a_model_list_chats_with_a_typed_model() -> None:
+    async def go() -> tuple[ProviderError, list[StreamItem]]:
+        async with FakeOpenAIServer(list_models=False) as server:
+            try:
+                await OpenAIProvider(server.base_url, "").list_models()
+            except ProviderError as exc:
+                refused = exc
+            else:
+                raise AssertionError("a missing model list must be refused")
+            return refused, await collect(OpenAIProvider(server.base_url, "typed-model"))
+
+    refused, items = run(go)
+    assert refused.code == "provider_model_list_unavailable"
+    assert "type the model name" in refused.message
+    assert "no OpenAI API" not in refused.message
+    assert "".join(i.text for i in items if isinstance(i, TextChunk))
+
+
+def test_no_model_and_no_model_list_asks_for_a_model_name() -> None:
+    async def go() -> ProviderError:
+        async with FakeOpenAIServer(list_models=False) as server:
+            return (await collect_until_error(OpenAIProvider(server.base_url, "")))[1]
+
+    error = run(go)
+    assert error.code == "provider_model_name_required"
+    assert error.definitive

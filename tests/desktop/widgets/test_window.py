@@ -177,3 +177,27 @@ def test_settings_are_validated_inline_and_saved(
         assert "llama3.2" in app.window.provider_label.text()
     finally:
         run(qtbot, server.stop())
+
+
+def test_settings_say_plainly_when_a_server_lists_no_models(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    app = make_app(provider_factory=choose_provider)
+    server = run(qtbot, FakeOpenAIServer(list_models=False).start())
+    try:
+        dialog = app.window.show_settings()
+        assert isinstance(dialog, SettingsDialog)
+        dialog.provider.setCurrentIndex(dialog.provider.findData("openai"))
+        dialog.base_url.setText(server.base_url)
+        qtbot.mouseClick(dialog.refresh_button, Qt.MouseButton.LeftButton)
+        expected = reason_text("provider_model_list_unavailable")
+        qtbot.waitUntil(lambda: dialog.models_status.text() == expected, timeout=WAIT_MS)
+        assert dialog.error_text("model") == ""
+        assert dialog.refresh_button.isEnabled()
+        dialog.model.setEditText("typed-model")
+        dialog.save()
+        assert not dialog.isVisible()
+        saved = orjson.loads((app.root / "settings.json").read_bytes())
+        assert saved["model"] == "typed-model"
+    finally:
+        run(qtbot, server.stop())

@@ -1,0 +1,68 @@
+"""``branchwise session export ID [--format markdown|json] [--tree] [--out FILE [--overwrite]]``.
+
+Without ``--out`` the export itself is printed: Markdown as text, JSON as
+the ``branchwise.export/1`` (or, with ``--tree``, ``branchwise.export-tree/1``)
+document. With ``--out`` the file is written atomically and the command prints
+``{"exported": PATH, "format": "markdown"|"json", "bytes": N}``; an existing
+file is refused with ``output_exists`` unless ``--overwrite`` is given.
+``--tree`` is JSON only. Markdown labels follow ``--lang``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.errors import InvalidArgument
+from branchwise.core.export import (
+    FORMATS,
+    encode_json,
+    export_document,
+    export_tree,
+    render_markdown,
+    write_export,
+)
+from branchwise.core.ids import validate_session_id
+from branchwise.core.store.store import SessionStore
+
+
+def register(session_sub: argparse._SubParsersAction) -> None:
+    """Add ``session export`` under ``session``."""
+    export = session_sub.add_parser("export", help="export a session as Markdown or JSON")
+    export.add_argument("session_id")
+    export.add_argument("--format", choices=FORMATS, help="markdown (default) or json")
+    export.add_argument(
+        "--tree", action="store_true", help="the whole lineage tree as one JSON document"
+    )
+    export.add_argument("--out", type=Path, help="write this file (atomically) instead of stdout")
+    export.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    export.set_defaults(func=cmd_export)
+
+
+def cmd_export(store: SessionStore, args: argparse.Namespace) -> dict[str, Any] | int:
+    """Render the export, then print it or write it to ``--out``."""
+    if args.tree and args.format == "markdown":
+        raise InvalidArgument(
+            "--tree exports JSON only", argument="--format", value=str(args.format)
+        )
+    if args.lang:
+        from branchwise.core.i18n.language import set_language
+        from branchwise.core.i18n.locales import choose_language, system_locale
+
+        set_language(choose_language(args.lang, None, system_locale())[0])
+    session_id = validate_session_id(args.session_id)
+    fmt = "json" if args.tree else args.format or "markdown"
+    if args.tree:
+        data = encode_json(export_tree(store, session_id))
+    elif fmt == "json":
+        data = encode_json(export_document(store, session_id))
+    else:
+        data = render_markdown(store, session_id).encode()
+    if args.out is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+        return 0
+    write_export(args.out, data, overwrite=args.overwrite)
+    return {"exported": str(args.out), "format": fmt, "bytes": len(data)}

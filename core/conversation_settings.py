@@ -1,0 +1,97 @@
+"""Per-conversation model, system prompt and temperature.
+
+They are events in the conversation's own log (``session/config``, each one
+the whole set, ``None`` meaning "as in Settings"), so a branch inherits the
+values its parent had at the fork point and can change them without touching
+the parent, and every process reading the log agrees on them. What is not set
+for a conversation follows Settings at the moment a turn starts
+(:func:`~branchwise.core.settings.for_conversation`). Pure: the projection
+builds these from events.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from branchwise.core.errors import InvalidConversationSettings
+
+MAX_MODEL_CHARS = 200
+MAX_SYSTEM_CHARS = 32_000
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.0, 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationSettings:
+    """A conversation's own choices; ``None`` follows Settings.
+
+    Attributes:
+        model: the model to ask.
+        system: the system prompt sent before the conversation.
+        temperature: sampling temperature, 0 to 2.
+    """
+
+    model: str | None = None
+    system: str | None = None
+    temperature: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The event's and the CLI's shape."""
+        return {"model": self.model, "system": self.system, "temperature": self.temperature}
+
+    @property
+    def empty(self) -> bool:
+        """Nothing is set: the conversation follows Settings entirely."""
+        return self.model is None and self.system is None and self.temperature is None
+
+
+def validate_conversation_settings(
+    model: object = None, system: object = None, temperature: object = None
+) -> ConversationSettings:
+    """Check values from a command line, a dialog or a log; empty text means "not set".
+
+    Raises:
+        InvalidConversationSettings: naming the bad field.
+    """
+    if model is not None:
+        if not isinstance(model, str) or len(model.strip()) > MAX_MODEL_CHARS:
+            raise InvalidConversationSettings(
+                f"model must be text of at most {MAX_MODEL_CHARS} characters", field="model"
+            )
+        model = model.strip() or None
+    if system is not None:
+        if not isinstance(system, str) or len(system) > MAX_SYSTEM_CHARS:
+            raise InvalidConversationSettings(
+                f"the system prompt must be text of at most {MAX_SYSTEM_CHARS} characters",
+                field="system",
+            )
+        system = system if system.strip() else None
+    if temperature is not None:
+        if (
+            isinstance(temperature, bool)
+            or not isinstance(temperature, int | float)
+            or not math.isfinite(temperature)
+            or not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE
+        ):
+            raise InvalidConversationSettings(
+                f"temperature must be a number from {MIN_TEMPERATURE:g} to {MAX_TEMPERATURE:g}",
+                field="temperature",
+            )
+        temperature = float(temperature)
+    return ConversationSettings(model, system, temperature)
+
+
+def from_event(event: dict[str, Any]) -> ConversationSettings:
+    """The settings a ``session/config`` event states (lenient: a bad field reads as unset).
+
+    The log is never rewritten, so a value an older or buggy writer committed
+    must not make the conversation unreadable.
+    """
+    values = {}
+    for name in ("model", "system", "temperature"):
+        try:
+            values[name] = getattr(validate_conversation_settings(**{name: event.get(name)}), name)
+        except InvalidConversationSettings:
+            values[name] = None
+    return ConversationSettings(**values)

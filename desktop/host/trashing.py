@@ -1,0 +1,128 @@
+"""Deleting conversations from the desktop: to the Trash with Undo, restore, purge, empty.
+
+Qt-free, so a headless driver (and the tests) use it as the window does.
+Deleting a conversation this app has open stops its running turn first (the
+turn is committed as ``cancelled`` and the writer released), then moves the
+folder with :class:`~branchwise.core.store.trash.Trash`; a conversation
+another process is writing is refused with ``lease_held``. Every outcome
+and refusal is a notice: a deletion's notice carries the Undo action
+(``restore_session``). The lineage index forgets a trashed conversation, so
+its branches show at the top level, whole; the search index drops it on its
+next catch-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.lineage import LineageIndex
+from branchwise.core.store.store import SessionStore
+from branchwise.core.store.trash import Trash, TrashedSession
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.notices import Level, NoticeAction, NoticeCenter
+
+RESTORE_ACTION = "restore_session"
+"""The notice action that undoes a deletion."""
+
+
+class TrashOwner(Protocol):
+    """What the Trash needs of the host (the host itself, in the app)."""
+
+    store: SessionStore
+    notices: NoticeCenter
+
+    @property
+    def index(self) -> LineageIndex: ...
+
+    def title(self, session_id: str) -> str: ...
+
+    async def close_session(self, session_id: str) -> Changes: ...
+
+    def emit(self, changes: Changes) -> Changes: ...
+
+    def index_all_for_search(self) -> None: ...
+
+    def index_for_search(self, session_id: str) -> None: ...
+
+
+class Trashing:
+    """The desktop's Trash operations; each reports its outcome as a notice.
+
+    Args:
+        owner: the host.
+    """
+
+    def __init__(self, owner: TrashOwner) -> None:
+        self._owner = owner
+        self.trash = Trash(owner.store)
+
+    def entries(self) -> list[TrashedSession]:
+        """What the Trash holds, most recently deleted first (a damaged Trash: none)."""
+        try:
+            return self.trash.entries()
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return []
+
+    async def delete(self, session_id: str) -> bool:
+        """Stop the conversation's turn, close it, and move it to the Trash (with Undo)."""
+        owner = self._owner
+        title = owner.title(session_id)
+        await owner.close_session(session_id)
+        try:
+            await asyncio.to_thread(self.trash.trash, session_id)
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return False
+        owner.index.remove(session_id)
+        owner.emit(Changes(sidebar=True))
+        owner.notices.post(
+            "conversation_trashed",
+            Level.SUCCESS,
+            title=title,
+            action=NoticeAction(RESTORE_ACTION, session_id),
+        )
+        owner.index_all_for_search()  # forgets the trashed conversation
+        return True
+
+    async def restore(self, session_id: str) -> bool:
+        """Move a conversation back from the Trash into the list."""
+        owner = self._owner
+        try:
+            await asyncio.to_thread(self.trash.restore, session_id)
+            manifest = owner.store.manifest(session_id)
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return False
+        owner.index.put(manifest)
+        owner.emit(Changes(sidebar=True))
+        owner.notices.post("conversation_restored", Level.SUCCESS, title=manifest.title)
+        owner.index_for_search(session_id)
+        return True
+
+    async def purge(self, session_id: str) -> bool:
+        """Delete one trashed conversation for good (its branches keep their history)."""
+        title = next((e.title for e in self.entries() if e.session_id == session_id), "")
+        try:
+            await asyncio.to_thread(self.trash.purge, session_id)
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return False
+        self._owner.notices.post("conversation_purged", Level.SUCCESS, title=title)
+        return True
+
+    async def empty(self) -> list[str]:
+        """Delete everything in the Trash for good; the ids deleted."""
+        try:
+            await asyncio.to_thread(self.trash.sweep)
+            purged = await asyncio.to_thread(self.trash.empty)
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return []
+        self._owner.notices.post("trash_emptied", Level.SUCCESS)
+        return purged
+
+    def _refused(self, exc: BranchwiseError) -> None:
+        self._owner.notices.post(exc.code, Level.ERROR, detail=exc.message, **exc.details)

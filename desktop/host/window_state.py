@@ -1,0 +1,117 @@
+"""What the window looked like when it closed: open tabs, the one in front, size, panes.
+
+Kept in ``<root>/window-state.json`` (atomic replace, mode 0600) and written
+whenever a tab opens, closes or comes to the front, so a crash or a SIGKILL
+restores what the user last saw, not what they had at the previous clean quit.
+It is a convenience, not data: a missing, damaged or foreign file is ignored
+(the window opens empty), and a conversation that is gone or in the trash is
+skipped with a notice. Qt's geometry blob is kept as opaque base64 text; this
+module never interprets it, so it stays Qt-free.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from branchwise.core.errors import InvalidSessionId
+from branchwise.core.ids import validate_session_id
+from branchwise.core.store.atomic import atomic_write_bytes
+
+WINDOW_STATE_FILE = "window-state.json"
+FORMAT = 1
+MAX_TABS = 100
+MAX_BYTES = 64 * 1024
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowState:
+    """The window's state at one moment.
+
+    Attributes:
+        tabs: the open conversations, left to right.
+        current: the conversation in front (one of ``tabs``), if any.
+        geometry: Qt's ``saveGeometry()`` bytes (opaque here).
+        splitter: the sizes of the sidebar and the conversation pane.
+    """
+
+    tabs: tuple[str, ...] = ()
+    current: str | None = None
+    geometry: bytes = b""
+    splitter: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's shape."""
+        return {
+            "format": FORMAT,
+            "tabs": list(self.tabs),
+            "current": self.current,
+            "geometry": base64.b64encode(self.geometry).decode("ascii"),
+            "splitter": list(self.splitter),
+        }
+
+
+def load_window_state(root: Path) -> WindowState | None:
+    """The saved state, or ``None`` when there is none usable (never raises for bad content)."""
+    path = root / WINDOW_STATE_FILE
+    try:
+        if path.stat().st_size > MAX_BYTES:
+            log.warning("ignoring %s: too large", path)
+            return None
+        data = orjson.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, orjson.JSONDecodeError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return None
+    state = _parse(data)
+    if state is None:
+        log.warning("ignoring %s: not a window state this version reads", path)
+    return state
+
+
+def _parse(data: object) -> WindowState | None:
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        return None
+    tabs = data.get("tabs")
+    current = data.get("current")
+    geometry = data.get("geometry", "")
+    splitter = data.get("splitter", [])
+    if not isinstance(tabs, list) or not all(isinstance(t, str) for t in tabs):
+        return None
+    if not isinstance(geometry, str) or not isinstance(splitter, list):
+        return None
+    if not all(type(size) is int and 0 <= size < 1 << 16 for size in splitter):
+        return None
+    unique = tuple(dict.fromkeys(t for t in tabs if _is_session_id(t)))[:MAX_TABS]
+    try:
+        blob = base64.b64decode(geometry, validate=True)
+    except (binascii.Error, ValueError):
+        blob = b""
+    return WindowState(
+        tabs=unique,
+        current=current if isinstance(current, str) and current in unique else None,
+        geometry=blob,
+        splitter=tuple(splitter),
+    )
+
+
+def _is_session_id(value: str) -> bool:
+    try:
+        validate_session_id(value)
+    except InvalidSessionId:
+        return False
+    return True
+
+
+def save_window_state(root: Path, state: WindowState) -> None:
+    """Replace the saved state (raises ``OSError``; callers log it, the UI goes on)."""
+    atomic_write_bytes(root / WINDOW_STATE_FILE, orjson.dumps(state.to_json()))
