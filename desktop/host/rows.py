@@ -123,7 +123,7 @@ def rows_from_projection(
     imported: list[list[Message]] = []
     for message in projection.messages:
         if message.turn_id is None:
-            if message.role == "user" or not imported:
+            if message.role in ("user", "merge") or not imported:
                 imported.append([])
                 order.append(f"\0{len(imported) - 1}")
             imported[-1].append(message)
