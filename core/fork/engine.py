@@ -91,6 +91,8 @@ class _Cut:
     blobs: list[str]
     tracker: TurnTracker
     splits_commit: bool
+    opening: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Events the child's own commit starts with (a fork at start has no inherited ones)."""
 
 
 def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
@@ -146,6 +148,27 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
     return _Cut(out, commits, seq, blobs, tracker, splits_commit)
 
 
+def _cut_at_start(buf: bytes, title: str) -> _Cut:
+    """The empty prefix of a fork at start: the child opens with its own ``session/created``.
+
+    The conversation's own settings as they stood before its first turn (a
+    ``session/config`` written at creation) are carried over, as a fork at a
+    turn inherits those in force at its boundary.
+    """
+    config: dict[str, Any] | None = None
+    for frame in iter_frames(memoryview(buf)):
+        kinds = [event["type"] for event in frame.events]
+        if EventType.TURN_START.value in kinds:
+            break
+        for event in frame.events:
+            if event["type"] == EventType.SESSION_CONFIG.value:
+                config = event
+    opening = [{"type": EventType.SESSION_CREATED.value, "title": title, "kind": "fork"}]
+    if config is not None:
+        opening.append({k: v for k, v in config.items() if k not in ("seq", "ts")})
+    return _Cut(bytearray(), 0, 0, [], TurnTracker(), False, opening)
+
+
 def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
     """Refuse, with the target's own reason, anything but an available target's boundary."""
     tracker = cut.tracker
@@ -190,8 +213,13 @@ def _validate_request(request: ForkRequest, operation_id: object, title: object)
     validate_session_id(request.source_session_id)
     if request.child_session_id is not None:
         validate_session_id(request.child_session_id)
-    if not isinstance(request.turn_id, str):
-        raise InvalidForkRequest("turnId must be a string", field="turnId")
+    if request.turn_id is None:
+        if request.boundary_sequence != 0:
+            raise InvalidForkRequest(
+                "a fork at start (no turnId) has boundarySequence 0", field="boundarySequence"
+            )
+    elif not isinstance(request.turn_id, str):
+        raise InvalidForkRequest("turnId must be a string or null", field="turnId")
     if not isinstance(operation_id, str) or not 0 < len(operation_id) <= MAX_OPERATION_ID:
         raise InvalidForkRequest(f"operation id must be 1-{MAX_OPERATION_ID} characters")
     numbers = (
@@ -228,7 +256,7 @@ def _existing_child(
         raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id)
     link = manifest.parent
     made = link and ForkRequest(
-        link.session_id, str(link.turn_id), link.boundary_sequence or 0, link.generation or 0
+        link.session_id, link.turn_id, link.boundary_sequence or 0, link.generation or 0
     )
     if not made or not request.same_as(made):
         raise _conflict(operation_id)
@@ -247,14 +275,19 @@ def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, 
             sessionId=source_id,
             generation=before.generation,
         )
-    cut = _cut_prefix(read_session_log(source_dir, before).data, request.boundary_sequence)
+    data = read_session_log(source_dir, before).data
+    if request.turn_id is None:
+        cut = _cut_at_start(data, before.title)
+    else:
+        cut = _cut_prefix(data, request.boundary_sequence)
     # Checked again before the cut is judged: a source moved to the Trash while its log
     # was read reads as an empty log, which must refuse as source_not_found, not unknown_turn.
     if load_source_manifest(source_dir, source_id).generation != before.generation:
         raise StaleSource(
             f"session {source_id} was replaced while it was forked", sessionId=source_id
         )
-    _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
+    if request.turn_id is not None:
+        _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
     return before, cut
 
 
@@ -371,6 +404,7 @@ def _publish_child(
     """Encode the child's own commit after the cut, and publish the child folder."""
     manifest = _child_manifest(source, request, child, cut, operation_id, title)
     own = [
+        *cut.opening,
         {
             "type": EventType.SESSION_FORK.value,
             "parentSessionId": request.source_session_id,
@@ -379,7 +413,7 @@ def _publish_child(
             "boundarySequence": request.boundary_sequence,
             "seedLength": cut.events,
             "operationId": operation_id,
-        }
+        },
     ]
     if title is not None:
         own.append({"type": EventType.SESSION_TITLE.value, "title": title})

@@ -63,14 +63,16 @@ class ForkRequest:
 
     Attributes:
         source_session_id: the session forked.
-        turn_id: the turn forked at.
-        boundary_sequence: the boundary the caller saw (last seq of the turn's closing commit).
+        turn_id: the turn forked at; ``None`` forks at start (before the first
+            turn, ``boundary_sequence`` 0), as editing the first prompt does.
+        boundary_sequence: the boundary the caller saw (last seq of the turn's
+            closing commit; 0 at start).
         expected_generation: the source generation the caller saw.
         child_session_id: the child id asked for (``None``: any).
     """
 
     source_session_id: str
-    turn_id: str
+    turn_id: str | None
     boundary_sequence: int
     expected_generation: int
     child_session_id: str | None = None
