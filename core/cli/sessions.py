@@ -1,4 +1,4 @@
-"""``branchwise session new|config|list|show|say|verify``."""
+"""``branchwise session new|config|list|show|say|verify|migrate``."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from branchwise.core.ids import validate_session_id
 from branchwise.core.projection import events as ev
 from branchwise.core.runtime import TurnListener, TurnRunner
 from branchwise.core.store.store import SessionStore, verify_session
+from branchwise.core.views import session_list, session_show
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +56,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="check a session's log without changing it")
     verify.add_argument("session_id")
     verify.set_defaults(func=cmd_verify)
+
+    migrate = sub.add_parser(
+        "migrate", help="upgrade sessions to the segmented log (format 2); idempotent"
+    )
+    which = migrate.add_mutually_exclusive_group(required=True)
+    which.add_argument("session_id", nargs="?", help="the session to upgrade")
+    which.add_argument("--all", action="store_true", help="every session in the data folder")
+    migrate.set_defaults(func=cmd_migrate)
 
 
 def _add_conversation_options(parser: argparse.ArgumentParser) -> None:
@@ -118,49 +127,16 @@ def cmd_config(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """Every readable session's manifest, newest first; unusable folders under ``damaged``.
-
-    One bad folder (a damaged, unreadable or copied manifest, a symbolic
-    link) never hides the others: it is listed with its typed error instead.
-    """
-    readable, damaged = [], []
-    for item in store.iter_manifests():
-        if isinstance(item, BranchwiseError):
-            damaged.append(item.to_json()["error"])
-        else:
-            readable.append(item)
-    readable.sort(key=lambda m: (m.created_at, m.session_id), reverse=True)
-    return {"sessions": [m.to_json() for m in readable], "damaged": damaged}
+    """Every readable session's manifest, newest first; unusable folders under ``damaged``."""
+    return session_list(store)
 
 
 def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Manifest, turns, messages and usage of a session (read without a lease)."""
-    snapshot = store.read(validate_session_id(args.session_id))
-    manifest, projection = snapshot.manifest, snapshot.projection
-    return {
-        "sessionId": manifest.session_id,
-        "title": snapshot.title,
-        "kind": manifest.kind,
-        "generation": manifest.generation,
-        "parent": manifest.parent.to_json() if manifest.parent else None,
-        "verifiable": projection.verifiable,
-        "config": projection.settings.to_json(),
-        "turns": [turn.to_json() for turn in projection.turns],
-        "messages": [
-            {"messageId": m.message_id, "role": m.role, "content": m.content}
-            for m in projection.messages
-        ],
-        "usage": {
-            "inputTokens": projection.input_tokens,
-            "outputTokens": projection.output_tokens,
-        },
-        "corruption": snapshot.scan.corruption.to_json()["error"]
-        if snapshot.scan.corruption
-        else None,
-    }
+    return session_show(store, args.session_id)
 
 
-class _StdoutStreamer(TurnListener):
+class StdoutStreamer(TurnListener):
     """Prints the answer to stdout as it arrives."""
 
     def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
@@ -174,7 +150,7 @@ class _StdoutStreamer(TurnListener):
 
 def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Run one whole turn and commit it; the JSON result is the last line."""
-    listener = None if args.quiet else _StdoutStreamer()
+    listener = None if args.quiet else StdoutStreamer()
     settings_from_args(store, args)  # unusable settings refuse before the session is touched
     with store.open_writer(validate_session_id(args.session_id)) as writer:
         conversation = writer.projection.settings
@@ -193,3 +169,37 @@ def cmd_verify(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Integrity report of a session (findings included); changes nothing on disk."""
     report = verify_session(store, args.session_id)
     return {**report, **({} if report["ok"] else {"_exit": 1})}
+
+
+def cmd_migrate(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Upgrade one session (``ID``) or every session (``--all``) to format 2.
+
+    Prints ``{"migrated": [ids], "alreadyCurrent": [ids], "failed": [errors]}``:
+    sessions upgraded now, sessions already in format 2, and (``--all`` only)
+    each session that could not be upgraded, as its typed error with its
+    ``sessionId`` (a writer holds it, its log is corrupt…); the exit status is
+    1 when any failed. With one ``ID``, a failure is the usual error object.
+    """
+    migrated: list[str] = []
+    current: list[str] = []
+    failed: list[dict[str, Any]] = []
+    if args.all:
+        ids = []
+        for item in store.iter_manifests():
+            if isinstance(item, BranchwiseError):
+                failed.append(item.to_json()["error"])
+            else:
+                ids.append(item.session_id)
+    else:
+        ids = [validate_session_id(args.session_id)]
+    for session_id in sorted(ids):
+        try:
+            done = store.migrate(session_id)
+        except BranchwiseError as exc:
+            if not args.all:
+                raise
+            failed.append({**exc.to_json()["error"], "sessionId": session_id})
+            continue
+        (migrated if done else current).append(session_id)
+    result: dict[str, Any] = {"migrated": migrated, "alreadyCurrent": current, "failed": failed}
+    return {**result, **({"_exit": 1} if failed else {})}

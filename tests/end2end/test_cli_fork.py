@@ -101,30 +101,3 @@ def test_refusals_exit_non_zero_with_a_typed_error(tmp_path: Path) -> None:
     assert code == 1 and lost["error"]["code"] == "session_not_found"
     _, listed = run_cli(root, "session", "list")
     assert [s["sessionId"] for s in listed["sessions"]] == [source]  # refusals made nothing
-
-
-def test_fork_at_start(tmp_path: Path) -> None:
-    root = tmp_path / "root"
-    source = _session_with_two_turns(root)
-    args = ("session", "fork", source, "--at-start", "--operation-id", "op-start")
-    _, forked = run_cli(root, *args)
-    assert forked == {
-        "childSessionId": forked["childSessionId"],
-        "created": True,
-        "operationId": "op-start",
-    }
-    _, again = run_cli(root, *args)
-    assert again == {**forked, "created": False}
-    _, shown = run_cli(root, "session", "show", forked["childSessionId"])
-    assert shown["parent"] == {
-        "sessionId": source,
-        "kind": "fork",
-        "turnId": None,
-        "boundarySequence": 0,
-        "generation": 1,
-    }
-    assert shown["messages"] == [] and shown["turns"] == []
-    code, usage = run_cli(root, "session", "fork", source, check=False)
-    assert code == 2
-    code, _ = run_cli(root, "session", "fork", source, "--at-start", "--turn", "t", check=False)
-    assert code == 2
