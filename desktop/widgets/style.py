@@ -13,14 +13,21 @@ from PySide6.QtWidgets import QApplication
 ACCENT = "#2f6fde"
 
 STYLESHEET = f"""
-QLabel#userMessage {{
+QFrame#userMessage {{
     background: palette(alternate-base);
     border: 1px solid palette(mid);
     border-radius: 8px;
     padding: 8px 10px;
 }}
-QLabel#assistantMessage {{ padding: 2px 10px; }}
-QLabel#toolMessage {{
+QFrame#assistantMessage {{ padding: 2px 10px; }}
+QFrame#codeBlock {{
+    background: palette(alternate-base);
+    border: 1px solid palette(midlight);
+    border-radius: 6px;
+}}
+QLabel#codeLanguage {{ color: palette(placeholder-text); font-size: 11px; }}
+QToolButton#copyCodeButton {{ font-size: 11px; }}
+QFrame#toolMessage {{
     font-family: monospace;
     color: palette(dark);
     padding: 2px 10px;

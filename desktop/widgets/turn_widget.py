@@ -17,7 +17,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -28,6 +27,7 @@ from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import branch_count, fill, reason_text
 from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
+from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
 
 STREAM_REPAINT_MS = 50
@@ -66,25 +66,15 @@ def branch_icon(color: QColor, size: int = 16) -> QIcon:
     return QIcon(pixmap)
 
 
-class MessageLabel(QLabel):
-    """A selectable, word-wrapped message; assistant text is rendered as Markdown."""
+class MessageLabel(MarkdownView):
+    """One message: user and assistant text rendered as Markdown, tool calls as plain text."""
 
     def __init__(self, entry: Entry, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, plain=entry.role == "tool", breaks=entry.role == "user")
         self.role = entry.role
         self.message_id = entry.message_id
-        self.setWordWrap(True)
-        self.setTextInteractionFlags(
-            Qt.TextInteractionFlag.TextSelectableByMouse
-            | Qt.TextInteractionFlag.LinksAccessibleByMouse
-        )
-        self.setOpenExternalLinks(True)
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.content = ""
         self.setObjectName(f"{entry.role}Message")
-        if entry.role == "assistant":
-            self.setTextFormat(Qt.TextFormat.MarkdownText)
-        else:
-            self.setTextFormat(Qt.TextFormat.PlainText)
         self.set_content(entry.content)
         install_copy_message(self, lambda: self.content)
 
@@ -92,12 +82,13 @@ class MessageLabel(QLabel):
         """Show ``text`` (tool calls get a localized prefix)."""
         self.content = text
         if self.role == "tool":
-            self.setText(fill(_("Tool call: {call}"), {"call": text}))
+            self.set_markdown(fill(_("Tool call: {call}"), {"call": text}))
         else:
-            self.setText(text)
+            self.set_markdown(text)
 
     def retranslate_ui(self) -> None:
-        """Re-render the localized prefix of tool calls."""
+        """Re-render the localized prefix of tool calls and the code blocks' labels."""
+        super().retranslate_ui()
         if self.role == "tool":
             self.set_content(self.content)
 
