@@ -55,8 +55,42 @@ def rich_colors(palette: QPalette) -> RichColors:
     )
 
 
+class RichLabel(QLabel):
+    """A word-wrapped label that remembers its height for a width until its text changes.
+
+    A layout asks every child for its height at the current width whenever
+    any child changes; QLabel lays its whole text out again to answer, so a
+    long answer made of many labels spent most of each streamed repaint
+    re-measuring the labels that had not changed.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._heights: dict[int, int] = {}
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        """Show ``text`` (forgets the measured heights)."""
+        self._heights.clear()
+        super().setText(text)
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802
+        """The label's height at ``width``, measured once per text."""
+        height = self._heights.get(width)
+        if height is None:
+            if len(self._heights) > 8:
+                self._heights.clear()
+            height = self._heights[width] = super().heightForWidth(width)
+        return height
+
+    def changeEvent(self, event: QEvent) -> None:  # noqa: N802
+        """A new font or style measures again."""
+        if event.type() in (QEvent.Type.FontChange, QEvent.Type.StyleChange):
+            self._heights.clear()
+        super().changeEvent(event)
+
+
 def _selectable_label(parent: QWidget) -> QLabel:
-    label = QLabel(parent)
+    label = RichLabel(parent)
     label.setWordWrap(True)
     label.setTextFormat(Qt.TextFormat.RichText)
     label.setTextInteractionFlags(

@@ -8,6 +8,7 @@ that already has branches shows a small "N branches" button listing them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer
@@ -31,6 +32,9 @@ from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
 
 STREAM_REPAINT_MS = 50
+#: A repaint that took t ms waits at least this many times t before the next one,
+#: so a long answer being rendered never takes more than about a third of the CPU.
+STREAM_REPAINT_SLOWDOWN = 2
 #: How long a turn stays highlighted after a search hit or find match brought it into view.
 FLASH_MS = 1200
 BRANCH_BUTTON = "branchButton"
@@ -187,13 +191,15 @@ class TurnWidget(QFrame):
         self._render_status()
 
     def append_text(self, message_id: str, chunk: str) -> None:
-        """Append streamed text to the running answer (repainted at most every 50 ms)."""
+        """Append streamed text to the running answer (repainted at most every 50 ms, less
+        often while rendering takes long)."""
         self._pending_text.setdefault(message_id, []).append(chunk)
         if not self._repaint.isActive():
             self._repaint.start()
 
     def _flush_text(self) -> None:
         pending, self._pending_text = self._pending_text, {}
+        started = time.perf_counter()
         for message_id, parts in pending.items():
             label = self._labels.get(message_id)
             if label is None:
@@ -201,6 +207,11 @@ class TurnWidget(QFrame):
                 self._labels[message_id] = label
                 self._messages.addWidget(label)
             label.set_content(label.content + "".join(parts))
+        if pending:
+            spent_ms = (time.perf_counter() - started) * 1000
+            self._repaint.setInterval(
+                max(STREAM_REPAINT_MS, int(spent_ms * STREAM_REPAINT_SLOWDOWN))
+            )
 
     def shown_messages(self) -> list[tuple[str, str]]:
         """``(role, text)`` of every message label, in display order, as displayed."""
