@@ -95,6 +95,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.host = host
+        self._apply_theme()
         self.first_run = first_run
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import orjson
 import pytest
@@ -12,7 +13,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QImage
 from PySide6.QtWidgets import QApplication, QLabel
 from pytestqt.qtbot import QtBot
 
-from branchwise.core.settings import SETTINGS_FILE, load_settings
+from branchwise.core.settings import SETTINGS_FILE, Settings, load_settings, save_settings
 from branchwise.desktop.host.notices import Level
 from branchwise.desktop.host.rows import Entry
 from branchwise.desktop.widgets.markdown_view import CodeBlockView
@@ -63,6 +64,15 @@ def test_choosing_dark_in_settings_switches_at_once_and_is_saved(
     assert orjson.loads((app.root / SETTINGS_FILE).read_bytes())["theme"] == "dark"
     # A fixed choice ignores the system's scheme.
     system_scheme(Qt.ColorScheme.Light)
+    assert _window_lightness() < 128
+
+
+def test_the_saved_theme_is_used_at_start(
+    tmp_path: Path, make_app: Callable[..., App], system_scheme: Callable[[Qt.ColorScheme], None]
+) -> None:
+    root = tmp_path / "saved"
+    save_settings(root, Settings(theme="dark"))
+    make_app(root=root)
     assert _window_lightness() < 128
 
 
