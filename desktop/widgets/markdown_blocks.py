@@ -30,7 +30,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
-from pygments.lexers import get_lexer_by_name
+from pygments.lexers import get_all_lexers, get_lexer_by_name
 from pygments.util import ClassNotFound
 
 #: Pygments styles for code on a light and on a dark background.
@@ -173,8 +173,22 @@ def fence_language(info: str) -> str:
     return info.strip().split(maxsplit=1)[0] if info.strip() else ""
 
 
+@lru_cache(maxsize=1)
+def _builtin_languages() -> frozenset[str]:
+    # Only Pygments' own lexers: looking a name up among plugin lexers imports
+    # whatever installed them (IPython, which imports jedi, which changes the
+    # interpreter's recursion limit), for any unknown language a model writes.
+    return frozenset(
+        alias
+        for _name, aliases, _files, _types in get_all_lexers(plugins=False)
+        for alias in aliases
+    )
+
+
 @lru_cache(maxsize=64)
 def _lexer(language: str) -> Lexer | None:
+    if language not in _builtin_languages():
+        return None
     try:
         return get_lexer_by_name(language, stripnl=False, ensurenl=False)
     except ClassNotFound:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -81,3 +84,20 @@ def test_a_new_palette_renders_again() -> None:
     incremental.set_colors(DARK)
     assert incremental.blocks != before
     assert incremental.blocks == [b for _l, b in parse_blocks(incremental.source, DARK)]
+
+
+def test_an_unknown_language_loads_no_plugin_code() -> None:
+    # Plugin lexers come with their packages' imports (IPython → jedi, which changes
+    # the recursion limit); an unknown fence language must not pull them in.
+    script = (
+        "import sys\n"
+        "from branchwise.desktop.widgets.markdown_blocks import highlight\n"
+        "limit = sys.getrecursionlimit()\n"
+        "highlight('x = 1', 'no-such-language', False)\n"
+        "highlight('x = 1', 'ipython3', False)\n"
+        "print(sys.getrecursionlimit() == limit, 'IPython' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert done.stdout.split() == ["True", "False"], done.stderr
