@@ -317,6 +317,34 @@ class MarkdownView(QFrame):
                 label.setSelection(begin, min(length, size - begin))
             position += size + 1
 
+    def select_occurrence(self, needle: str, source_start: int) -> bool:
+        """Select, case-insensitively, the occurrence of ``needle`` found at ``source_start``.
+
+        Offsets in the Markdown source are not offsets in the rendered text,
+        so the match is counted instead: the n-th occurrence in the source is
+        selected as the n-th occurrence shown. Returns whether one was selected.
+        """
+        needle = needle.lower()
+        if not needle:
+            return False
+        if self._plain_label is not None:
+            self._plain_label.setSelection(source_start, len(needle))
+            return True
+        wanted = self.markdown[:source_start].lower().count(needle)
+        seen = 0
+        for label in self.labels():
+            label.setSelection(0, 0)
+        for label in self.labels():
+            shown = _plain(label.text()).lower()
+            at = shown.find(needle)
+            while at >= 0:
+                if seen == wanted:
+                    label.setSelection(at, len(needle))
+                    return True
+                seen += 1
+                at = shown.find(needle, at + len(needle))
+        return False
+
     # -- theme -----------------------------------------------------------------
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802

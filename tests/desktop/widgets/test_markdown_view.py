@@ -90,3 +90,20 @@ def test_streamed_text_ends_as_if_rendered_at_once(qtbot: QtBot) -> None:
     whole = _message(qtbot, "assistant", ANSWER)
     assert streamed.text() == whole.text()
     assert len(streamed.findChildren(CodeBlockView)) == 2
+
+
+def test_find_selects_the_match_in_the_rendered_text(qtbot: QtBot) -> None:
+    source = "Find **me**, then `me` again.\n\n```\nme too\n```"
+    label = _message(qtbot, "user", source)
+    third = source.index("me too")
+    assert label.select_occurrence("ME", third)
+    body = label.findChildren(CodeBlockView)[0].body
+    assert body.hasSelectedText() and body.selectedText() == "me"
+    assert label.selectedText() == "me"
+    second = source.index("`me`") + 1
+    assert label.select_occurrence("me", second)
+    text_label = next(w for w in label.labels() if w is not body)
+    assert text_label.selectedText() == "me"
+    assert text_label.selectionStart() == "Find me, then me again.".index("me", 6)
+    assert not body.hasSelectedText()  # one selection at a time
+    assert not label.select_occurrence("absent", 0)
