@@ -50,6 +50,9 @@ from branchwise.core.store.atomic import atomic_write_bytes
 SETTINGS_FILE = "settings.json"
 SETTINGS_FORMAT = 1
 PROVIDERS = ("demo", "openai")
+#: The app's colours: follow the system's light or dark scheme, or always one of them.
+THEMES = ("system", "light", "dark")
+ThemeChoice = Literal["system", "light", "dark"]
 DEFAULT_KEY_ENVS = ("BRANCHWISE_API_KEY", "OPENAI_API_KEY")
 ProviderKind = Literal["demo", "openai"]
 
@@ -94,6 +97,8 @@ class Settings:
         system_prompt: sent before every conversation that sets none of its own.
         temperature: sampling temperature for conversations that set none
             (``None``: the server's default).
+        theme: ``system`` (follow the system's colour scheme), ``light`` or ``dark``;
+            files written before themes existed read as ``system``.
     """
 
     provider: ProviderKind = "demo"
@@ -105,6 +110,7 @@ class Settings:
     first_run_done: bool = False
     system_prompt: str = ""
     temperature: float | None = None
+    theme: ThemeChoice = "system"
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape (camelCase, with the format version)."""
@@ -119,6 +125,7 @@ class Settings:
             "firstRunDone": self.first_run_done,
             "systemPrompt": self.system_prompt,
             "temperature": self.temperature,
+            "theme": self.theme,
         }
 
     @property
@@ -137,6 +144,7 @@ _JSON_NAMES = {
     "firstRunDone": "first_run_done",
     "systemPrompt": "system_prompt",
     "temperature": "temperature",
+    "theme": "theme",
 }
 assert set(_JSON_NAMES.values()) == {f.name for f in fields(Settings)}
 
@@ -197,6 +205,11 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
     first_run_done = values.get("first_run_done", False)
     if not isinstance(first_run_done, bool):
         raise InvalidSettings("firstRunDone must be true or false", field="firstRunDone")
+    theme = values.get("theme", "system")
+    if theme not in THEMES:
+        raise InvalidSettings(
+            f"theme must be one of {', '.join(THEMES)}, not {theme!r}", field="theme"
+        )
     try:
         defaults = validate_conversation_settings(
             system=values.get("system_prompt"), temperature=values.get("temperature")
@@ -214,6 +227,7 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         first_run_done=first_run_done,
         system_prompt=defaults.system or "",
         temperature=defaults.temperature,
+        theme=theme,
     )
 
 

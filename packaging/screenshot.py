@@ -1,12 +1,14 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
-    python packaging/screenshot.py [--out docs/screenshot.png] [--lang en]
+    python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
 a conversation of three turns, a fork made from its first turn (with a turn
-of its own) and a child conversation spawned from its last turn, built with
-the same store, fork and lineage calls the app uses.
+of its own and one answered with a table, a quote and a code block) and a
+child conversation spawned from its last turn, built with the same store,
+fork and lineage calls the app uses. ``--theme`` is written to the fixture's
+settings, as the Settings dialog would.
 """
 
 from __future__ import annotations
@@ -58,6 +60,21 @@ FORK_TURN = (
     "- a mid-morning walk through Nishiki, tasting as you go\n"
     "- dinner on a *kawadoko* terrace if the weather holds",
 )
+BUDGET_TURN = (
+    "Estimate the food budget for that day.",
+    "A rough budget per person:\n\n"
+    "| Meal | Where | Yen |\n"
+    "|------|-------|----:|\n"
+    "| Breakfast | Nanzen-ji yudofu | 3,000 |\n"
+    "| Tasting | Nishiki Market | 2,500 |\n"
+    "| Dinner | Pontochō terrace | 8,000 |\n\n"
+    "> Prices rise on the *kawadoko* terraces in peak season.\n\n"
+    "To total your own list:\n\n"
+    "```python\n"
+    'meals = {"breakfast": 3000, "tasting": 2500, "dinner": 8000}\n'
+    'print(f"{sum(meals.values()):,} yen")  # 13,500 yen\n'
+    "```",
+)
 
 
 def build_fixture(root: Path) -> tuple[str, str, str]:
@@ -95,6 +112,7 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     forked = fork(store, request, new_id("op"), title="Kyoto in autumn — food")
     with store.open_writer(forked.child_session_id) as writer:
         turn(writer, *FORK_TURN)
+        turn(writer, *BUDGET_TURN)
     child = create_child(store, parent, {"turnId": turns[2]}, "Packing checklist")
     with store.open_writer(child.child_session_id) as writer:
         turn(
@@ -147,6 +165,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshot.png")
     parser.add_argument("--lang", default="en")
     parser.add_argument("--front", choices=("fork", "parent"), default="fork", help="tab in front")
+    parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         if shutil.which("xvfb-run") is None:
@@ -158,6 +177,7 @@ def main() -> int:
     from PySide6.QtWidgets import QApplication
 
     from branchwise.core.i18n.language import set_language
+    from branchwise.core.settings import Settings, save_settings
     from branchwise.desktop.app import run_on_qt_loop
     from branchwise.desktop.widgets.style import apply_style
 
@@ -169,6 +189,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
         ids = build_fixture(root)
+        save_settings(root, Settings(theme=args.theme, first_run_done=True))
         return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front))
 
 

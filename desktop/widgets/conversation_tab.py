@@ -117,8 +117,8 @@ class ConversationTab(QWidget):
             return
         widget.flash()
         label = widget.message_label(match.message_id)
-        if label is not None and label.textFormat() == Qt.TextFormat.PlainText:
-            label.setSelection(match.start, len(self.find_bar.field.text()))
+        if label is not None:
+            label.select_occurrence(self.find_bar.field.text(), match.start)
 
     # -- actions ---------------------------------------------------------------
 

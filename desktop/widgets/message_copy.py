@@ -16,6 +16,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QLabel, QMenu
 
 from branchwise.core.i18n.language import _
+from branchwise.desktop.widgets.markdown_view import MarkdownView
 
 
 def copy_message(text: str) -> None:
@@ -23,7 +24,7 @@ def copy_message(text: str) -> None:
     QGuiApplication.clipboard().setText(text)
 
 
-def message_menu(label: QLabel, source: Callable[[], str]) -> QMenu:
+def message_menu(label: QLabel | MarkdownView, source: Callable[[], str]) -> QMenu:
     """The context menu of one message: Copy message, then Copy (selection) and Select all."""
     menu = QMenu(label)
     menu.setObjectName("messageMenu")
@@ -36,7 +37,7 @@ def message_menu(label: QLabel, source: Callable[[], str]) -> QMenu:
     return menu
 
 
-def install_copy_message(label: QLabel, source: Callable[[], str]) -> None:
+def install_copy_message(label: QLabel | MarkdownView, source: Callable[[], str]) -> None:
     """Give ``label`` the message context menu (``source`` gives the Markdown to copy)."""
     label.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
 

@@ -2,7 +2,11 @@
 
 Failures never disappear on their own: errors and warnings stay until the
 user dismisses them, while outcomes ("Branch created: …") fade after a few
-seconds. Each row names its failure in the user's language (the notice
+seconds. A notice identical to one already shown (same code, level, words,
+detail and action) does not stack up as another row: the row counts it
+("×3") and starts its fade again. However long the rows' texts, the area
+never takes more than :data:`MAX_SHARE` of the window's height; beyond that
+its rows scroll. Each row names its failure in the user's language (the notice
 carries a code and parameters, not finished text, so a language switch
 re-renders it) and shows the untranslated technical detail beneath.
 """
@@ -11,19 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
     QLabel,
     QMenu,
     QPushButton,
+    QScrollArea,
     QToolButton,
     QVBoxLayout,
     QWidget,
 )
 
-from branchwise.core.i18n.language import _, format_time
+from branchwise.core.i18n.language import _, format_number, format_time, ngettext
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction, NoticeCenter
 from branchwise.desktop.host.trashing import RESTORE_ACTION
@@ -34,6 +40,20 @@ MAX_ROWS = 3
 #: How long an outcome (info, success) stays before it fades into the history.
 OUTCOME_MS = 8000
 PERSISTENT = (Level.ERROR, Level.WARNING)
+#: The largest share of the window's height the notice rows may take.
+MAX_SHARE = 0.25
+
+
+def same_notice(a: Notice, b: Notice) -> bool:
+    """``a`` and ``b`` say the same thing (they differ at most in id and time)."""
+    return (a.code, a.level, a.params, a.detail, a.action, a.sticky) == (
+        b.code,
+        b.level,
+        b.params,
+        b.detail,
+        b.action,
+        b.sticky,
+    )
 
 
 def notice_text(notice: Notice, title_of: Callable[[str], str]) -> str:
@@ -56,7 +76,9 @@ class NoticeRow(QFrame):
     def __init__(self, area: NoticeArea, notice: Notice) -> None:
         super().__init__(area)
         self.notice = notice
+        self.count = 1
         self._area = area
+        self._fade: QTimer | None = None
         self.setObjectName("noticeRow")
         self.setProperty("level", str(notice.level))
         self.message_label = QLabel(self)
@@ -69,6 +91,10 @@ class NoticeRow(QFrame):
         self.detail_label.setWordWrap(True)
         self.detail_label.setTextFormat(Qt.TextFormat.PlainText)
         self.detail_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.count_label = QLabel(self)
+        self.count_label.setObjectName("noticeCount")
+        self.count_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.count_label.hide()
         self.action_button = QPushButton(self)
         self.action_button.setObjectName("noticeAction")
         self.action_button.clicked.connect(self._act)
@@ -84,6 +110,7 @@ class NoticeRow(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(10, 4, 4, 4)
         layout.addLayout(texts, 1)
+        layout.addWidget(self.count_label, 0, Qt.AlignmentFlag.AlignTop)
         layout.addWidget(self.action_button)
         layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
         if notice.level not in PERSISTENT and not notice.sticky:
@@ -98,6 +125,14 @@ class NoticeRow(QFrame):
     def text(self) -> str:
         """The sentence shown."""
         return self.message_label.text()
+
+    def repeat(self, notice: Notice) -> None:
+        """The same notice came again: count it, act on the newest, fade from now."""
+        self.notice = notice
+        self.count += 1
+        if self._fade is not None:
+            self._fade.start(OUTCOME_MS)
+        self.retranslate_ui()
 
     def _act(self) -> None:
         action = self.notice.action
@@ -126,6 +161,16 @@ class NoticeRow(QFrame):
             self.action_button.setToolTip(_("Open the conversation this notice is about"))
         self.dismiss_button.setToolTip(_("Dismiss"))
         self.dismiss_button.setAccessibleName(_("Dismiss"))
+        self.count_label.setVisible(self.count > 1)
+        if self.count > 1:
+            # A sign and a number: the same in every language (the digits are localized).
+            self.count_label.setText("×" + format_number(self.count))
+            times = fill(
+                ngettext("Happened {n} time", "Happened {n} times", self.count),
+                {"n": format_number(self.count)},
+            )
+            self.count_label.setToolTip(times)
+            self.count_label.setAccessibleName(times)
 
 
 class NoticeArea(QFrame):
@@ -152,8 +197,18 @@ class NoticeArea(QFrame):
         self.title_of = title_of
         self._on_action = on_action
         self._on_decline = on_decline
-        self._rows_layout = QVBoxLayout()
+        self._rows_box = QWidget(self)
+        self._rows_box.setObjectName("noticeRows")
+        self._rows_layout = QVBoxLayout(self._rows_box)
+        self._rows_layout.setContentsMargins(0, 0, 0, 0)
         self._rows_layout.setSpacing(2)
+        self.rows_scroll = QScrollArea(self)
+        self.rows_scroll.setObjectName("noticeScroll")
+        self.rows_scroll.setWidgetResizable(True)
+        self.rows_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.rows_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.rows_scroll.setWidget(self._rows_box)
+        self._watched: QWidget | None = None
         self.history_button = QToolButton(self)
         self.history_button.setObjectName("noticeHistory")
         self.history_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -164,7 +219,7 @@ class NoticeArea(QFrame):
         self.history_button.setMenu(self.history_menu)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
-        layout.addLayout(self._rows_layout, 1)
+        layout.addWidget(self.rows_scroll, 1)
         layout.addWidget(self.history_button, 0, Qt.AlignmentFlag.AlignBottom)
         self._unsubscribe = notices.subscribe(self.show_notice)
         for notice in notices.history:
@@ -195,22 +250,74 @@ class NoticeArea(QFrame):
     # -- showing ---------------------------------------------------------------
 
     def show_notice(self, notice: Notice) -> None:
-        """Add a row for ``notice`` (the oldest outcome makes room first)."""
+        """Add a row for ``notice``, or count it on the row already saying the same.
+
+        The oldest outcome makes room first when :data:`MAX_ROWS` are shown.
+        """
         rows = self.rows()
         if any(row.notice.id == notice.id for row in rows):
             return
-        while len(rows) >= MAX_ROWS:
-            victim = next((r for r in rows if r.notice.level not in PERSISTENT), rows[0])
-            rows.remove(victim)
-            self._remove(victim)
-        self._rows_layout.addWidget(NoticeRow(self, notice))
+        same = next((row for row in rows if same_notice(row.notice, notice)), None)
+        if same is not None:
+            same.repeat(notice)
+        else:
+            while len(rows) >= MAX_ROWS:
+                victim = next((r for r in rows if r.notice.level not in PERSISTENT), rows[0])
+                rows.remove(victim)
+                self._remove(victim)
+            self._rows_layout.addWidget(NoticeRow(self, notice))
         self._render_history_button()
+        self._fit()
+
+    # -- size ------------------------------------------------------------------
+
+    def height_cap(self) -> int:
+        """The most height the rows may take: :data:`MAX_SHARE` of the window's."""
+        window = self.window()
+        if window is self:
+            return 10**6
+        return max(0, int(window.height() * MAX_SHARE))
+
+    def _fit(self) -> None:
+        """Size the rows to their text, up to the cap (they scroll beyond it)."""
+        window = self.window()
+        if window is not self and window is not self._watched:
+            if self._watched is not None:
+                self._watched.removeEventFilter(self)
+            window.installEventFilter(self)
+            self._watched = window
+        has_rows = bool(self.rows())
+        self.rows_scroll.setVisible(has_rows)
+        if not has_rows:
+            self.rows_scroll.setFixedHeight(0)
+            return
+        layout = self._rows_layout
+        width = self.rows_scroll.viewport().width()
+        wanted = (
+            layout.totalHeightForWidth(width)
+            if layout.hasHeightForWidth() and width > 0
+            else layout.totalSizeHint().height()
+        )
+        self.rows_scroll.setFixedHeight(min(wanted, self.height_cap()))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt override
+        """The window was resized: fit the rows to its new height."""
+        if watched is self._watched and event.type() == QEvent.Type.Resize:
+            self._fit()
+        return False
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        """A new width wraps the rows' text differently."""
+        super().resizeEvent(event)
+        if event.size().width() != event.oldSize().width():
+            QTimer.singleShot(0, self, self._fit)
 
     def dismiss(self, row: NoticeRow) -> None:
         """Hide a row (the notice stays in the history)."""
         if row in self.rows():
             self._remove(row)
         self._render_history_button()
+        self._fit()
 
     def decline(self, row: NoticeRow) -> None:
         """The user dismissed ``row``: hide it and tell whoever made the offer."""
@@ -256,6 +363,7 @@ class NoticeArea(QFrame):
         for row in self.rows():
             row.retranslate_ui()
         self._render_history_button()
+        self._fit()
 
     def close_area(self) -> None:
         """Stop listening to the notice channel."""

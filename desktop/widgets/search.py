@@ -35,6 +35,7 @@ from branchwise.core.i18n.reasons import fill
 from branchwise.core.search import SearchHit, SearchResult
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.widgets.theme import theme_colors
 from branchwise.desktop.widgets.turn_widget import untitled
 
 #: Pause after the last keystroke before the query runs.
@@ -43,7 +44,6 @@ DEBOUNCE_MS = 200
 RESULT_LIMIT = 50
 #: The shortcut that puts the cursor in the search field (the window's action).
 SHORTCUT = "Ctrl+K"
-HIGHLIGHT = "background-color:#ffe27a; font-weight:600;"
 
 OpenHit = Callable[[str, str], None]
 
@@ -68,12 +68,13 @@ def highlighted(snippet: str, spans: tuple[tuple[int, int], ...]) -> str:
     """The snippet as rich text: every character escaped, the spans highlighted."""
     parts: list[str] = []
     at = 0
+    hit = f"background-color:{theme_colors().search_hit}; font-weight:600;"
     for start, end in sorted(spans):
         start, end = max(start, at), min(end, len(snippet))
         if start >= end:
             continue
         parts.append(html.escape(snippet[at:start]))
-        parts.append(f'<span style="{HIGHLIGHT}">{html.escape(snippet[start:end])}</span>')
+        parts.append(f'<span style="{hit}">{html.escape(snippet[start:end])}</span>')
         at = end
     parts.append(html.escape(snippet[at:]))
     return "".join(parts)

@@ -33,9 +33,18 @@ from branchwise.core.errors import BranchwiseError, InvalidSettings
 from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.core.settings import Settings, resolve_api_key, validate_settings
+from branchwise.core.settings import THEMES, Settings, resolve_api_key, validate_settings
 
-FIELDS = ("provider", "baseUrl", "model", "apiKey", "systemPrompt", "temperature", "language")
+FIELDS = (
+    "provider",
+    "baseUrl",
+    "model",
+    "apiKey",
+    "systemPrompt",
+    "temperature",
+    "language",
+    "theme",
+)
 NO_TEMPERATURE = -0.1
 """The temperature box's lowest value, shown as "Server default" (none is sent)."""
 
@@ -101,6 +110,10 @@ class SettingsDialog(QDialog):
         self.language.addItem("", None)
         for code in SUPPORTED:
             self.language.addItem(DISPLAY_NAMES[code], code)
+        self.theme = QComboBox(self)
+        self.theme.setObjectName("theme")
+        for choice in THEMES:
+            self.theme.addItem("", choice)
 
         self.errors: dict[str, QLabel] = {}
         for name in (*FIELDS, "form"):
@@ -143,6 +156,7 @@ class SettingsDialog(QDialog):
             self._labels["temperature"], self._with_error(self.temperature, "temperature")
         )
         self.form.addRow(self._labels["language"], self._with_error(self.language, "language"))
+        self.form.addRow(self._labels["theme"], self._with_error(self.theme, "theme"))
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -172,6 +186,7 @@ class SettingsDialog(QDialog):
         self.model.setEditText(settings.model)
         self.api_key.setText(settings.api_key)
         self.language.setCurrentIndex(max(0, self.language.findData(settings.language)))
+        self.theme.setCurrentIndex(max(0, self.theme.findData(settings.theme)))
         self.system_prompt.setPlainText(settings.system_prompt)
         temperature = settings.temperature
         self.temperature.setValue(NO_TEMPERATURE if temperature is None else temperature)
@@ -193,6 +208,7 @@ class SettingsDialog(QDialog):
             model=self.model.currentText().strip(),
             apiKey=self.api_key.text().strip(),
             language=self.language.currentData(),
+            theme=self.theme.currentData(),
             systemPrompt=self.system_prompt.toPlainText(),
             temperature=(
                 None
@@ -355,6 +371,9 @@ class SettingsDialog(QDialog):
         self.provider.setItemText(0, _("Demo (offline)"))
         self.provider.setItemText(1, _("OpenAI-compatible server"))
         self.language.setItemText(0, _("System default"))
+        theme_names = {"system": _("Same as the system"), "light": _("Light"), "dark": _("Dark")}
+        for index in range(self.theme.count()):
+            self.theme.setItemText(index, theme_names[self.theme.itemData(index)])
         texts = {
             "provider": _("Provider"),
             "baseUrl": _("Base URL"),
@@ -363,6 +382,7 @@ class SettingsDialog(QDialog):
             "systemPrompt": _("System prompt"),
             "temperature": _("Temperature"),
             "language": _("Language"),
+            "theme": _("Appearance"),
         }
         for name, label in self._labels.items():
             label.setText(texts[name])

@@ -1,8 +1,4 @@
-"""The app's look: Fusion, a light stylesheet keyed on object names, a drawn icon.
-
-Kept in one place so widgets only name their parts (``userMessage``,
-``noticeRow[level="error"]``…) and never carry colours themselves.
-"""
+"""The app's look: Fusion in the chosen theme, and a drawn icon."""
 
 from __future__ import annotations
 
@@ -10,58 +6,14 @@ from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPen, QPixmap
 from PySide6.QtWidgets import QApplication
 
-ACCENT = "#2f6fde"
-
-STYLESHEET = f"""
-QLabel#userMessage {{
-    background: palette(alternate-base);
-    border: 1px solid palette(mid);
-    border-radius: 8px;
-    padding: 8px 10px;
-}}
-QLabel#assistantMessage {{ padding: 2px 10px; }}
-QLabel#toolMessage {{
-    font-family: monospace;
-    color: palette(dark);
-    padding: 2px 10px;
-}}
-QLabel#turnStatus {{ color: palette(dark); padding: 0 10px; }}
-QLabel#turnStatus[error="true"] {{ color: #b3261e; }}
-QLabel#turnNumber {{ color: palette(dark); font-size: 11px; }}
-QToolButton#branchButton {{ color: {ACCENT}; }}
-QToolButton#branchButton:disabled {{ color: palette(mid); }}
-QToolButton#branchesButton {{ color: {ACCENT}; font-size: 11px; }}
-QFrame#turn {{ border-bottom: 1px solid palette(midlight); }}
-QFrame#turn[flash="true"] {{ background: #fff3b0; }}
-QFrame#searchResult {{ border-bottom: 1px solid palette(midlight); }}
-QFrame#searchResult:focus {{ background: palette(alternate-base); }}
-QLabel#searchResultTitle {{ font-weight: 600; }}
-QLabel#searchResultRole {{ color: palette(dark); font-size: 11px; }}
-QLabel#searchStatus {{ color: palette(dark); font-size: 11px; }}
-QToolButton#searchAlsoIn {{ color: {ACCENT}; font-size: 11px; }}
-QLabel#searchEmpty {{ color: palette(dark); padding: 8px; }}
-QLabel#findCount {{ color: palette(dark); }}
-QLineEdit#findField[notFound="true"] {{ background: #fdecea; }}
-QFrame#forkBanner {{
-    background: #e8f0fe;
-    border-bottom: 1px solid #c6d7f5;
-}}
-QLabel#forkBannerText {{ color: #1b3a73; }}
-QLabel#sessionState {{ background: #fff4d6; color: #5c4200; }}
-QFrame#noticeRow {{ border-left: 4px solid palette(mid); background: palette(base); }}
-QFrame#noticeRow[level="error"] {{ border-left-color: #b3261e; background: #fdecea; }}
-QFrame#noticeRow[level="warning"] {{ border-left-color: #b26a00; background: #fff4e0; }}
-QFrame#noticeRow[level="success"] {{ border-left-color: #1e7f3c; background: #e8f5ec; }}
-QLabel#noticeDetail {{ color: palette(dark); font-size: 11px; }}
-QLabel#emptyState {{ color: palette(dark); font-size: 15px; }}
-QLabel[error="true"] {{ color: #b3261e; }}
-"""
+from branchwise.core.settings import ThemeChoice
+from branchwise.desktop.widgets.theme import BRAND, theme_for
 
 
-def apply_style(app: QApplication) -> None:
-    """Fusion with the app's stylesheet and icon."""
+def apply_style(app: QApplication, theme: ThemeChoice = "system") -> None:
+    """Fusion in the ``theme`` (see desktop/widgets/theme.py), and the app's icon."""
     app.setStyle("Fusion")
-    app.setStyleSheet(STYLESHEET)
+    theme_for(app).choose(theme)
     app.setWindowIcon(app_icon())
 
 
@@ -72,7 +24,7 @@ def app_icon(size: int = 256) -> QIcon:
     painter = QPainter(pixmap)
     painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.setPen(Qt.PenStyle.NoPen)
-    painter.setBrush(QColor(ACCENT))
+    painter.setBrush(QColor(BRAND))
     painter.drawRoundedRect(QRectF(0, 0, size, size), size * 0.22, size * 0.22)
     pen = QPen(QColor("white"), size * 0.07)
     pen.setCapStyle(Qt.PenCapStyle.RoundCap)

@@ -8,6 +8,7 @@ that already has branches shows a small "N branches" button listing them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -20,7 +21,6 @@ from PySide6.QtWidgets import (
     QMenu,
     QPlainTextEdit,
     QPushButton,
-    QSizePolicy,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -31,9 +31,13 @@ from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import branch_count, fill, reason_text
 from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
+from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
 
 STREAM_REPAINT_MS = 50
+#: A repaint that took t ms waits at least this many times t before the next one,
+#: so a long answer being rendered never takes more than about a third of the CPU.
+STREAM_REPAINT_SLOWDOWN = 2
 #: How long a turn stays highlighted after a search hit or find match brought it into view.
 FLASH_MS = 1200
 BRANCH_BUTTON = "branchButton"
@@ -104,25 +108,15 @@ def branch_icon(color: QColor, size: int = 16) -> QIcon:
     return QIcon(pixmap)
 
 
-class MessageLabel(QLabel):
-    """A selectable, word-wrapped message; assistant text is rendered as Markdown."""
+class MessageLabel(MarkdownView):
+    """One message: user and assistant text rendered as Markdown, tool calls as plain text."""
 
     def __init__(self, entry: Entry, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
+        super().__init__(parent, plain=entry.role == "tool", breaks=entry.role == "user")
         self.role = entry.role
         self.message_id = entry.message_id
-        self.setWordWrap(True)
-        self.setTextInteractionFlags(
-            Qt.TextInteractionFlag.TextSelectableByMouse
-            | Qt.TextInteractionFlag.LinksAccessibleByMouse
-        )
-        self.setOpenExternalLinks(True)
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.content = ""
         self.setObjectName(f"{entry.role}Message")
-        if entry.role == "assistant":
-            self.setTextFormat(Qt.TextFormat.MarkdownText)
-        else:
-            self.setTextFormat(Qt.TextFormat.PlainText)
         self.set_content(entry.content)
         install_copy_message(self, lambda: self.content)
 
@@ -130,12 +124,13 @@ class MessageLabel(QLabel):
         """Show ``text`` (tool calls get a localized prefix)."""
         self.content = text
         if self.role == "tool":
-            self.setText(fill(_("Tool call: {call}"), {"call": text}))
+            self.set_markdown(fill(_("Tool call: {call}"), {"call": text}))
         else:
-            self.setText(text)
+            self.set_markdown(text)
 
     def retranslate_ui(self) -> None:
-        """Re-render the localized prefix of tool calls."""
+        """Re-render the localized prefix of tool calls and the code blocks' labels."""
+        super().retranslate_ui()
         if self.role == "tool":
             self.set_content(self.content)
 
@@ -339,13 +334,15 @@ class TurnWidget(QFrame):
         self._render_ask_again()
 
     def append_text(self, message_id: str, chunk: str) -> None:
-        """Append streamed text to the running answer (repainted at most every 50 ms)."""
+        """Append streamed text to the running answer (repainted at most every 50 ms, less
+        often while rendering takes long)."""
         self._pending_text.setdefault(message_id, []).append(chunk)
         if not self._repaint.isActive():
             self._repaint.start()
 
     def _flush_text(self) -> None:
         pending, self._pending_text = self._pending_text, {}
+        started = time.perf_counter()
         for message_id, parts in pending.items():
             label = self._labels.get(message_id)
             if label is None:
@@ -353,6 +350,11 @@ class TurnWidget(QFrame):
                 self._labels[message_id] = label
                 self._messages.addWidget(label)
             label.set_content(label.content + "".join(parts))
+        if pending:
+            spent_ms = (time.perf_counter() - started) * 1000
+            self._repaint.setInterval(
+                max(STREAM_REPAINT_MS, int(spent_ms * STREAM_REPAINT_SLOWDOWN))
+            )
 
     def shown_messages(self) -> list[tuple[str, str]]:
         """``(role, text)`` of every message label, in display order, as displayed."""

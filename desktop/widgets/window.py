@@ -18,6 +18,7 @@ from pathlib import Path
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
     QLabel,
     QMainWindow,
@@ -62,6 +63,7 @@ from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
 from branchwise.desktop.widgets.shortcuts_dialog import ShortcutsDialog, shortcut_rows
 from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
+from branchwise.desktop.widgets.theme import theme_for
 from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
@@ -93,6 +95,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.setObjectName("mainWindow")
         self.host = host
+        self._apply_theme()
         self.first_run = first_run
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False
@@ -759,8 +762,14 @@ class MainWindow(QMainWindow):
         assert isinstance(settings, Settings)
         language_changed = settings.language != self.host.settings.language
         self.host.update_settings(settings)
+        self._apply_theme()
         if language_changed:
             self.language_chosen.emit(settings.language or SYSTEM_LANGUAGE)
+
+    def _apply_theme(self) -> None:
+        app = QApplication.instance()
+        if isinstance(app, QApplication):
+            theme_for(app).choose(self.host.settings.theme)
 
     def choose_language(self, code: str) -> None:
         """Switch the whole app to ``code`` ("" = the system's) live, and remember it."""

@@ -39,6 +39,7 @@ def test_round_trip_with_every_field(tmp_path: Path) -> None:
         api_key=KEY,
         language="zh_Hant",
         first_run_done=True,
+        theme="dark",
     )
     root = tmp_path / "root"
     save_settings(root, settings)
@@ -167,6 +168,8 @@ def test_unknown_fields_are_ignored_and_urls_normalized() -> None:
         ({"language": 7}, "language"),
         ({"firstRunDone": "yes"}, "firstRunDone"),
         ({"firstRunDone": 1}, "firstRunDone"),
+        ({"theme": "blue"}, "theme"),
+        ({"theme": ["dark"]}, "theme"),
         ({"format": 0}, "format"),
         ({"format": "1"}, "format"),
     ],
@@ -177,6 +180,14 @@ def test_validation_errors_are_typed(data: dict[str, Any], field: str) -> None:
     assert info.value.code == "invalid_settings"
     assert info.value.details["field"] == field
     assert info.value.to_json()["error"]["field"] == field
+
+
+def test_a_file_from_before_themes_follows_the_system(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / SETTINGS_FILE).write_bytes(orjson.dumps({"format": 1, "language": "en"}))
+    loaded, notices = load_settings(root)
+    assert loaded.theme == "system" and loaded.language == "en" and notices == []
 
 
 def test_settings_must_be_an_object() -> None:

@@ -23,6 +23,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("bench_fork.py", ["--turns", "40", "--sessions", "30", "--repeat", "1"], "ratio"),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
+        ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
         (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],
