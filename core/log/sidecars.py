@@ -11,10 +11,11 @@ and otherwise fall back to the log.
 ``.idx``: a 16-byte header (magic ``BWIX``, format version, tracker version,
 CRC32 of the first 12 bytes), then fixed-size records, one per turn a commit
 closes, in seq order: ``lastSeq, commit, offset, end, frameCrc, flags,
-recordCrc``. ``.tix``: one record ``{"turnId", "messageId", "startSeq",
-"index"}`` per ``.idx`` record (``index`` is the turn's 1-based position, so a
-reader sees a turn that never closed as a gap). ``.blobs``: ``{"commit",
-"blobs"}`` for each commit holding a checkpoint.
+recordCrc`` (and, when the segment is sealed at a roll, a last record with
+only :data:`SEALS_SEGMENT` set, naming its last frame). ``.tix``: one record
+``{"turnId", "messageId", "startSeq", "index"}`` per turn record (``index`` is
+the turn's 1-based position, so a reader sees a turn that never closed as a
+gap). ``.blobs``: ``{"commit", "blobs"}`` for each commit holding a checkpoint.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ CLOSES_TURN = 1
 CLOSING_COMMIT_SPILLS = 2
 AUTHORITY_OPEN = 4
 HOLDS_CHECKPOINT = 8
+SEALS_SEGMENT = 16
+"""Not a turn: the last frame of a sealed segment, written at roll (a fork's seed bound)."""
 
 _TURN_END = EventType.TURN_END.value
 _CHECKPOINT = EventType.CHECKPOINT.value
@@ -193,6 +196,15 @@ class SidecarWriter:
                 self._fds[suffix] = fd
                 if suffix == INDEX_SUFFIX and os.fstat(fd).st_size == 0:
                     write_all(fd, index_header())
+        except OSError:
+            self._fail()
+
+    def seal(self, record: IndexRecord) -> None:
+        """Append the record of the segment's last frame (at roll)."""
+        if self.broken:
+            return
+        try:
+            write_all(self._fds[INDEX_SUFFIX], record.to_bytes())
         except OSError:
             self._fail()
 
