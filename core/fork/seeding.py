@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.errors import BranchwiseError, SessionExists
-from branchwise.core.log.frames import Frame, Incomplete, decode_frame, encode_frame, iter_frames
-from branchwise.core.log.segments import Piece, SessionLog, log_pieces, segment_name
+from branchwise.core.errors import SessionExists
+from branchwise.core.log.frames import Frame, encode_frame, iter_frames
+from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (
     CLOSES_TURN,
     HOLDS_CHECKPOINT,
@@ -101,26 +101,7 @@ class ForkPlan:
     blobs: tuple[str, ...] | None
 
 
-# -- reading one frame ------------------------------------------------------------
-
-
-def read_frame(path: Path, offset: int, end: int) -> tuple[Frame, int] | None:
-    """The verified frame at ``offset`` of a file, and its payload CRC, if it ends at ``end``."""
-    try:
-        fd = open_no_follow(path, os.O_RDONLY)
-    except OSError:
-        return None
-    try:
-        data = os.pread(fd, end - offset, offset) if end > offset else b""
-    finally:
-        os.close(fd)
-    try:
-        frame = decode_frame(data, 0)
-    except (BranchwiseError, Incomplete):
-        return None
-    if frame.end != len(data):
-        return None
-    return Frame(frame.commit, frame.events, offset, end), frame_crc(data, 0)
+# -- bounds of whole pieces -------------------------------------------------------------
 
 
 def _bounded_by_seal(piece: Piece) -> SeedSource | None:
