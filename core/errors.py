@@ -319,6 +319,21 @@ class OperationConflict(BranchwiseError):
     http_status = 409
 
 
+class EmptyPrompt(BranchwiseError):
+    """An edited prompt with no text: there is nothing to ask again."""
+
+    code = "empty_prompt"
+    definitive = True
+
+
+class TurnNotFailed(BranchwiseError):
+    """Retry names a turn that did not end in error (or the session has no failed turn)."""
+
+    code = "turn_not_failed"
+    definitive = True
+    http_status = 409
+
+
 class InvalidForkRequest(BranchwiseError):
     """A fork request with a malformed operation id, boundary or generation."""
 
@@ -360,6 +375,14 @@ class TurnRunning(BranchwiseError):
     """The action needs the conversation between turns; one is running (retry when it ends)."""
 
     code = "turn_running"
+    http_status = 409  # ``branchwise serve``: a turn runs there already
+
+
+class NotRelated(BranchwiseError):
+    """Two conversations compared or merged are in different lineage trees."""
+
+    code = "not_related"
+    definitive = True
 
 
 class InvalidConversationSettings(BranchwiseError):
@@ -589,6 +612,13 @@ class InvalidArgument(BranchwiseError):
     """
 
     code = "invalid_argument"
+    definitive = True
+
+
+class InvalidServerUrl(InvalidArgument):
+    """A ``--server`` (or "Connect to server…") address that is not an http(s) URL."""
+
+    code = "invalid_server_url"
     definitive = True
 
 

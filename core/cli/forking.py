@@ -10,9 +10,9 @@ from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id, validate_session_id
-from branchwise.core.lineage import create_child, lineage, tree
+from branchwise.core.lineage import create_child
 from branchwise.core.store.store import SessionStore
-from branchwise.core.store.trash import parent_state
+from branchwise.core.views import session_lineage, session_targets, session_tree
 
 
 def register(session_sub: argparse._SubParsersAction) -> None:
@@ -21,9 +21,17 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     targets.add_argument("session_id")
     targets.set_defaults(func=cmd_targets)
 
-    fork_cmd = session_sub.add_parser("fork", help="fork a session at a finished turn")
+    fork_cmd = session_sub.add_parser(
+        "fork", help="fork a session at a finished turn, or at its start"
+    )
     fork_cmd.add_argument("session_id")
-    fork_cmd.add_argument("--turn", required=True, help="the turn id to fork at")
+    where = fork_cmd.add_mutually_exclusive_group(required=True)
+    where.add_argument("--turn", help="the turn id to fork at")
+    where.add_argument(
+        "--at-start",
+        action="store_true",
+        help="fork before the first turn: a child inheriting nothing (seedLength 0)",
+    )
     fork_cmd.add_argument(
         "--boundary", type=int, help="boundary sequence (default: the turn's current one)"
     )
@@ -55,18 +63,23 @@ def register(session_sub: argparse._SubParsersAction) -> None:
 
 def cmd_targets(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """The §3.1 answer for one session."""
-    return fork_targets(store, validate_session_id(args.session_id)).to_json()
+    return session_targets(store, args.session_id)
 
 
 def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Fork; a missing boundary or generation is taken from the current targets.
 
     When the turn is not a listed target the defaults are left impossible
-    (boundary 0) so the fork itself refuses with its precise reason.
+    (boundary 0) so the fork itself refuses with its precise reason. At the
+    start (``--at-start``) the boundary is 0 and the turn ``None``.
     """
     source_id = validate_session_id(args.session_id)
     boundary, generation = args.boundary, args.generation
-    if boundary is None or generation is None:
+    if args.at_start:
+        boundary = 0 if boundary is None else boundary
+        if generation is None:
+            generation = fork_targets(store, source_id).generation
+    elif boundary is None or generation is None:
         current = fork_targets(store, source_id)
         target = current.target(args.turn)
         if boundary is None:
@@ -92,20 +105,9 @@ def cmd_child(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_lineage(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """A session's ancestors, nearest first."""
-    return lineage(store, validate_session_id(args.session_id)).to_json()
+    return session_lineage(store, args.session_id)
 
 
 def cmd_tree(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """The descendant tree of a session, flat and depth-first.
-
-    The top entry's ``parentState`` says where its parent is: ``present``,
-    ``trashed`` or ``missing`` (``null`` for a root), so a branch of a deleted
-    conversation shows where its parent was.
-    """
-    top = tree(store, validate_session_id(args.session_id))
-    result = top.to_json()
-    parent = top.manifest.parent
-    result["sessions"][0]["parentState"] = (
-        parent_state(store, parent.session_id) if parent else None
-    )
-    return result
+    """The descendant tree of a session, flat and depth-first (see :func:`session_tree`)."""
+    return session_tree(store, args.session_id)

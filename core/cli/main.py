@@ -17,7 +17,19 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from branchwise.core.cli import doctor, export, forking, models, search, serve, sessions, trash
+from branchwise.core.cli import (
+    actions,
+    compare,
+    doctor,
+    export,
+    forking,
+    models,
+    remote,
+    search,
+    serve,
+    sessions,
+    trash,
+)
 from branchwise.core.cli.output import print_json, printable
 from branchwise.core.cli.version import branchwise_version
 from branchwise.core.errors import BranchwiseError, InvalidArgument
@@ -40,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="data root (default: $BRANCHWISE_HOME or the platform's user data folder)",
     )
     parser.add_argument("--lang", help="interface language: en, zh_Hans or zh_Hant")
+    remote.add_server_options(parser)
     parser.add_argument("--version", action="version", version=f"%(prog)s {branchwise_version()}")
     top = parser.add_subparsers(dest="command", metavar="COMMAND")
     session = top.add_parser("session", help="work with sessions headlessly (JSON output)")
@@ -48,8 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.register(session_sub)
     forking.register(session_sub)
+    actions.register(session_sub)
     trash.register(session_sub)
     export.register(session_sub)
+    compare.register(session_sub)
     models.register_top(top)
     serve.register_top(top)
     doctor.register_top(top)
@@ -128,7 +143,9 @@ def data_root(args: argparse.Namespace) -> Path:
 def run_command(args: argparse.Namespace) -> int:
     """Run a parsed headless command; print its JSON; return the exit status."""
     try:
-        if getattr(args, "opens_store", True):
+        if getattr(args, "server", None) is not None:  # the command runs on that server
+            result = remote.run_remote(args)
+        elif getattr(args, "opens_store", True):
             result = args.func(SessionStore(data_root(args)), args)
         else:  # a command that must see the data root as it is (``doctor``)
             result = args.func(data_root(args), args)

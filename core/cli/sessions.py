@@ -19,10 +19,10 @@ from branchwise.core.conversation_settings import (
 )
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import validate_session_id
-from branchwise.core.log.segments import disk_usage
 from branchwise.core.projection import events as ev
 from branchwise.core.runtime import TurnListener, TurnRunner
 from branchwise.core.store.store import SessionStore, verify_session
+from branchwise.core.views import session_list, session_show
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -127,50 +127,16 @@ def cmd_config(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """Every readable session's manifest, newest first; unusable folders under ``damaged``.
-
-    One bad folder (a damaged, unreadable or copied manifest, a symbolic
-    link) never hides the others: it is listed with its typed error instead.
-    """
-    readable, damaged = [], []
-    for item in store.iter_manifests():
-        if isinstance(item, BranchwiseError):
-            damaged.append(item.to_json()["error"])
-        else:
-            readable.append(item)
-    readable.sort(key=lambda m: (m.created_at, m.session_id), reverse=True)
-    return {"sessions": [m.to_json() for m in readable], "damaged": damaged}
+    """Every readable session's manifest, newest first; unusable folders under ``damaged``."""
+    return session_list(store)
 
 
 def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Manifest, turns, messages and usage of a session (read without a lease)."""
-    snapshot = store.read(validate_session_id(args.session_id))
-    manifest, projection = snapshot.manifest, snapshot.projection
-    return {
-        "sessionId": manifest.session_id,
-        "title": snapshot.title,
-        "kind": manifest.kind,
-        "generation": manifest.generation,
-        "parent": manifest.parent.to_json() if manifest.parent else None,
-        "verifiable": projection.verifiable,
-        "config": projection.settings.to_json(),
-        "turns": [turn.to_json() for turn in projection.turns],
-        "messages": [
-            {"messageId": m.message_id, "role": m.role, "content": m.content}
-            for m in projection.messages
-        ],
-        "usage": {
-            "inputTokens": projection.input_tokens,
-            "outputTokens": projection.output_tokens,
-        },
-        "corruption": snapshot.scan.corruption.to_json()["error"]
-        if snapshot.scan.corruption
-        else None,
-        "disk": disk_usage(store.session_dir(manifest.session_id), manifest),
-    }
+    return session_show(store, args.session_id)
 
 
-class _StdoutStreamer(TurnListener):
+class StdoutStreamer(TurnListener):
     """Prints the answer to stdout as it arrives."""
 
     def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
@@ -184,7 +150,7 @@ class _StdoutStreamer(TurnListener):
 
 def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Run one whole turn and commit it; the JSON result is the last line."""
-    listener = None if args.quiet else _StdoutStreamer()
+    listener = None if args.quiet else StdoutStreamer()
     settings_from_args(store, args)  # unusable settings refuse before the session is touched
     with store.open_writer(validate_session_id(args.session_id)) as writer:
         conversation = writer.projection.settings

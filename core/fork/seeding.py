@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import SessionExists
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
@@ -93,12 +94,15 @@ class ForkPlan:
         end_commit: the last inherited commit.
         blobs: blob names the inherited checkpoints need (``None``: a
             sidecar could not say, so every blob of the source is linked).
+        settings: the conversation settings a fork at the start carries
+            (a later fork inherits them with the prefix).
     """
 
     seeds: tuple[SeedSource, ...]
     boundary: int
     end_commit: int
     blobs: tuple[str, ...] | None
+    settings: ConversationSettings | None = None
 
 
 # -- bounds of whole pieces -------------------------------------------------------------

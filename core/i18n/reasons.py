@@ -45,9 +45,13 @@ REASONS: Mapping[str, str] = {
     "invalid_fork_request": N_("This branch request is not valid."),
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
+    # Edit, regenerate and retry.
+    "empty_prompt": N_("Type the prompt to send as a branch."),
+    "turn_not_failed": N_("This turn did not fail, so there is nothing to retry."),
     "invalid_conversation_settings": N_(
         "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
     ),
+    "not_related": N_("These conversations are not branches of one another."),
     "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(
         "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."
@@ -80,6 +84,7 @@ REASONS: Mapping[str, str] = {
     ),
     "request_too_large": N_("The request line or a header was too long for the Branchwise server."),
     "port_in_use": N_("Another program already uses this port. Choose another one with --port."),
+    "invalid_server_url": N_("The server address must be an http:// or https:// URL."),
     # The command line.
     "invalid_argument": N_("A command-line argument is not valid."),
     # Search.

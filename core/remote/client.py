@@ -1,4 +1,4 @@
-"""The client of ``branchwise serve``: fork targets and forks over HTTP.
+"""The client of ``branchwise serve``: sessions, turns, fork targets and forks over HTTP.
 
 Typed refusals from the server come back as :class:`RemoteRefusal` carrying
 the server's own ``code`` (definitive: the fork did not happen). Anything
@@ -9,15 +9,39 @@ its record and retries with the same operation id.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
-from branchwise.core.errors import RemoteRefusal, RemoteUnavailable, ServerUnsupported
+from branchwise.core.errors import (
+    InvalidServerUrl,
+    RemoteRefusal,
+    RemoteUnavailable,
+    ServerUnsupported,
+)
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
+
+TURN_READ_TIMEOUT = 300.0
+"""Seconds a turn's stream may stay silent: a model server may think long before a token."""
+
+
+def server_url(value: str) -> str:
+    """``value`` as a server's base URL (``http(s)://host[:port][/prefix]``, no trailing ``/``).
+
+    Raises:
+        InvalidServerUrl: not an http or https URL with a host.
+    """
+    parts = urlsplit(value.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
+        raise InvalidServerUrl(
+            f"{value[:200]!r} is not an http:// or https:// server address", url=value[:200]
+        )
+    return value.strip().rstrip("/")
 
 
 class RemoteStore:
@@ -37,10 +61,13 @@ class RemoteStore:
     def __repr__(self) -> str:
         return f"RemoteStore({self.base_url!r})"
 
+    def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}", **(extra or {})}
+
     async def _request(self, method: str, path: str, **kwargs: Any) -> Any:
-        headers = {"Authorization": f"Bearer {self._token}", **kwargs.pop("headers", {})}
+        headers = self._headers(kwargs.pop("headers", {}))
         try:
-            async with httpx.AsyncClient(timeout=self._timeout) as client:
+            async with httpx.AsyncClient(timeout=kwargs.pop("timeout", self._timeout)) as client:
                 response = await client.request(
                     method, self.base_url + path, headers=headers, **kwargs
                 )
@@ -48,19 +75,30 @@ class RemoteStore:
             raise RemoteUnavailable(f"{self.base_url} did not answer in time") from exc
         except httpx.HTTPError as exc:
             raise RemoteUnavailable(f"{self.base_url} could not be reached: {exc}") from exc
+        return self._decode(response.status_code, response.content)
+
+    def _decode(self, status: int, content: bytes) -> Any:
+        """The JSON body of a reply; a typed refusal or ``RemoteUnavailable`` otherwise."""
         try:
-            body = orjson.loads(response.content)
+            body = orjson.loads(content)
         except orjson.JSONDecodeError as exc:
             raise RemoteUnavailable(
-                f"{self.base_url} sent an undecodable reply (HTTP {response.status_code})"
+                f"{self.base_url} sent an undecodable reply (HTTP {status})"
             ) from exc
-        if response.status_code >= 400:
+        if status >= 400:
             error = body.get("error") if isinstance(body, dict) else None
             if isinstance(error, dict) and isinstance(error.get("code"), str):
-                raise RemoteRefusal(
-                    error["code"], str(error.get("message", "")), response.status_code
-                )
-            raise RemoteUnavailable(f"{self.base_url} answered HTTP {response.status_code}")
+                refusal = RemoteRefusal(error["code"], str(error.get("message", "")), status)
+                extra = {k: v for k, v in error.items() if k not in ("code", "message")}
+                refusal.details = {**extra, **refusal.details}  # the server's fields, as sent
+                raise refusal
+            raise RemoteUnavailable(f"{self.base_url} answered HTTP {status}")
+        return body
+
+    async def _object(self, method: str, path: str, what: str, **kwargs: Any) -> dict[str, Any]:
+        body = await self._request(method, path, **kwargs)
+        if not isinstance(body, dict):
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed {what} reply")
         return body
 
     async def capabilities(self) -> list[str]:
@@ -116,3 +154,109 @@ class RemoteStore:
         if not isinstance(child, str) or not isinstance(created, bool):
             raise RemoteUnavailable(f"{self.base_url} sent a malformed fork reply")
         return ForkResult(validate_session_id(child), created, operation_id)
+
+    async def list_sessions(self) -> dict[str, Any]:
+        """``GET /sessions``: the ``session list`` answer plus ``updatedAt`` and ``running``."""
+        body = await self._object("GET", "/sessions", "session list")
+        if not isinstance(body.get("sessions"), list):
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed session list reply")
+        return body
+
+    async def create_session(self, title: str = "") -> dict[str, Any]:
+        """``POST /sessions``: ``{"sessionId", "title"}``."""
+        return await self._object(
+            "POST",
+            "/sessions",
+            "new session",
+            content=orjson.dumps({"title": title}),
+            headers={"Content-Type": "application/json"},
+        )
+
+    async def show(
+        self, session_id: str, *, offset: int | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        """``GET /sessions/{id}``: the ``session show`` answer (one page with ``limit``)."""
+        params = {
+            name: str(value)
+            for name, value in (("offset", offset), ("limit", limit))
+            if value is not None
+        }
+        body = await self._object(
+            "GET", f"/sessions/{validate_session_id(session_id)}", "session", params=params
+        )
+        if not isinstance(body.get("turns"), list) or not isinstance(body.get("messages"), list):
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed session reply")
+        return body
+
+    async def events(self, session_id: str, after: int, wait: int = 20) -> dict[str, Any]:
+        """``GET /sessions/{id}/events``: events after seq ``after``, waiting up to ``wait`` s."""
+        body = await self._object(
+            "GET",
+            f"/sessions/{validate_session_id(session_id)}/events",
+            "events",
+            params={"after": str(after), "wait": str(wait)},
+            timeout=httpx.Timeout(self._timeout.connect, read=wait + 30.0),
+        )
+        if not isinstance(body.get("events"), list):
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed events reply")
+        return body
+
+    async def send_turn(self, session_id: str, text: str) -> AsyncIterator[dict[str, Any]]:
+        """``POST /sessions/{id}/turns``: the turn's records as they arrive.
+
+        ``started``, ``text`` chunks, then ``ended`` with the ``session say``
+        result, or ``error``. A stream that stops before ``ended`` raises
+        :class:`RemoteUnavailable`: the turn may still run on the server.
+        """
+        path = f"/sessions/{validate_session_id(session_id)}/turns"
+        timeout = httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT)
+        finished = False
+        try:
+            async with (
+                httpx.AsyncClient(timeout=timeout) as client,
+                client.stream(
+                    "POST",
+                    self.base_url + path,
+                    headers=self._headers({"Content-Type": "application/json"}),
+                    content=orjson.dumps({"text": text}),
+                ) as response,
+            ):
+                if response.status_code >= 400:
+                    self._decode(response.status_code, await response.aread())
+                async for line in response.aiter_lines():
+                    if not line.strip():
+                        continue
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise RemoteUnavailable(
+                            f"{self.base_url} sent an undecodable turn record"
+                        ) from exc
+                    if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+                        raise RemoteUnavailable(f"{self.base_url} sent a malformed turn record")
+                    finished = record["type"] in ("ended", "error")
+                    yield record
+        except httpx.TimeoutException as exc:
+            raise RemoteUnavailable(f"{self.base_url} stopped answering mid-turn") from exc
+        except httpx.HTTPError as exc:
+            raise RemoteUnavailable(f"{self.base_url} dropped the turn's stream: {exc}") from exc
+        if not finished:
+            raise RemoteUnavailable(f"{self.base_url} ended the turn's stream early")
+
+    async def stop(self, session_id: str) -> dict[str, Any]:
+        """``POST /sessions/{id}/stop``: ``{"stopped": bool}``."""
+        return await self._object(
+            "POST", f"/sessions/{validate_session_id(session_id)}/stop", "stop"
+        )
+
+    async def lineage(self, session_id: str) -> dict[str, Any]:
+        """``GET /sessions/{id}/lineage``: the ``session lineage`` answer."""
+        return await self._object(
+            "GET", f"/sessions/{validate_session_id(session_id)}/lineage", "lineage"
+        )
+
+    async def tree(self, session_id: str) -> dict[str, Any]:
+        """``GET /sessions/{id}/tree``: the ``session tree`` answer."""
+        return await self._object(
+            "GET", f"/sessions/{validate_session_id(session_id)}/tree", "tree"
+        )

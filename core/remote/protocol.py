@@ -8,8 +8,33 @@ from branchwise.core.errors import InvalidRequest
 
 CAP_FORK_TARGETS = "session-fork-targets-v1"
 CAP_FORK = "session-fork-v1"
-CAPABILITIES = (CAP_FORK_TARGETS, CAP_FORK)
+CAP_LIST = "sessions-list-v1"  # GET /sessions
+CAP_CREATE = "session-create-v1"  # POST /sessions
+CAP_READ = "session-read-v1"  # GET /sessions/{id}, paged
+CAP_EVENTS = "session-events-v1"  # GET /sessions/{id}/events?after=SEQ (long-poll)
+CAP_TURNS = "session-turns-v1"  # POST /sessions/{id}/turns (NDJSON stream)
+CAP_STOP = "session-stop-v1"  # POST /sessions/{id}/stop
+CAP_LINEAGE = "session-lineage-v1"  # GET /sessions/{id}/lineage and /tree
+CAPABILITIES = (
+    CAP_FORK_TARGETS,
+    CAP_FORK,
+    CAP_LIST,
+    CAP_CREATE,
+    CAP_READ,
+    CAP_EVENTS,
+    CAP_TURNS,
+    CAP_STOP,
+    CAP_LINEAGE,
+)
 MAX_BODY = 16 * 1024
+MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
+MAX_PROMPT = 256 * 1024  # characters
+MAX_PAGE = 10_000  # turns per transcript page
+MAX_TURN_INDEX = 2**63 - 1
+MAX_WAIT = 60  # seconds a long-poll may hold
+DEFAULT_WAIT = 20
+EVENTS_POLL = 0.05  # seconds between looks at a session's files while long-polling
+NDJSON = "application/x-ndjson"
 MAX_REQUEST_LINE = 8 * 1024
 MAX_HEADER_FIELD = 8190  # aiohttp's default; differs from the line's so a refusal says which
 EXPECTED_SESSION_HEADER = "X-Expected-Session"
@@ -35,4 +60,33 @@ def validate_fork_body(body: object) -> dict[str, Any]:
         value = body.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise InvalidRequest(f"{name} must be a {kind.__name__}", field=name)
+    return body
+
+
+def validate_new_session_body(body: object) -> dict[str, Any]:
+    """Check a ``POST /sessions`` body: ``{}`` or ``{"title": str}``."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"title"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    if "title" in body and not isinstance(body["title"], str):
+        raise InvalidRequest("title must be a str", field="title")
+    return body
+
+
+def validate_turn_body(body: object) -> dict[str, Any]:
+    """Check a ``POST /sessions/{id}/turns`` body: ``{"text": str}``, not empty, not huge."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"text"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    text = body.get("text")
+    if not isinstance(text, str):
+        raise InvalidRequest("text must be a str", field="text")
+    if not text.strip():
+        raise InvalidRequest("text must not be empty", field="text")
+    if len(text) > MAX_PROMPT:
+        raise InvalidRequest(f"text is over {MAX_PROMPT} characters", field="text")
     return body

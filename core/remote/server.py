@@ -1,8 +1,13 @@
 """``branchwise serve``: the store over HTTP on 127.0.0.1, behind a bearer token.
 
-Neither endpoint touches a source's lease or its running turn: fork targets
-and forks read committed frames only, so a session being written by the
-desktop can be forked remotely while it streams.
+Every route is behind the token and validates its path, query and body
+before it reads or writes anything; every refusal is the typed
+``{"error": {"code", "message"}}`` body. Reading routes (the list, a
+transcript page, events, fork targets, lineage, tree) and forks read
+committed frames only and take no lease, so a session being written by the
+desktop can be read and forked remotely while it streams. Only
+``POST /sessions/{id}/turns`` writes a session, as its writer
+(:mod:`branchwise.core.remote.turns`).
 """
 
 from __future__ import annotations
@@ -29,21 +34,39 @@ from branchwise.core.errors import (
     RequestTooLarge,
     RouteNotFound,
     SessionMismatch,
+    SessionNotFound,
     Unauthorized,
 )
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.fork.targets import TargetsCache, fork_targets
+from branchwise.core.fork.targets import TargetsCache
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import (
     CAPABILITIES,
+    DEFAULT_WAIT,
+    EVENTS_POLL,
     EXPECTED_SESSION_HEADER,
     MAX_BODY,
     MAX_HEADER_FIELD,
+    MAX_PAGE,
     MAX_REQUEST_LINE,
+    MAX_TURN_BODY,
+    MAX_TURN_INDEX,
+    MAX_WAIT,
+    NDJSON,
     validate_fork_body,
+    validate_new_session_body,
+    validate_turn_body,
 )
+from branchwise.core.remote.turns import ServedTurns, TurnSetup, demo_setup
 from branchwise.core.store.store import SessionStore
+from branchwise.core.views import (
+    session_lineage,
+    session_list,
+    session_show,
+    session_targets,
+    session_tree,
+)
 
 TOKEN_FILE = "serve-token"
 
@@ -73,8 +96,8 @@ def _json(body: Any, status: int = 200) -> web.Response:
 
 
 def _error(exc: BranchwiseError, status: int | None = None) -> web.Response:
-    body = {"error": {"code": exc.code, "message": exc.message}}
-    return _json(body, status or exc.http_status)
+    """The refusal as the CLI prints it: code, message and the error's own fields."""
+    return _json(exc.to_json(), status or exc.http_status)
 
 
 class _TypedErrorHandler(RequestHandler):
@@ -135,21 +158,25 @@ class _Runner(web.AppRunner):
         return server
 
 
-def build_app(store: SessionStore, token: str) -> web.Application:
+def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None) -> web.Application:
     """The aiohttp application serving ``store``.
 
     It owns one :class:`TargetsCache` for its lifetime: a client asks for a
     session's targets after every turn, and each answer then replays only the
-    frames committed since the last one.
+    frames committed since the last one. ``turns`` runs prompts sent to
+    ``POST /sessions/{id}/turns`` (the demo responder when not given).
     """
     targets_cache = TargetsCache()
+    served = turns or ServedTurns(store)
+    expected = token.encode()
 
     @web.middleware
     async def guard(request: web.Request, handler: Any) -> web.StreamResponse:
         try:
             header = request.headers.get("Authorization", "")
             given = header[7:] if header.startswith("Bearer ") else ""
-            if not hmac.compare_digest(given.encode(), token.encode()):
+            # Constant time, so a wrong guess learns nothing from how long it took.
+            if not hmac.compare_digest(given.encode(errors="replace"), expected):
                 raise Unauthorized("a valid bearer token is required")
             return await handler(request)
         except BranchwiseError as exc:
@@ -173,23 +200,121 @@ def build_app(store: SessionStore, token: str) -> web.Application:
                 500,
             )
 
+    def session_of(request: web.Request) -> str:
+        return validate_session_id(request.match_info["session_id"])
+
     async def capabilities(request: web.Request) -> web.Response:
+        query_params(request, {})
         return _json({"capabilities": list(CAPABILITIES)})
 
+    async def list_sessions(request: web.Request) -> web.Response:
+        query_params(request, {})
+
+        def listing() -> dict[str, Any]:
+            answer = session_list(store)
+            for entry in answer["sessions"]:
+                session_id = entry["sessionId"]
+                entry["updatedAt"] = _updated_at(store, session_id)
+                entry["running"] = served.is_running(session_id) or _being_written(
+                    store, session_id
+                )
+            return answer
+
+        return _json(await asyncio.to_thread(listing))
+
+    async def create_session(request: web.Request) -> web.Response:
+        query_params(request, {})
+        body = validate_new_session_body(await read_json(request, MAX_BODY))
+
+        def create() -> dict[str, Any]:
+            with store.create(body.get("title", "")) as writer:
+                return {"sessionId": writer.session_id, "title": writer.manifest.title}
+
+        return _json(await asyncio.to_thread(create), 201)
+
+    async def show_session(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query = query_params(request, {"offset": MAX_TURN_INDEX, "limit": MAX_PAGE})
+        if "offset" in query and "limit" not in query:
+            raise InvalidRequest("offset needs limit", field="offset")
+        if query.get("limit") == 0:
+            raise InvalidRequest("limit must be at least 1", field="limit")
+        answer = await asyncio.to_thread(
+            session_show, store, session_id, offset=query.get("offset"), limit=query.get("limit")
+        )
+        answer["running"] = served.is_running(session_id) or _being_written(store, session_id)
+        return _json(answer)
+
+    async def events(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query = query_params(request, {"after": MAX_TURN_INDEX, "wait": MAX_WAIT})
+        after, wait = query.get("after", 0), query.get("wait", DEFAULT_WAIT)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            seen = _fingerprint(store, session_id)
+            snapshot = await asyncio.to_thread(store.read, session_id)
+            fresh = [
+                event
+                for frame in snapshot.scan.frames
+                for event in frame.events
+                if int(event["seq"]) > after
+            ]
+            if fresh or loop.time() >= deadline:
+                running = served.is_running(session_id) or _being_written(store, session_id)
+                return _json(
+                    {"events": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
+                )
+            # Long-poll: wake when the session's files change (any writer, any process).
+            while _fingerprint(store, session_id) == seen and loop.time() < deadline:
+                await asyncio.sleep(EVENTS_POLL)
+
+    async def send_turn(request: web.Request) -> web.StreamResponse:
+        session_id = session_of(request)
+        query_params(request, {})
+        body = validate_turn_body(await read_json(request, MAX_TURN_BODY))
+        stream = await served.start(session_id, body["text"])
+        response = web.StreamResponse(headers={"Content-Type": NDJSON})
+        await response.prepare(request)
+        # A client that goes away cancels only this handler: the turn runs on in its
+        # own task, and others follow it through the events route or stop it.
+        try:
+            while (record := await stream.queue.get()) is not None:
+                await response.write(orjson.dumps(record) + b"\n")
+            await response.write_eof()
+        except ConnectionError:
+            log.info("the client of the turn in %s went away; the turn runs on", session_id)
+        return response
+
+    async def stop_turn(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query_params(request, {})
+        await read_json(request, MAX_BODY, empty_ok=True)
+        if not await asyncio.to_thread(store.exists, session_id):
+            raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
+        return _json({"stopped": served.stop(session_id)})
+
     async def targets(request: web.Request) -> web.Response:
-        session_id = validate_session_id(request.match_info["session_id"])
+        session_id = session_of(request)
+        query_params(request, {})
         if request.headers.get(EXPECTED_SESSION_HEADER) != session_id:
             raise SessionMismatch(f"{EXPECTED_SESSION_HEADER} must name {session_id}")
-        answer = await asyncio.to_thread(fork_targets, store, session_id, cache=targets_cache)
-        return _json(answer.to_json())
+        answer = await asyncio.to_thread(session_targets, store, session_id, targets_cache)
+        return _json(answer)
+
+    async def lineage_of(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query_params(request, {})
+        return _json(await asyncio.to_thread(session_lineage, store, session_id))
+
+    async def tree_of(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query_params(request, {})
+        return _json(await asyncio.to_thread(session_tree, store, session_id))
 
     async def fork_session(request: web.Request) -> web.Response:
-        raw = await request.read()
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise InvalidRequest("the body is not valid JSON") from exc
-        body = validate_fork_body(body)
+        query_params(request, {})
+        body = validate_fork_body(await read_json(request, MAX_BODY))
         fork_request = ForkRequest(
             source_session_id=body["sourceSessionId"],
             turn_id=body["turnId"],
@@ -199,22 +324,108 @@ def build_app(store: SessionStore, token: str) -> web.Application:
         result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
         return _json({"childSessionId": result.child_session_id, "created": result.created})
 
-    app = web.Application(middlewares=[guard], client_max_size=MAX_BODY)
+    async def stop_turns(app: web.Application) -> None:
+        await served.shutdown()
+
+    app = web.Application(middlewares=[guard], client_max_size=MAX_TURN_BODY)
     app.router.add_get("/capabilities", capabilities)
+    app.router.add_get("/sessions", list_sessions)
+    app.router.add_post("/sessions", create_session)
+    app.router.add_get("/sessions/{session_id}", show_session)
+    app.router.add_get("/sessions/{session_id}/events", events)
+    app.router.add_post("/sessions/{session_id}/turns", send_turn)
+    app.router.add_post("/sessions/{session_id}/stop", stop_turn)
     app.router.add_get("/sessions/{session_id}/fork-targets", targets)
+    app.router.add_get("/sessions/{session_id}/lineage", lineage_of)
+    app.router.add_get("/sessions/{session_id}/tree", tree_of)
     app.router.add_post("/fork-session", fork_session)
+    app.on_shutdown.append(stop_turns)
     return app
 
 
-async def serve(store: SessionStore, host: str, port: int, ready: Any = None) -> None:
+async def read_json(request: web.Request, limit: int, *, empty_ok: bool = False) -> Any:
+    """The request's JSON body, at most ``limit`` bytes.
+
+    Raises:
+        BodyTooLarge: over ``limit`` (declared, or as read).
+        InvalidRequest: not JSON (an empty body is ``None`` when ``empty_ok``).
+    """
+    declared = request.content_length
+    if declared is not None and declared > limit:
+        raise BodyTooLarge(f"the body is over {limit} bytes", limit=limit)
+    raw = await request.content.read(limit + 1)
+    if len(raw) > limit:
+        raise BodyTooLarge(f"the body is over {limit} bytes", limit=limit)
+    if not raw.strip() and empty_ok:
+        return None
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest("the body is not valid JSON") from exc
+
+
+def query_params(request: web.Request, allowed: dict[str, int]) -> dict[str, int]:
+    """The query's parameters: only ``allowed`` names, each a whole number ``0..allowed[name]``."""
+    values: dict[str, int] = {}
+    for name in request.query:
+        if name not in allowed:
+            raise InvalidRequest(f"unknown query parameter {name[:40]!r}", field=name[:40])
+        text = request.query.getall(name)
+        if len(text) != 1 or not text[0].isascii() or not text[0].isdigit():
+            raise InvalidRequest(f"{name} must be a whole number", field=name)
+        value = int(text[0]) if len(text[0]) <= 20 else allowed[name] + 1
+        if value > allowed[name]:
+            raise InvalidRequest(f"{name} must be at most {allowed[name]}", field=name)
+        values[name] = value
+    return values
+
+
+def _updated_at(store: SessionStore, session_id: str) -> float | None:
+    """When the session's folder last changed (a commit, a title), Unix seconds."""
+    try:
+        return max(entry.stat().st_mtime for entry in os.scandir(store.session_dir(session_id)))
+    except (OSError, ValueError, BranchwiseError):
+        return None
+
+
+def _being_written(store: SessionStore, session_id: str) -> bool:
+    try:
+        return store.is_being_written(session_id)
+    except (OSError, BranchwiseError):
+        return False
+
+
+def _fingerprint(store: SessionStore, session_id: str) -> tuple[tuple[str, int, int], ...]:
+    """Size and change time of each file of a session: a commit changes one of them."""
+    try:
+        directory = store.session_dir(session_id)
+        with os.scandir(directory) as entries:
+            stats = [(e.name, e.stat()) for e in entries]
+    except OSError:
+        return ()
+    return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats))
+
+
+async def serve(
+    store: SessionStore,
+    host: str,
+    port: int,
+    ready: Any = None,
+    setup: TurnSetup = demo_setup,
+) -> None:
     """Serve until cancelled; ``ready(url)`` is called once listening.
+
+    Before listening, turns a killed server left running are closed as
+    ``interrupted`` (see :mod:`branchwise.core.remote.turns`).
 
     Raises:
         PortInUse: another program listens on ``host:port``.
     """
     token = load_or_create_token(store.root)
+    turns = ServedTurns(store, setup)
+    await asyncio.to_thread(turns.recover)
     runner = _Runner(
-        build_app(store, token),
+        build_app(store, token, turns),
         access_log=None,
         max_line_size=MAX_REQUEST_LINE,
         max_field_size=MAX_HEADER_FIELD,

@@ -6,7 +6,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,19 +21,23 @@ class Served:
 
     url: str
     token: str
+    pid: int
 
 
 @contextmanager
-def serve_process(root: Path, log: Path | None = None) -> Iterator[Served]:
-    """Run ``branchwise serve --port 0`` on ``root`` until the block ends (then SIGINT).
+def serve_process(
+    root: Path, log: Path | None = None, args: Sequence[str] = ()
+) -> Iterator[Served]:
+    """Run ``branchwise serve --port 0 args…`` on ``root`` until the block ends (then SIGINT).
 
     ``log`` receives the server's stderr (its log), for tests that read it.
+    A test may SIGKILL ``pid`` inside the block.
     """
     with contextlib.ExitStack() as stack:
         stderr = stack.enter_context(log.open("wb")) if log is not None else None
         proc = subprocess.Popen(
             [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root)]
-            + ["serve", "--port", "0"],
+            + ["serve", "--port", "0", *args],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -41,7 +45,8 @@ def serve_process(root: Path, log: Path | None = None) -> Iterator[Served]:
         assert proc.stdout is not None
         try:
             ready = orjson.loads(proc.stdout.readline())
-            yield Served(ready["url"], Path(ready["tokenFile"]).read_text().strip())
+            token = Path(ready["tokenFile"]).read_text().strip()
+            yield Served(ready["url"], token, proc.pid)
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=10)

@@ -1,0 +1,195 @@
+"""``branchwise --server URL session …``: the session commands, run by a ``branchwise serve``.
+
+``session new|list|show|targets|fork|say|lineage|tree`` print exactly what
+they print locally (the server answers in the same shapes, built by
+:mod:`branchwise.core.views`); the few fields only the server adds
+(``running``, ``updatedAt``) are dropped. A turn sent with ``say`` runs on
+the server with the server's provider settings, so the provider options are
+refused rather than silently ignored. The token comes from ``--token-file``
+or ``$BRANCHWISE_TOKEN``, never from the command line (``ps`` shows it to
+every user of the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.errors import InvalidArgument, RemoteRefusal
+from branchwise.core.ids import new_id, validate_session_id
+from branchwise.core.remote.client import RemoteStore, server_url
+
+TOKEN_ENV = "BRANCHWISE_TOKEN"
+REMOTE_COMMANDS = ("new", "list", "show", "targets", "fork", "say", "lineage", "tree")
+SERVER_ONLY_FIELDS = ("running", "updatedAt")
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """Add the global ``--server`` and ``--token-file``."""
+    parser.add_argument(
+        "--server",
+        metavar="URL",
+        help="run session commands on a `branchwise serve` (token from --token-file or "
+        f"${TOKEN_ENV})",
+    )
+    parser.add_argument(
+        "--token-file", type=Path, metavar="PATH", help="file holding the server's token"
+    )
+
+
+def server_token(args: argparse.Namespace) -> str:
+    """The bearer token: ``--token-file``'s contents, else ``$BRANCHWISE_TOKEN``.
+
+    Raises:
+        InvalidArgument: neither gives a token, or the file cannot be read.
+    """
+    if args.token_file is not None:
+        try:
+            token = Path(args.token_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidArgument(
+                f"argument --token-file: cannot read {args.token_file}: {exc.__class__.__name__}",
+                argument="--token-file",
+            ) from None
+    else:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+    if not token:
+        raise InvalidArgument(
+            f"--server needs a token: --token-file PATH or ${TOKEN_ENV}", argument="--server"
+        )
+    return token
+
+
+def run_remote(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the parsed session command on ``args.server``; the JSON the local command prints.
+
+    Raises:
+        InvalidArgument: a command or option that has no remote form.
+        RemoteRefusal: the server's typed refusal (printed as the server wrote it).
+        RemoteUnavailable: the server could not be reached or answered nonsense.
+    """
+    command = getattr(args, "session_command", None) if args.command == "session" else None
+    if command not in REMOTE_COMMANDS:
+        shown = f"session {command}" if command else str(args.command)
+        raise InvalidArgument(f"{shown} is not available with --server", argument="--server")
+    remote = RemoteStore(server_url(args.server), server_token(args))
+    try:
+        return asyncio.run(_COMMANDS[command](remote, args))
+    except RemoteRefusal as exc:
+        exc.details.pop("status", None)  # the local command's error has the same fields
+        raise
+
+
+async def _new(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    if any(getattr(args, name, None) is not None for name in ("model", "system", "temperature")):
+        raise InvalidArgument(
+            "session new --model/--system/--temperature are not available with --server",
+            argument="--server",
+        )
+    return await remote.create_session(args.title)
+
+
+async def _list(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    answer = await remote.list_sessions()
+    for entry in answer["sessions"]:
+        if isinstance(entry, dict):
+            for name in SERVER_ONLY_FIELDS:
+                entry.pop(name, None)
+    return answer
+
+
+async def _show(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    answer = await remote.show(args.session_id)
+    for name in SERVER_ONLY_FIELDS:
+        answer.pop(name, None)
+    return answer
+
+
+async def _targets(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    return await remote.fork_targets(args.session_id)
+
+
+async def _fork(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    """As ``session fork``: a missing boundary or generation comes from the current targets."""
+    if getattr(args, "at_start", False):
+        raise InvalidArgument(
+            "session fork --at-start is not available with --server", argument="--at-start"
+        )
+    if args.child_id is not None:
+        raise InvalidArgument(
+            "session fork --child-id is not available with --server", argument="--child-id"
+        )
+    source_id = validate_session_id(args.session_id)
+    boundary, generation = args.boundary, args.generation
+    if boundary is None or generation is None:
+        current = await remote.fork_targets(source_id)
+        target = next(
+            (t for t in current["targets"] if isinstance(t, dict) and t.get("turnId") == args.turn),
+            None,
+        )
+        if boundary is None:
+            found = target.get("boundarySequence") if target else None
+            boundary = found if isinstance(found, int) else 0
+        if generation is None:
+            source = current.get("source")
+            found = source.get("generation") if isinstance(source, dict) else None
+            generation = found if isinstance(found, int) else 0
+    operation_id = args.operation_id or new_id("op")
+    result = await remote.fork(source_id, args.turn, boundary, generation, operation_id)
+    return result.to_json()
+
+
+async def _say(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    """As ``session say``: the answer streams to stdout, then the result is the last line."""
+    overrides = [
+        name for name in ("provider", "base_url", "model") if getattr(args, name, None) is not None
+    ]
+    if overrides or args.delay_ms:
+        raise InvalidArgument(
+            "a turn sent with --server runs with the server's provider settings; "
+            "--provider/--base-url/--model/--delay-ms are not available",
+            argument="--server",
+        )
+    result: dict[str, Any] = {}
+    async for record in remote.send_turn(args.session_id, args.text):
+        kind = record["type"]
+        if kind == "text" and not args.quiet:
+            sys.stdout.write(str(record.get("chunk", "")))
+            sys.stdout.flush()
+        elif kind == "ended":
+            if not args.quiet:
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+            result = dict(record.get("result") or {})
+        elif kind == "error":
+            error = record.get("error") or {}
+            refusal = RemoteRefusal(str(error.get("code")), str(error.get("message", "")), 200)
+            refusal.details = {k: v for k, v in error.items() if k not in ("code", "message")}
+            raise refusal
+    if result.get("error") is not None:
+        result["_exit"] = 1
+    return result
+
+
+async def _lineage(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    return await remote.lineage(args.session_id)
+
+
+async def _tree(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    return await remote.tree(args.session_id)
+
+
+_COMMANDS = {
+    "new": _new,
+    "list": _list,
+    "show": _show,
+    "targets": _targets,
+    "fork": _fork,
+    "say": _say,
+    "lineage": _lineage,
+    "tree": _tree,
+}

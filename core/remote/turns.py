@@ -1,0 +1,199 @@
+"""Turns that ``branchwise serve`` runs for its clients, and their recovery after a crash.
+
+A remote desktop sends a prompt; the turn runs here, with the server's own
+provider settings, and its answer streams back. The turn keeps running when
+the client that started it goes away (another client follows it through the
+events route, or stops it).
+
+The server notes every running turn in ``<root>/serve-turns.json`` (atomic
+replace) before the question is committed. A server killed mid-turn leaves
+the turn open in the log; the next server start opens each noted session as
+its writer, which closes the open turn as ``interrupted`` (DESIGN §2.2), so a
+client sees the turn end instead of running for ever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.errors import BranchwiseError, TurnRunning
+from branchwise.core.ids import validate_session_id
+from branchwise.core.providers.base import Provider
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
+from branchwise.core.store.atomic import atomic_write_bytes
+from branchwise.core.store.store import SessionStore
+
+RUNNING_FILE = "serve-turns.json"
+
+log = logging.getLogger(__name__)
+
+
+class TurnStream(TurnListener):
+    """A running turn's progress as wire records, queued for the client that started it.
+
+    Records: ``{"type": "started", "turnId", "userMessageId", "messageId"}``,
+    ``{"type": "text", "chunk"}``, then ``{"type": "ended", "result"}`` (the
+    ``session say`` result) or ``{"type": "error", "error"}`` when the turn
+    could not even start. ``None`` closes the stream.
+    """
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+
+    def turn_started(self, turn_id: str, user_message_id: str, message_id: str) -> None:
+        """The question is committed."""
+        self.queue.put_nowait(
+            {
+                "type": "started",
+                "turnId": turn_id,
+                "userMessageId": user_message_id,
+                "messageId": message_id,
+            }
+        )
+
+    def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
+        """A chunk of the answer."""
+        self.queue.put_nowait({"type": "text", "chunk": chunk})
+
+    def turn_ended(self, result: TurnResult) -> None:
+        """The closing commit is durable."""
+        self.queue.put_nowait({"type": "ended", "result": result.to_json()})
+
+
+@dataclass
+class _Running:
+    runner: TurnRunner
+    task: asyncio.Task[None] | None  # None while the turn is being noted down
+
+
+TurnSetup = Callable[[ConversationSettings], tuple[Provider, str]]
+"""The provider and system prompt for a new turn in a conversation with these settings."""
+
+
+def demo_setup(conversation: ConversationSettings) -> tuple[Provider, str]:
+    """The offline demo responder and no system prompt (a server with no settings)."""
+    return DemoProvider(), conversation.system or ""
+
+
+class ServedTurns:
+    """The turns this server runs, one at most per session.
+
+    Args:
+        store: the served store.
+        setup: the provider and system prompt of a new turn, from the
+            server's settings and the conversation's own (read when the turn
+            starts).
+    """
+
+    def __init__(self, store: SessionStore, setup: TurnSetup = demo_setup) -> None:
+        self.store = store
+        self._setup = setup
+        self._running: dict[str, _Running] = {}
+
+    def is_running(self, session_id: str) -> bool:
+        """Whether this server runs a turn in ``session_id`` now."""
+        return session_id in self._running
+
+    async def start(self, session_id: str, text: str) -> TurnStream:
+        """Start a turn; its progress arrives on the returned stream.
+
+        Raises:
+            TurnRunning: this server already runs a turn there.
+            LeaseHeld: another process (a desktop) writes the session.
+            SessionNotFound: no such session.
+        """
+        session_id = validate_session_id(session_id)
+        if session_id in self._running:
+            raise TurnRunning(f"a turn is already running in {session_id}", sessionId=session_id)
+        writer = await asyncio.to_thread(self.store.open_writer, session_id)
+        try:
+            if session_id in self._running:  # another request won the race for the lease
+                raise TurnRunning(
+                    f"a turn is already running in {session_id}", sessionId=session_id
+                )
+            provider, system = self._setup(writer.projection.settings)
+        except BaseException:
+            writer.close()
+            raise
+        stream = TurnStream()
+        runner = TurnRunner(writer, provider, stream, system=system)
+        try:
+            self._running[session_id] = _Running(runner, None)
+            await asyncio.to_thread(self._note_running)
+        except BaseException:
+            self._running.pop(session_id, None)
+            writer.close()
+            raise
+
+        async def run() -> None:
+            try:
+                await runner.run(text)
+            except BranchwiseError as exc:
+                stream.queue.put_nowait({"type": "error", "error": exc.to_json()["error"]})
+            except Exception as exc:
+                log.exception("the turn in %s failed", session_id)
+                failure = BranchwiseError(f"the turn failed: {exc!r}")
+                stream.queue.put_nowait({"type": "error", "error": failure.to_json()["error"]})
+            finally:
+                writer.close()
+                self._running.pop(session_id, None)
+                with contextlib.suppress(OSError, BranchwiseError):
+                    await asyncio.to_thread(self._note_running)
+                stream.queue.put_nowait(None)
+
+        self._running[session_id].task = asyncio.create_task(run())
+        return stream
+
+    def stop(self, session_id: str) -> bool:
+        """Stop the turn this server runs in ``session_id``; whether there was one."""
+        running = self._running.get(validate_session_id(session_id))
+        if running is None:
+            return False
+        running.runner.cancel()
+        return True
+
+    async def shutdown(self) -> None:
+        """Stop every running turn (each ends as ``cancelled``) and wait for them."""
+        for running in list(self._running.values()):
+            running.runner.cancel()
+        tasks = [r.task for r in self._running.values() if r.task is not None]
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def recover(self) -> list[str]:
+        """Close the turns a killed server left open (``interrupted``); the sessions named.
+
+        A session another process writes now, or one gone since, is skipped:
+        its writer closes the turn when it next opens it.
+        """
+        path = self.store.root / RUNNING_FILE
+        try:
+            noted = orjson.loads(path.read_bytes())
+        except FileNotFoundError:
+            return []
+        except (OSError, orjson.JSONDecodeError):
+            log.warning("%s is unreadable; no turns to recover", path)
+            noted = []
+        recovered = []
+        for session_id in noted if isinstance(noted, list) else []:
+            try:
+                self.store.open_writer(validate_session_id(session_id)).close()
+            except BranchwiseError as exc:
+                log.info("turn recovery skipped %s: %s", session_id, exc.code)
+                continue
+            recovered.append(session_id)
+        self._note_running()
+        return recovered
+
+    def _note_running(self) -> None:
+        data = orjson.dumps(sorted(self._running))
+        atomic_write_bytes(self.store.root / RUNNING_FILE, data)

@@ -1,0 +1,113 @@
+"""The JSON views of sessions that the CLI prints and ``branchwise serve`` answers.
+
+DESIGN §8 promises the command line and the HTTP API the same shapes; a
+``branchwise --server URL session show ID`` must print what the local
+command prints. Both therefore build their answers here, from the store,
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.fork.targets import TargetsCache, fork_targets
+from branchwise.core.ids import validate_session_id
+from branchwise.core.lineage import lineage, tree
+from branchwise.core.log.segments import disk_usage
+from branchwise.core.store.store import SessionStore
+from branchwise.core.store.trash import parent_state
+
+
+def session_list(store: SessionStore) -> dict[str, Any]:
+    """Every readable session's manifest, newest first; unusable folders under ``damaged``.
+
+    One bad folder (a damaged, unreadable or copied manifest, a symbolic
+    link) never hides the others: it is listed with its typed error instead.
+    """
+    readable, damaged = [], []
+    for item in store.iter_manifests():
+        if isinstance(item, BranchwiseError):
+            damaged.append(item.to_json()["error"])
+        else:
+            readable.append(item)
+    readable.sort(key=lambda m: (m.created_at, m.session_id), reverse=True)
+    return {"sessions": [m.to_json() for m in readable], "damaged": damaged}
+
+
+def session_show(
+    store: SessionStore, session_id: str, *, offset: int | None = None, limit: int | None = None
+) -> dict[str, Any]:
+    """Manifest, turns, messages and usage of a session (read without a lease).
+
+    With ``limit`` the answer is one page of turns, ``offset`` counting from
+    the first turn; ``limit`` without ``offset`` is the *last* ``limit``
+    turns (the page a transcript shows first). A page carries the messages
+    of its turns only (history without turns comes with the first page) and
+    a ``page`` field ``{"offset", "limit", "totalTurns"}``; without ``limit``
+    the answer is the whole session, exactly as ``session show`` prints it.
+    """
+    snapshot = store.read(validate_session_id(session_id))
+    manifest, projection = snapshot.manifest, snapshot.projection
+    turns = projection.turns
+    messages = projection.messages
+    page: dict[str, Any] | None = None
+    if limit is not None:
+        start = max(len(turns) - limit, 0) if offset is None else offset
+        chosen = turns[start : start + limit]
+        ids = {turn.turn_id for turn in chosen}
+        messages = [m for m in messages if m.turn_id in ids or (m.turn_id is None and start == 0)]
+        turns = chosen
+        page = {"offset": start, "limit": limit, "totalTurns": len(projection.turns)}
+    answer = {
+        "sessionId": manifest.session_id,
+        "title": snapshot.title,
+        "kind": manifest.kind,
+        "generation": manifest.generation,
+        "parent": manifest.parent.to_json() if manifest.parent else None,
+        "verifiable": projection.verifiable,
+        "config": projection.settings.to_json(),
+        "turns": [turn.to_json() for turn in turns],
+        "messages": [
+            {"messageId": m.message_id, "role": m.role, "content": m.content} for m in messages
+        ],
+        "usage": {
+            "inputTokens": projection.input_tokens,
+            "outputTokens": projection.output_tokens,
+        },
+        "corruption": snapshot.scan.corruption.to_json()["error"]
+        if snapshot.scan.corruption
+        else None,
+        "disk": disk_usage(store.session_dir(manifest.session_id), manifest),
+    }
+    if page is not None:
+        answer["page"] = page
+    return answer
+
+
+def session_targets(
+    store: SessionStore, session_id: str, cache: TargetsCache | None = None
+) -> dict[str, Any]:
+    """The §3.1 fork-targets answer for one session."""
+    return fork_targets(store, validate_session_id(session_id), cache=cache).to_json()
+
+
+def session_lineage(store: SessionStore, session_id: str) -> dict[str, Any]:
+    """A session's ancestors, nearest first."""
+    return lineage(store, validate_session_id(session_id)).to_json()
+
+
+def session_tree(store: SessionStore, session_id: str) -> dict[str, Any]:
+    """The descendant tree of a session, flat and depth-first.
+
+    The top entry's ``parentState`` says where its parent is: ``present``,
+    ``trashed`` or ``missing`` (``null`` for a root), so a branch of a deleted
+    conversation shows where its parent was.
+    """
+    top = tree(store, validate_session_id(session_id))
+    result = top.to_json()
+    parent = top.manifest.parent
+    result["sessions"][0]["parentState"] = (
+        parent_state(store, parent.session_id) if parent else None
+    )
+    return result

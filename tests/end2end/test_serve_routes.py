@@ -1,0 +1,274 @@
+"""Every route of a real ``branchwise serve`` on 127.0.0.1: answers, refusals, restarts.
+
+The server is a subprocess; requests are plain HTTP (httpx), so what is
+checked is exactly what a remote desktop or script gets. Every refused
+request is also checked to leave the data root byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import orjson
+import pytest
+from helpers.cli import cli_command, run_cli
+from helpers.serve import Served, serve_process
+from helpers.sessions import tree_hashes
+
+from branchwise.core.remote.protocol import CAPABILITIES
+from branchwise.core.store.store import SessionStore
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A data root with one two-turn session made by the real CLI."""
+    root = tmp_path / "root"
+    _, created = run_cli(root, "session", "new", "--title", "remote")
+    for text in ("one", "two"):
+        run_cli(root, "session", "say", created["sessionId"], text, "--quiet")
+    return root
+
+
+@pytest.fixture
+def served(root: Path) -> Iterator[Served]:
+    with serve_process(root, args=["--delay-ms", "20"]) as server:
+        yield server
+
+
+def _client(served: Served) -> httpx.Client:
+    auth = {"Authorization": f"Bearer {served.token}"}
+    return httpx.Client(base_url=served.url, headers=auth, timeout=60)
+
+
+def _only_session(root: Path) -> str:
+    return SessionStore(root).list_sessions()[0].session_id
+
+
+def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict]:
+    with client.stream("POST", f"/sessions/{session_id}/turns", json={"text": text}) as reply:
+        assert reply.status_code == 200, reply.read()
+        assert reply.headers["content-type"] == "application/x-ndjson"
+        return [orjson.loads(line) for line in reply.iter_lines() if line.strip()]
+
+
+def test_capabilities_list_every_route(served: Served) -> None:
+    with _client(served) as client:
+        assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 9
+
+
+ROUTES = [
+    ("GET", "/capabilities"),
+    ("GET", "/sessions"),
+    ("POST", "/sessions"),
+    ("GET", "/sessions/{sid}"),
+    ("GET", "/sessions/{sid}/events?after=0&wait=0"),
+    ("POST", "/sessions/{sid}/turns"),
+    ("POST", "/sessions/{sid}/stop"),
+    ("GET", "/sessions/{sid}/fork-targets"),
+    ("GET", "/sessions/{sid}/lineage"),
+    ("GET", "/sessions/{sid}/tree"),
+    ("POST", "/fork-session"),
+    ("GET", "/no-such-route"),
+]
+
+
+def test_every_route_wants_the_token_and_learns_nothing_else(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    before = tree_hashes(root)
+    for header in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": served.token}):
+        for method, path in ROUTES:
+            reply = httpx.request(
+                method,
+                served.url + path.format(sid=sid),
+                headers={**header, "X-Expected-Session": sid},
+                content=b'{"text": "hi", "title": "x"}',
+                timeout=30,
+            )
+            assert reply.status_code == 401, (method, path)
+            assert reply.json() == {
+                "error": {"code": "unauthorized", "message": "a valid bearer token is required"}
+            }
+    assert tree_hashes(root) == before
+
+
+def test_list_and_show_are_the_cli_answers(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    _, local_list = run_cli(root, "session", "list")
+    _, local_show = run_cli(root, "session", "show", sid)
+    with _client(served) as client:
+        listed = client.get("/sessions").json()
+        shown = client.get(f"/sessions/{sid}").json()
+        last = client.get(f"/sessions/{sid}", params={"limit": 1}).json()
+        first = client.get(f"/sessions/{sid}", params={"offset": 0, "limit": 1}).json()
+    entry = listed["sessions"][0]
+    assert entry.pop("running") is False
+    assert entry.pop("updatedAt") >= entry["createdAt"]
+    assert listed == local_list
+    assert shown.pop("running") is False
+    assert shown == local_show
+    assert last["page"] == {"offset": 1, "limit": 1, "totalTurns": 2}
+    assert [t["turnId"] for t in last["turns"]] == [local_show["turns"][1]["turnId"]]
+    assert [m["content"] for m in last["messages"]][0] == "two"
+    assert first["page"]["offset"] == 0
+    assert [m["content"] for m in first["messages"]][0] == "one"
+
+
+def test_new_session_turn_stream_events_and_stop(root: Path, served: Served) -> None:
+    with _client(served) as client:
+        created = client.post("/sessions", json={"title": "over http"})
+        assert created.status_code == 201
+        sid = created.json()["sessionId"]
+        assert created.json()["title"] == "over http"
+        records = _turn_records(client, sid, "hello server")
+        assert records[0]["type"] == "started"
+        text = "".join(r["chunk"] for r in records if r["type"] == "text")
+        ended = records[-1]
+        assert ended["type"] == "ended" and ended["result"]["endReason"] == "completed"
+        assert ended["result"]["messageId"] == records[0]["messageId"]
+        shown = client.get(f"/sessions/{sid}").json()
+        assert shown["messages"][-1]["content"] == text
+        assert shown["turns"][-1]["boundarySequence"] == ended["result"]["boundarySequence"]
+
+        everything = client.get(f"/sessions/{sid}/events", params={"after": 0}).json()
+        seqs = [e["seq"] for e in everything["events"]]
+        assert seqs == list(range(1, everything["lastSeq"] + 1))
+        assert everything["events"][-1]["type"] == "turn/end"
+        started = time.monotonic()
+        quiet = client.get(
+            f"/sessions/{sid}/events", params={"after": everything["lastSeq"], "wait": 1}
+        ).json()
+        assert quiet["events"] == [] and time.monotonic() - started >= 0.9
+
+        # A long-poll wakes for a turn another client starts; stop ends it as cancelled.
+        with client.stream("POST", f"/sessions/{sid}/turns", json={"text": "x " * 50}) as reply:
+            lines = reply.iter_lines()
+            assert orjson.loads(next(lines))["type"] == "started"
+            woke = client.get(
+                f"/sessions/{sid}/events", params={"after": everything["lastSeq"], "wait": 30}
+            ).json()
+            assert woke["events"][0]["type"] == "turn/start" and woke["running"] is True
+            assert client.get("/sessions").json()["sessions"][0]["running"] is True
+            assert client.post(f"/sessions/{sid}/stop").json() == {"stopped": True}
+            rest = [orjson.loads(line) for line in lines if line.strip()]
+        assert rest[-1]["type"] == "ended"
+        assert rest[-1]["result"]["endReason"] == "cancelled"
+        assert client.post(f"/sessions/{sid}/stop").json() == {"stopped": False}
+
+
+def test_a_second_turn_while_one_runs_is_refused(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    with (
+        _client(served) as client,
+        client.stream("POST", f"/sessions/{sid}/turns", json={"text": "x " * 50}) as reply,
+    ):
+        assert orjson.loads(next(reply.iter_lines()))["type"] == "started"
+        second = client.post(f"/sessions/{sid}/turns", json={"text": "again"})
+        assert (second.status_code, second.json()["error"]["code"]) == (409, "turn_running")
+        client.post(f"/sessions/{sid}/stop")
+
+
+def test_bad_input_is_refused_typed_and_changes_nothing(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    before = tree_hashes(root)
+    fork_ok = {
+        "sourceSessionId": sid,
+        "turnId": "t",
+        "boundarySequence": 5,
+        "expectedGeneration": 1,
+        "operationId": "op",
+    }
+    bad = [
+        ("POST", "/sessions", b"{nope", 400, "invalid_request"),
+        ("POST", "/sessions", b"[]", 400, "invalid_request"),
+        ("POST", "/sessions", b'{"title": 5}', 400, "invalid_request"),
+        ("POST", "/sessions", b'{"title": "a", "extra": 1}', 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/turns", b"{nope", 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/turns", b"{}", 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/turns", b'{"text": 7}', 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/turns", b'{"text": "  "}', 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/turns", b"x" * (10 * 1024 * 1024), 413, "body_too_large"),
+        ("POST", "/sessions", b"x" * (10 * 1024 * 1024), 413, "body_too_large"),
+        ("POST", "/fork-session", b"x" * (10 * 1024 * 1024), 413, "body_too_large"),
+        ("POST", "/fork-session", orjson.dumps({**fork_ok, "turnId": 3}), 400, "invalid_request"),
+        ("POST", "/fork-session", orjson.dumps({"turnId": "t"}), 400, "invalid_request"),
+        ("POST", "/sessions/..%2F..%2Fetc/turns", b'{"text": "hi"}', 400, "invalid_session_id"),
+        ("POST", "/sessions/..%2F..%2Fetc/stop", b"", 400, "invalid_session_id"),
+        ("GET", "/sessions/..%2F..%2Fetc", b"", 400, "invalid_session_id"),
+        ("GET", "/sessions/..%2F..%2Fetc/events", b"", 400, "invalid_session_id"),
+        ("GET", "/sessions/..%2F..%2Fetc/lineage", b"", 400, "invalid_session_id"),
+        ("GET", "/sessions/..%2F..%2Fetc/tree", b"", 400, "invalid_session_id"),
+        ("GET", "/sessions/abcdefgh-none", b"", 404, "session_not_found"),
+        ("POST", "/sessions/abcdefgh-none/turns", b'{"text": "hi"}', 404, "session_not_found"),
+        ("POST", "/sessions/abcdefgh-none/stop", b"", 404, "session_not_found"),
+        ("GET", f"/sessions/{sid}?limit=ten", b"", 400, "invalid_request"),
+        ("GET", f"/sessions/{sid}?limit=0", b"", 400, "invalid_request"),
+        ("GET", f"/sessions/{sid}?limit=-1", b"", 400, "invalid_request"),
+        ("GET", f"/sessions/{sid}?offset=1", b"", 400, "invalid_request"),
+        ("GET", f"/sessions/{sid}?limit=99999999999999999999999", b"", 400, "invalid_request"),
+        ("GET", f"/sessions/{sid}/events?after=x", b"", 400, "invalid_request"),
+        ("GET", f"/sessions/{sid}/events?wait=600", b"", 400, "invalid_request"),
+        ("GET", f"/sessions/{sid}?junk=1", b"", 400, "invalid_request"),
+        ("GET", "/sessions/a/b/c/d", b"", 404, "not_found"),
+        ("GET", "/etc/passwd", b"", 404, "not_found"),
+        ("DELETE", "/sessions", b"", 405, "invalid_request"),
+    ]
+    with _client(served) as client:
+        for method, path, body, status, code in bad:
+            reply = client.request(method, path, content=body)
+            assert (reply.status_code, reply.json()["error"]["code"]) == (status, code), path
+            assert reply.json()["error"]["message"]
+    assert tree_hashes(root) == before
+
+
+def test_a_server_killed_mid_turn_closes_the_turn_interrupted_on_restart(root: Path) -> None:
+    sid = _only_session(root)
+    with (
+        serve_process(root, args=["--delay-ms", "50"]) as served,
+        _client(served) as client,
+        client.stream("POST", f"/sessions/{sid}/turns", json={"text": "long"}) as reply,
+    ):
+        lines = reply.iter_lines()
+        started = orjson.loads(next(lines))
+        assert started["type"] == "started"
+        assert orjson.loads(next(lines))["type"] == "text"
+        os.kill(served.pid, signal.SIGKILL)
+        with pytest.raises(httpx.HTTPError):
+            list(lines)
+    left = SessionStore(root).read(sid).projection
+    assert left.open_turn is not None and left.open_turn.turn_id == started["turnId"]
+    with serve_process(root) as again, _client(again) as client:
+        shown = client.get(f"/sessions/{sid}").json()
+    assert shown["running"] is False
+    assert shown["turns"][-1]["turnId"] == started["turnId"]
+    assert shown["turns"][-1]["endReason"] == "interrupted"
+    assert orjson.loads((root / "serve-turns.json").read_bytes()) == []
+
+
+def test_binding_beyond_loopback_warns(tmp_path: Path) -> None:
+    proc = subprocess.Popen(
+        [*cli_command(tmp_path / "root"), "serve", "--host", "0.0.0.0", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        ready = orjson.loads(proc.stdout.readline())
+        assert ready["url"].startswith("http://0.0.0.0:")
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    warning = proc.stderr.read()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert warning.startswith("warning: serving on 0.0.0.0")
+    assert "SSH tunnel" in warning
+    token = (tmp_path / "root" / "serve-token").read_text().strip()
+    assert token not in warning
