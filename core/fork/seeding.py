@@ -338,7 +338,7 @@ def publish_seeded_child(
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            write_sidecars(own, [])
+            write_sidecars(own, [], durable=False)
             fsync_dir(log_dir)
             if plan.blobs is None:
                 names: Iterable[str] = _all_blobs(source_blobs)

@@ -266,7 +266,11 @@ def sidecar_bytes(entries: list[tuple[CommitEntries, int]]) -> dict[str, bytes]:
 
 
 def write_sidecars(
-    segment: Path, entries: list[tuple[CommitEntries, int]], *, only_changed: bool = False
+    segment: Path,
+    entries: list[tuple[CommitEntries, int]],
+    *,
+    only_changed: bool = False,
+    durable: bool = True,
 ) -> None:
     """Write a segment's sidecars whole, durably, replacing whatever was there.
 
@@ -274,7 +278,9 @@ def write_sidecars(
     session, a writer rebuilding the active segment's): each file is written
     under a temporary name, fsynced and renamed, so a reader sees the old
     cache or the new one. ``only_changed`` leaves a file that already holds
-    exactly its bytes alone (a writer's open usually finds them right).
+    exactly its bytes alone (a writer's open usually finds them right);
+    ``durable=False`` skips the fsyncs (a cache a crash may lose: a new fork's
+    first own segment, whose writer rebuilds it if it is gone).
     """
     for suffix, data in sidecar_bytes(entries).items():
         final = segment.with_suffix(suffix)
@@ -284,7 +290,8 @@ def write_sidecars(
         fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, final)
