@@ -1,13 +1,18 @@
 """Forking a session at a finished turn into an independent child (§3.2).
 
-A fork reads the source's committed log once, without any lease, and never
-writes the source. The inherited prefix runs through the whole commit that
-closed the target turn; ``usage`` events are left out (the parent already
-paid for them) and the rest are renumbered densely, commits too, keeping each
-inherited commit whole so the child's own turn boundaries stay atomic. The
-child's first own commit holds ``session/fork``, then, when the caller names
-the child, its ``session/title`` (the manifest carries the same title), so a
-branch is published already named: nobody has to open it as writer to rename it.
+A fork reads the source without any lease and never writes it. The child
+inherits the prefix *verbatim* (STORAGE.md, replacing DESIGN §3.2's dense
+renumbering): the source's events through the whole commit that closed the
+target turn, with their seqs and commit numbers; ``seedLength`` is the
+boundary, and the projection counts ``usage`` only after it, so tokens the
+parent paid for are never counted twice. The prefix is not copied: the
+source's segments are hard-linked as seeds bounded at the cut
+(:mod:`~branchwise.core.fork.seeding`), so a fork costs the same at any size.
+It is validated from the turn index and one frame; only when the index
+cannot answer is the source replayed, which also gives every refusal its
+precise reason. The child's first own commit holds ``session/fork``, then,
+when the caller names the child, its ``session/title`` (the manifest carries
+the same title), so a branch is published already named.
 
 A fork *at the start* (no turn, boundary 0) inherits nothing: its own commit
 opens with its own ``session/created`` (kind ``fork``) and carries the
@@ -34,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from branchwise.core.conversation_settings import ConversationSettings
@@ -52,10 +58,17 @@ from branchwise.core.errors import (
     error_class,
 )
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
+from branchwise.core.fork.seeding import (
+    ForkPlan,
+    plan_from_index,
+    plan_from_log,
+    publish_seeded_child,
+)
 from branchwise.core.fork.targets import load_source_manifest, target_of
 from branchwise.core.ids import new_id, new_session_id, validate_session_id
-from branchwise.core.log.frames import Frame, encode_frame, encode_frame_into, iter_frames
-from branchwise.core.log.segments import read_session_log
+from branchwise.core.log.frames import Frame, iter_frames
+from branchwise.core.log.scan import gc_paused
+from branchwise.core.log.segments import SessionLog, read_session_log, scan_session_log
 from branchwise.core.projection.events import (
     EventType,
     session_config,
@@ -69,12 +82,12 @@ from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import refusing_read_only
 from branchwise.core.store.manifest import (
     ORIGIN_KINDS,
+    SEGMENTED,
     BranchOrigin,
     Manifest,
     ParentLink,
     load_manifest,
 )
-from branchwise.core.store.publish import publish_new_session
 from branchwise.core.store.store import SessionStore
 
 _USAGE = EventType.USAGE.value
@@ -108,77 +121,41 @@ class ForkResult:
         }
 
 
-# -- building the child's log ---------------------------------------------------
+# -- validating the cut by replay ---------------------------------------------------
 
 
 @dataclass(slots=True)
-class _Cut:
-    """The inherited prefix, encoded, and what the scan learned about the source."""
+class _Replay:
+    """The whole source replayed: the turn state and the frame that ends the cut."""
 
-    frames: bytearray
-    commits: int
-    events: int
-    blobs: list[str]
     tracker: TurnTracker
+    boundary_frame: Frame | None
     splits_commit: bool
-    settings: ConversationSettings | None = None
 
 
-def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
-    """Replay the whole log and encode the prefix through the commit holding ``boundary``.
+def _replay_to(log: SessionLog, boundary: int) -> _Replay:
+    """Replay every committed frame; note the first frame reaching ``boundary``.
 
-    The prefix is encoded while it is read (one pass, no second decode);
-    whether the cut is acceptable is decided afterwards from the complete
-    turn state (the rest of the log is replayed too), the same state
-    :func:`~branchwise.core.fork.targets.fork_targets` answers from. Until
-    the first ``usage`` event is left out nothing needs renumbering, so those
-    frames are copied byte for byte; later ones are re-encoded.
+    Whether the cut is acceptable is decided from the complete turn state
+    (the rest of the log is replayed too), the same state
+    :func:`~branchwise.core.fork.targets.fork_targets` answers from.
     """
     tracker = TurnTracker()
-    out = bytearray()
-    seq = commits = 0
-    blobs: list[str] = []
-    shifted = False
     apply = tracker.apply
-    view = memoryview(buf)
-    frame: Frame | None = None
-    for frame in iter_frames(view, through_seq=boundary):
-        events = frame.events
-        apply(events)  # before renumbering: the tracker reads the source's seqs
-        kinds = [event["type"] for event in events]
-        if _CHECKPOINT in kinds:
-            for event in events:
-                if event["type"] == _CHECKPOINT and isinstance(event["blobs"], list):
-                    blobs.extend(event["blobs"])
-        if not shifted and _USAGE not in kinds:
-            out += view[frame.offset : frame.end]  # same commit number, same seqs: the same bytes
-            seq += len(events)
-            commits += 1
-        else:
-            shifted = True
-            kept = []
-            for event, kind in zip(events, kinds, strict=True):
-                if kind != _USAGE:
-                    seq += 1
-                    event["seq"] = seq
-                    kept.append(event)
-            if kept or not events:  # a commit of usage only leaves nothing to inherit
-                commits += 1
-                encode_frame_into(out, commits, kept)
-    splits_commit = False
-    if frame is not None:
-        # The tracker's last seq is the source's, whatever the renumbering did.
-        end_seq, count = tracker.last_seq, len(frame.events)
-        splits_commit = bool(count) and end_seq - count + 1 <= boundary < end_seq
-        for later in iter_frames(
-            view, start=frame.end, first_commit=frame.commit + 1, first_seq=end_seq + 1
-        ):
-            apply(later.events)
-    return _Cut(out, commits, seq, blobs, tracker, splits_commit)
+    found: Frame | None = None
+    for frame in log.scan.frames:
+        apply(frame.events)
+        if found is None and frame.events and tracker.last_seq >= boundary:
+            found = frame
+    splits = False
+    if found is not None:
+        first, last = found.events[0]["seq"], found.events[-1]["seq"]
+        splits = first <= boundary < last
+    return _Replay(tracker, found, splits)
 
 
-def _start_cut(buf: bytes) -> _Cut:
-    """The empty prefix of a fork at the start, with the settings the first turn ran with.
+def _start_settings(data: bytes) -> ConversationSettings | None:
+    """The settings a fork at the start carries: those the source's first turn ran with.
 
     Nothing is inherited, but the conversation's own model, system prompt and
     temperature as they stood when its first turn started (``session/config``
@@ -186,15 +163,15 @@ def _start_cut(buf: bytes) -> _Cut:
     again asks the same model the same way.
     """
     before_first_turn = Projection()
-    for frame in iter_frames(memoryview(buf)):
+    for frame in iter_frames(memoryview(data)):
         if any(event["type"] == _TURN_START for event in frame.events):
             break
         before_first_turn.apply(frame.events)
     settings = before_first_turn.settings
-    return _Cut(bytearray(), 0, 0, [], TurnTracker(), False, None if settings.empty else settings)
+    return None if settings.empty else settings
 
 
-def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
+def _check_cut(cut: _Replay, source_id: str, turn_id: str, boundary: int) -> None:
     """Refuse, with the target's own reason, anything but an available target's boundary."""
     tracker = cut.tracker
     details = {"sessionId": source_id, "turnId": turn_id, "boundarySequence": boundary}
@@ -303,8 +280,12 @@ def _existing_child(
     return ForkResult(child_id, False, operation_id)
 
 
-def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, _Cut]:
-    """The source's manifest and the checked cut, from one consistent read of its log."""
+def _read_and_plan(store: SessionStore, request: ForkRequest) -> tuple[Manifest, ForkPlan]:
+    """The source's manifest and the checked plan of the child's seeds.
+
+    The index answers an available target with one frame read; anything else
+    (no index, a refusal to explain) replays the source's whole log.
+    """
     source_id = request.source_session_id
     source_dir = store.session_dir(source_id)
     before = load_source_manifest(source_dir, source_id)
@@ -315,27 +296,41 @@ def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, 
             sessionId=source_id,
             generation=before.generation,
         )
-    data = read_session_log(source_dir, before).data
-    if request.turn_id is None:
-        cut = _start_cut(data)
-    else:
-        cut = _cut_prefix(data, request.boundary_sequence)
+    boundary = request.boundary_sequence
+    if request.turn_id is None:  # a fork at the start inherits nothing: no seeds
+        settings = _start_settings(read_session_log(source_dir, before).data)
+        _fence(source_dir, source_id, before)
+        return before, ForkPlan((), 0, 0, (), settings)
+    plan = plan_from_index(source_dir, before, boundary, request.turn_id)
+    replay: _Replay | None = None
+    log: SessionLog | None = None
+    if plan is None:
+        with gc_paused():
+            log = scan_session_log(source_dir, before)
+            replay = _replay_to(log, boundary)
     # Checked again before the cut is judged: a source moved to the Trash while its log
     # was read reads as an empty log, which must refuse as source_not_found, not unknown_turn.
+    _fence(source_dir, source_id, before)
+    if replay is not None and log is not None:
+        _check_cut(replay, source_id, request.turn_id, boundary)
+        assert replay.boundary_frame is not None  # an available target has its closing frame
+        plan = plan_from_log(log, replay.boundary_frame, boundary)
+    assert plan is not None
+    return before, plan
+
+
+def _fence(source_dir: Path, source_id: str, before: Manifest) -> None:
+    """Refuse if the source was replaced (or removed) since ``before`` was read."""
     if load_source_manifest(source_dir, source_id).generation != before.generation:
         raise StaleSource(
             f"session {source_id} was replaced while it was forked", sessionId=source_id
         )
-    if request.turn_id is not None:
-        _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
-    return before, cut
 
 
 def _child_manifest(
     source: Manifest,
     request: ForkRequest,
     child_id: str,
-    cut: _Cut,
     operation_id: str,
     title: str | None,
 ) -> Manifest:
@@ -353,8 +348,9 @@ def _child_manifest(
             request.origin,
         ),
         root_session_id=source.root_session_id or source.session_id,
-        seed_length=cut.events,
+        seed_length=request.boundary_sequence,
         created_by_operation=operation_id,
+        format=SEGMENTED,
     )
 
 
@@ -406,7 +402,7 @@ def fork(
         if earlier is not None:
             return earlier
 
-    source, cut = _read_and_cut(store, request)
+    source, plan = _read_and_plan(store, request)
     made: ForkRequest | None = None  # the reservation this call wrote, if any
     if reserved is None:  # reserve before publishing: a crash after publish still finds it
         child_id = (
@@ -422,7 +418,7 @@ def fork(
             made = mine
     child = str(reserved.child_session_id)
     try:
-        return _publish_child(store, request, operation_id, title, source, cut, child)
+        return _publish_child(store, request, operation_id, title, source, plan, child)
     except Exception as exc:
         # Not published (a failure, not a crash): withdraw what this call reserved, so a
         # full disk leaves nothing behind. A crash keeps it, and a retry finishes the child.
@@ -439,13 +435,14 @@ def _publish_child(
     operation_id: str,
     title: str | None,
     source: Manifest,
-    cut: _Cut,
+    plan: ForkPlan,
     child: str,
 ) -> ForkResult:
-    """Encode the child's own commit after the cut, and publish the child folder."""
-    manifest = _child_manifest(source, request, child, cut, operation_id, title)
+    """Stamp the child's own commit after the cut, and publish the child folder."""
+    manifest = _child_manifest(source, request, child, operation_id, title)
+    boundary = request.boundary_sequence
     own: list[dict[str, Any]] = []
-    if not cut.events:  # at the start: no inherited session/created, so the child has its own
+    if not boundary:  # at the start: no inherited session/created, so the child has its own
         own.append(session_created(manifest.title, "fork"))
     own.append(
         {
@@ -453,34 +450,36 @@ def _publish_child(
             "parentSessionId": request.source_session_id,
             "parentGeneration": source.generation,
             "turnId": request.turn_id,
-            "boundarySequence": request.boundary_sequence,
-            "seedLength": cut.events,
+            "boundarySequence": boundary,
+            "seedLength": boundary,
             "operationId": operation_id,
             **({"origin": _origin_event(request.origin)} if request.origin else {}),
         }
     )
-    if title is not None and cut.events:
+    if title is not None and boundary:
         own.append({"type": EventType.SESSION_TITLE.value, "title": title})
-    if cut.settings is not None:
+    if plan.settings is not None:
         own.append(
-            session_config(cut.settings.model, cut.settings.system, cut.settings.temperature)
+            session_config(plan.settings.model, plan.settings.system, plan.settings.temperature)
         )
     if request.origin is not None:
         # The question is part of the publish: a branch never exists without its prompt.
         own += [turn_start(new_id("turn")), user_message(new_id("msg"), request.origin.prompt)]
     stamped = [
-        {"seq": cut.events + n, "ts": manifest.created_at, **validate_event(event)}
+        {"seq": boundary + n, "ts": manifest.created_at, **validate_event(event)}
         for n, event in enumerate(own, start=1)
     ]
-    cut.frames += encode_frame(cut.commits + 1, stamped)
-    source_blobs = store.session_dir(request.source_session_id) / "blobs"
-    blobs = (source_blobs, cut.blobs) if cut.blobs else None
+    source_dir = store.session_dir(request.source_session_id)
     try:
-        publish_new_session(store, manifest, cut.frames, blobs)
+        publish_seeded_child(store, manifest, plan, stamped, source_dir / "blobs")
     except SessionExists:
         # Another call of the same operation published first; anyone else's child refuses.
         earlier = _existing_child(store, child, request, operation_id)
         if earlier is None:
             raise
         return earlier
+    except FileNotFoundError:
+        # A seed vanished under us: the source was replaced or moved away since it was read.
+        _fence(source_dir, request.source_session_id, source)
+        raise
     return ForkResult(child, True, operation_id)

@@ -26,7 +26,21 @@ from typing import Any
 
 from branchwise.core.errors import SessionNotFound, SourceNotFound, StaleSource
 from branchwise.core.log.frames import iter_frames
-from branchwise.core.log.segments import log_identity, read_session_log
+from branchwise.core.log.segments import (
+    log_identity,
+    log_pieces,
+    read_frame,
+    read_piece,
+    read_session_log,
+)
+from branchwise.core.log.sidecars import (
+    AUTHORITY_OPEN,
+    CLOSES_TURN,
+    CLOSING_COMMIT_SPILLS,
+    IndexRecord,
+    read_index,
+    read_turn_entries,
+)
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest
@@ -249,6 +263,69 @@ def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
 
 
+def _indexed_targets(directory: Path, manifest: Manifest) -> ForkTargetSet | None:
+    """Targets from every segment's ``.idx``/``.tix`` and the frames after the last record.
+
+    ``None`` when the sidecars cannot vouch (missing, short, damaged, a turn
+    that never closed, a record whose frame does not match, open authority
+    at the last closed turn); the caller then replays. Reads the turn
+    records of every segment, one frame, and the trailing frames only.
+    """
+    pieces = log_pieces(directory, manifest)
+    targets: list[ForkTarget] = []
+    seen: set[str] = set()
+    last: tuple[int, IndexRecord] | None = None
+    for number, piece in enumerate(pieces):
+        records = read_index(piece.path)
+        if records is None:
+            return None
+        closing = [r for r in records if r.flags & CLOSES_TURN]
+        if piece.seed is not None:
+            closing = [r for r in closing if r.commit <= piece.seed.end_commit]
+        entries = read_turn_entries(piece.path) if closing else []
+        if len(entries) < len(closing):
+            return None
+        for record, entry in zip(closing, entries, strict=False):
+            if entry.index != len(targets) + 1 or entry.turn_id in seen:
+                return None  # a turn that never closed, or closed twice: replay decides
+            seen.add(entry.turn_id)
+            reason = None
+            if record.flags & CLOSING_COMMIT_SPILLS:
+                reason = TargetReason.BOUNDARY_NOT_ATOMIC.value
+            elif record.flags & AUTHORITY_OPEN:
+                reason = TargetReason.ACTIVE_AUTHORITY.value
+            targets.append(
+                ForkTarget(entry.turn_id, entry.message_id, record.last_seq, reason is None, reason)
+            )
+            last = (number, record)
+    if last is None:
+        return None
+    number, record = last
+    if record.flags & AUTHORITY_OPEN:
+        return None  # the trailing turns' authority depends on state before the tail
+    read = read_frame(pieces[number].path, record.offset, record.end)
+    if read is None or read[1] != record.frame_crc or read[0].commit != record.commit:
+        return None
+    frame = read[0]
+    spills = bool(record.flags & CLOSING_COMMIT_SPILLS)
+    start = record.offset if spills else record.end
+    tail = [read_piece(pieces[number], start)]
+    tail.extend(read_piece(piece) for piece in pieces[number + 1 :])
+    tracker = TurnTracker()
+    first_seq = int(frame.events[0]["seq"]) if spills else record.last_seq + 1
+    for later in iter_frames(
+        b"".join(tail),
+        first_commit=record.commit if spills else record.commit + 1,
+        first_seq=first_seq,
+    ):
+        tracker.apply(later.events)
+    for turn in tracker.turns:
+        if turn.turn_id in seen:
+            return None
+        targets.append(target_of(turn))
+    return ForkTargetSet(manifest.session_id, manifest.generation, True, tuple(targets))
+
+
 def fork_targets(
     store: SessionStore, session_id: str, *, cache: TargetsCache | None = None
 ) -> ForkTargetSet:
@@ -267,7 +344,8 @@ def fork_targets(
     directory = store.session_dir(session_id)
     for _ in range(_STABLE_READ_ATTEMPTS):
         before = load_source_manifest(directory, session_id)
-        answer = _log_targets(directory, before, cache)
+        indexed = _indexed_targets(directory, before) if cache is None else None
+        answer = indexed if indexed is not None else _log_targets(directory, before, cache)
         after = load_source_manifest(directory, session_id)
         if after.generation == before.generation:
             return answer

@@ -25,9 +25,12 @@ from typing import Any
 from branchwise.core.log.scan import LogScan, TornTail
 from branchwise.core.log.segments import ROLL_BYTES, ROLL_LINKS, SessionLog, segment_name
 from branchwise.core.log.sidecars import (
+    SEALS_SEGMENT,
     CommitEntries,
+    IndexRecord,
     SidecarWriter,
     entries_for,
+    frame_crc,
     write_sidecars,
 )
 from branchwise.core.log.writer import OS_FILE_OPS, FileOps, LogWriter, save_cut_bytes
@@ -95,6 +98,23 @@ class SegmentWriter:
             if self._log.cut_tail is not None:
                 self.cut_tail, self.cut_copy = self._log.cut_tail, self._log.cut_copy
         self._path = path
+        # The active segment's last frame (what a roll seals it at), if it holds one.
+        self._last: tuple[int, int, int, int, int] | None = None
+        if (
+            active is not None
+            and scan.frames
+            and scan.frames[-1].offset >= session_log.active_start
+        ):
+            last_frame = scan.frames[-1]
+            base = session_log.active_start
+            crc = frame_crc(session_log.data, last_frame.offset)
+            self._last = (
+                last_frame.offset - base,
+                last_frame.end - base,
+                crc,
+                last_frame.commit,
+                scan.last_seq,
+            )
         _refresh_sidecars(path, active_entries)
         self._sidecars = SidecarWriter(path)
 
@@ -155,6 +175,9 @@ class SegmentWriter:
 
     def roll(self) -> None:
         """Seal the active segment (its sidecars fsynced) and start a new, empty one."""
+        if self._last is not None:
+            offset, end, crc, commit, last_seq = self._last
+            self._sidecars.seal(IndexRecord(last_seq, commit, offset, end, crc, SEALS_SEGMENT))
         self._sidecars.sync()
         self._sidecars.close()
         last = (self._log.last_commit, self._log.last_seq)
@@ -164,6 +187,7 @@ class SegmentWriter:
         old.close()
         self._path = path
         self._sidecars = SidecarWriter(path)
+        self._last = None
 
     def note_commit(self, committed: list[dict[str, Any]], tracker: TurnTracker) -> None:
         """Append the sidecar records of the commit just made (``tracker`` has applied it)."""
@@ -172,6 +196,7 @@ class SegmentWriter:
             return
         offset, end, crc = frame
         commit = self._log.last_commit
+        self._last = (offset, end, crc, commit, self._log.last_seq)
         self._sidecars.add(entries_for(commit, committed, offset, end, crc, tracker), commit)
 
     def close(self) -> None:

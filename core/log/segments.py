@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from branchwise.core.errors import BranchwiseError, CorruptLog
-from branchwise.core.log.frames import HEADER, Frame
+from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
 from branchwise.core.log.scan import LogScan, gc_paused, scan_bytes
 from branchwise.core.store.atomic import open_no_follow
 from branchwise.core.store.manifest import Manifest, Seed, load_manifest
@@ -111,7 +111,7 @@ def log_pieces(directory: Path, manifest: Manifest) -> list[Piece]:
     return pieces
 
 
-def _read_piece(piece: Piece, start: int = 0) -> bytes:
+def read_piece(piece: Piece, start: int = 0) -> bytes:
     """The bytes of one piece from ``start`` (a seed only up to its end).
 
     A seed shorter than its ``end`` is corruption: the manifest vouches for
@@ -227,7 +227,7 @@ def read_session_log(directory: Path, manifest: Manifest) -> SessionLog:
         break
     starts, chunks, total = [], [], 0
     for piece in pieces:
-        chunk = _read_piece(piece)
+        chunk = read_piece(piece)
         starts.append(total)
         chunks.append(chunk)
         total += len(chunk)
@@ -346,6 +346,25 @@ def _name_scan_damage(log: SessionLog) -> None:
     if torn is not None and (log.active is None or torn.offset < log.active_start):
         piece, _ = log.locate(torn.offset)
         _corrupt_at(log, torn.offset, f"{piece.name} ends inside a commit that later files follow")
+
+
+def read_frame(path: Path, offset: int, end: int) -> tuple[Frame, int] | None:
+    """The verified frame at ``offset`` of a file, and its payload CRC, if it ends at ``end``."""
+    try:
+        fd = open_no_follow(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        data = os.pread(fd, end - offset, offset) if end > offset else b""
+    finally:
+        os.close(fd)
+    try:
+        frame = decode_frame(data, 0)
+    except (BranchwiseError, Incomplete):
+        return None
+    if frame.end != len(data):
+        return None
+    return Frame(frame.commit, frame.events, offset, end), int(HEADER.unpack_from(data, 0)[3])
 
 
 def read_log_from(directory: Path, manifest: Manifest, start: int) -> bytes:

@@ -11,10 +11,11 @@ and otherwise fall back to the log.
 ``.idx``: a 16-byte header (magic ``BWIX``, format version, tracker version,
 CRC32 of the first 12 bytes), then fixed-size records, one per turn a commit
 closes, in seq order: ``lastSeq, commit, offset, end, frameCrc, flags,
-recordCrc``. ``.tix``: one record ``{"turnId", "messageId", "startSeq",
-"index"}`` per ``.idx`` record (``index`` is the turn's 1-based position, so a
-reader sees a turn that never closed as a gap). ``.blobs``: ``{"commit",
-"blobs"}`` for each commit holding a checkpoint.
+recordCrc`` (and, when the segment is sealed at a roll, a last record with
+only :data:`SEALS_SEGMENT` set, naming its last frame). ``.tix``: one record
+``{"turnId", "messageId", "startSeq", "index"}`` per turn record (``index`` is
+the turn's 1-based position, so a reader sees a turn that never closed as a
+gap). ``.blobs``: ``{"commit", "blobs"}`` for each commit holding a checkpoint.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ CLOSES_TURN = 1
 CLOSING_COMMIT_SPILLS = 2
 AUTHORITY_OPEN = 4
 HOLDS_CHECKPOINT = 8
+SEALS_SEGMENT = 16
+"""Not a turn: the last frame of a sealed segment, written at roll (a fork's seed bound)."""
 
 _TURN_END = EventType.TURN_END.value
 _CHECKPOINT = EventType.CHECKPOINT.value
@@ -196,6 +199,15 @@ class SidecarWriter:
         except OSError:
             self._fail()
 
+    def seal(self, record: IndexRecord) -> None:
+        """Append the record of the segment's last frame (at roll)."""
+        if self.broken:
+            return
+        try:
+            write_all(self._fds[INDEX_SUFFIX], record.to_bytes())
+        except OSError:
+            self._fail()
+
     def add(self, entries: CommitEntries, commit: int) -> None:
         """Append one commit's entries (after that commit's fsync returned)."""
         if self.broken or not entries:
@@ -254,7 +266,11 @@ def sidecar_bytes(entries: list[tuple[CommitEntries, int]]) -> dict[str, bytes]:
 
 
 def write_sidecars(
-    segment: Path, entries: list[tuple[CommitEntries, int]], *, only_changed: bool = False
+    segment: Path,
+    entries: list[tuple[CommitEntries, int]],
+    *,
+    only_changed: bool = False,
+    durable: bool = True,
 ) -> None:
     """Write a segment's sidecars whole, durably, replacing whatever was there.
 
@@ -262,7 +278,9 @@ def write_sidecars(
     session, a writer rebuilding the active segment's): each file is written
     under a temporary name, fsynced and renamed, so a reader sees the old
     cache or the new one. ``only_changed`` leaves a file that already holds
-    exactly its bytes alone (a writer's open usually finds them right).
+    exactly its bytes alone (a writer's open usually finds them right);
+    ``durable=False`` skips the fsyncs (a cache a crash may lose: a new fork's
+    first own segment, whose writer rebuilds it if it is gone).
     """
     for suffix, data in sidecar_bytes(entries).items():
         final = segment.with_suffix(suffix)
@@ -272,7 +290,8 @@ def write_sidecars(
         fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, final)

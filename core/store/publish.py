@@ -133,7 +133,7 @@ def _replace_segments(directory: Path, manifest: Manifest, data: bytes) -> int:
 # -- publishing a new session folder ----------------------------------------------
 
 
-def _link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
+def link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> None:
     """Hard-link (or, across devices or without permission, copy) immutable blobs.
 
     A source ``blobs/`` folder or blob that is a symbolic link is refused
@@ -194,7 +194,7 @@ def publish_new_session(
         try:
             write_durably(tmp / "events.log", log)
             if blobs is not None:
-                _link_blobs(blobs[0], tmp / "blobs", blobs[1])
+                link_blobs(blobs[0], tmp / "blobs", blobs[1])
             save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
             try:
                 publish_dir(tmp, final)

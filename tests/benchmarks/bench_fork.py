@@ -109,9 +109,9 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
 
     print("(a) fork at the last turn")
     t_fork, t_copy = side_by_side(repeat, fork_last, copyfile, remove)
-    row("fork (decode, renumber, fsync)", t_fork, t_copy, "shutil.copyfile")
+    row("fork (link seeds, fsync)", t_fork, t_copy, "shutil.copyfile")
     t_fork, t_copy_sync = side_by_side(repeat, fork_last, copyfile_fsync, remove)
-    row("fork (decode, renumber, fsync)", t_fork, t_copy_sync, "shutil.copyfile + fsync")
+    row("fork (link seeds, fsync)", t_fork, t_copy_sync, "shutil.copyfile + fsync")
 
     plain = write_big_session(store, turns, answer_words=300, usage=False)
     plain_last = fork_targets(store, plain).targets[-1]

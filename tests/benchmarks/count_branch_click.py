@@ -9,7 +9,7 @@ tab is "opened" by a navigator that records it. Only the click is counted:
 - ``fsync``: every ``os.fsync`` (log commits, manifests, journal, folders);
 - ``replay``: ``Projection.replay`` calls (a whole log turned into a projection);
 - ``scan``: ``scan_log`` calls (a whole log read and verified for a writer or reader);
-- ``fork cut``: the fork's own one pass over the source log;
+- ``fork replay``: a fork's replay of the source (0 when the turn index answered);
 - ``writer open``: ``SessionStore.open_writer`` calls (lease, scan, replay);
 - ``commits``: log appends (one fsync each).
 """
@@ -27,6 +27,7 @@ from typing import Any
 
 from branchwise.core.fork import engine
 from branchwise.core.log import scan as log_scan
+from branchwise.core.log import segments
 from branchwise.core.log import writer as log_writer
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.demo import DemoProvider
@@ -58,7 +59,8 @@ def install(counts: Counts) -> None:
     replay = Projection.replay.__func__  # type: ignore[attr-defined]
     Projection.replay = classmethod(counts.wrap("replay", replay))  # type: ignore[method-assign,assignment]
     log_scan.scan_bytes = counts.wrap("scan", log_scan.scan_bytes)  # what scan_log calls
-    engine._cut_prefix = counts.wrap("fork cut", engine._cut_prefix)
+    segments.scan_bytes = counts.wrap("scan", segments.scan_bytes)  # what every reader calls
+    engine._replay_to = counts.wrap("fork replay", engine._replay_to)  # index could not answer
     store_cls = store_module.SessionStore
     store_cls.open_writer = counts.wrap("writer open", store_cls.open_writer)  # type: ignore[method-assign]
     log_cls = log_writer.LogWriter
@@ -91,7 +93,7 @@ async def click(root: Path, turns: int, counts: Counts) -> dict[str, Any]:
     counts.counting = False
     title = host.title(child)
     await host.shutdown()
-    names = ("fsync", "scan", "replay", "fork cut", "writer open", "commits")
+    names = ("fsync", "scan", "replay", "fork replay", "writer open", "commits")
     return {"child title": title, **{name: counts.counter[name] for name in names}}
 
 

@@ -21,6 +21,14 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
     [
         ("bench_log.py", ["--turns", "40", "--commits", "5"], "ratio"),
         ("bench_fork.py", ["--turns", "40", "--sessions", "30", "--repeat", "1"], "ratio"),
+        (
+            "bench_segments.py",
+            [
+                *("--big", "60", "--small", "10", "--mid", "30", "--disk-turns", "20"),
+                *("--repeat", "1", "--roll-bytes", "4000"),
+            ],
+            "ratio",
+        ),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),

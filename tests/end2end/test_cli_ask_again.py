@@ -101,7 +101,10 @@ def test_edit_regenerate_and_retry_from_the_command_line(
     assert branch["turns"][-1]["turnId"] == edited["turnId"]
     assert branch["turns"][-1]["boundarySequence"] == edited["boundarySequence"]
     _, parent_after = run_cli(root, "session", "show", source)
-    assert parent_after == parent_before  # the parent is untouched
+    # The parent is untouched; only its disk usage moved from own to shared (the branch
+    # links its segment).
+    assert parent_after.pop("disk")["sharedBytes"] == parent_before.pop("disk")["ownBytes"]
+    assert parent_after == parent_before
 
     # Regenerate turn 1: a branch at the start re-asking the first prompt.
     code, regenerated, _ = _run(

@@ -53,6 +53,10 @@ def _ids_replaced(value: Any, names: dict[str, str]) -> Any:
 
 
 def _comparable(value: Any) -> Any:
+    if isinstance(value, dict) and "disk" in value:
+        # Disk usage is of files, not of the conversation: the twin roots' files differ in
+        # which ones another session links (a fork made on one side shares a segment).
+        value = {k: v for k, v in value.items() if k != "disk"}
     text = orjson.dumps(value).decode()
     text = re.sub(r'"(createdAt|ts)":[0-9.e+]+', r'"\1":0', text)
     return _ids_replaced(orjson.loads(text), {})

@@ -47,14 +47,13 @@ def test_cold_fork_inherits_exactly_the_prefix_through_the_target_turn(
     assert result == ForkResult(result.child_session_id, True, "op-1")
     child = commits_of(store, result.child_session_id)
     boundary = fork_targets(store, source).target("t1").boundary_sequence  # type: ignore[union-attr]
-    inherited = [
-        [strip(e) for e in commit if e["type"] != "usage"]
-        for commit in parent
-        if commit[-1]["seq"] <= boundary
-    ]
-    assert [[strip(e) for e in commit] for commit in child[:-1]] == inherited
+    # The prefix is inherited verbatim (STORAGE.md): the same commits, seqs and usage
+    # events; the child's usage total counts only what follows seedLength.
+    inherited = [commit for commit in parent if commit[-1]["seq"] <= boundary]
+    assert child[:-1] == inherited
     seqs = [e["seq"] for commit in child for e in commit]
-    assert seqs == list(range(1, len(seqs) + 1))
+    assert seqs == list(range(1, len(seqs) + 1)) and seqs[-1] == boundary + 1
+    assert store.read(result.child_session_id).projection.input_tokens == 0
     assert not any(e.get("turnId") == "t2" for commit in child for e in commit)
     (fork_event,) = child[-1]
     assert strip(fork_event) | {"ts": 0} == {
@@ -131,6 +130,7 @@ def test_the_cut_covers_the_whole_commit_that_closed_the_turn(store: SessionStor
     assert [e["type"] for e in commits[-2]] == [
         "message/assistant",
         "turn/end",
+        "usage",  # verbatim; not counted in the child (seq <= seedLength)
         "session/title",
         "checkpoint",
     ]

@@ -21,6 +21,7 @@ from helpers.sessions import (
     write_layout,
 )
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from branchwise.core.errors import InvalidSessionId, SourceNotFound
 from branchwise.core.fork.targets import TargetsCache, fork_targets, targets_from_projection
@@ -186,12 +187,13 @@ def test_unknown_and_malformed_sessions_are_typed_errors(store: SessionStore) ->
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(layout=session_layouts())
+@given(layout=session_layouts(), roll_bytes=st.sampled_from([250, 700, 16 * 1024 * 1024]))
 def test_targets_from_the_log_equal_those_of_a_full_read(
-    layout: list[list[dict[str, object]]],
+    layout: list[list[dict[str, object]]], roll_bytes: int
 ) -> None:
+    # Cold queries answer from the turn index of every segment (small roll sizes make many).
     with tempfile.TemporaryDirectory() as tmp:
-        store = SessionStore(Path(tmp))
+        store = SessionStore(Path(tmp), roll_bytes=roll_bytes)
         session_id = write_layout(store, layout)  # type: ignore[arg-type]
         snapshot = store.read(session_id)
         expected = targets_from_projection(snapshot.projection, snapshot.manifest)

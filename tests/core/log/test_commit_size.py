@@ -14,7 +14,7 @@ from helpers.sessions import complete_turn, log_file
 from branchwise.core.errors import CommitTooLarge, CorruptLog, UnknownTurn
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.fork.targets import fork_targets
+from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.log import frames
 from branchwise.core.log.frames import HEADER_SIZE, encode_frame, frame_offsets, iter_frames
 from branchwise.core.log.scan import scan_bytes, scan_log
@@ -84,7 +84,9 @@ def test_an_oversized_commit_an_older_build_wrote_ends_history_alike_and_is_neve
     assert scan.torn_tail is None and isinstance(scan.corruption, CorruptLog)
     assert scan.corruption.details["reason"] == "commit_too_large"
     snapshot = store.read(session_id)
-    targets = fork_targets(store, session_id)
+    # The replayed targets (a cold answer from the turn index reads only the frames it
+    # names, so it does not see damage elsewhere; every read and writer open does).
+    targets = fork_targets(store, session_id, cache=TargetsCache())
     # The session, its fork targets and a fork all stop before the same commit (t1's question).
     assert [t.turn_id for t in snapshot.projection.turns] == ["t0"]
     assert [t.turn_id for t in targets.targets] == ["t0"]

@@ -1,0 +1,370 @@
+"""A fork's child built from links: the parent's segments as seeds bounded at the cut.
+
+A fork costs the same at any size (STORAGE.md "Fork"): it finds the segment
+holding the boundary by ``firstSeq``, binary-searches that segment's ``.idx``
+for ``lastSeq == boundary``, and reads and verifies that one frame
+(:func:`plan_from_index`). Only when the index cannot answer does the caller
+replay, and :func:`plan_from_log` turns the replay's boundary frame into the
+same plan. The child is then built in a temporary folder
+(:func:`publish_seeded_child`): every source segment up to the one holding the
+boundary is hard-linked as ``seed-NNN.seg`` (the kernel's link count is the
+reference count; no garbage collector), its sidecars beside it, the last one
+bounded at the boundary frame's end; where the file system refuses a link
+(``EXDEV``, ``EMLINK``, ``EPERM``, ``ENOTSUP``: FAT/exFAT, another device, too
+many links) the bytes up to the bound are copied and fsynced instead. The
+child's own first segment holds its ``session/fork`` commit; the manifest
+lists the seeds; one rename publishes it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import errno
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.errors import SessionExists
+from branchwise.core.log.frames import Frame, encode_frame, iter_frames
+from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
+from branchwise.core.log.sidecars import (
+    CLOSES_TURN,
+    HOLDS_CHECKPOINT,
+    SEALS_SEGMENT,
+    SIDECAR_SUFFIXES,
+    find_record,
+    frame_crc,
+    read_blob_entries,
+    read_index,
+    write_sidecars,
+)
+from branchwise.core.projection.events import EventType
+from branchwise.core.store.atomic import (
+    copy_durably,
+    disk_full_as_typed,
+    fsync_dir,
+    open_no_follow,
+    refuse_link,
+    refusing_read_only,
+)
+from branchwise.core.store.manifest import Manifest, Seed, save_manifest
+from branchwise.core.store.publish import link_blobs
+from branchwise.core.store.store import SessionStore, publish_dir
+
+LINK_REFUSED = frozenset({errno.EXDEV, errno.EMLINK, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP})
+"""Why a file system may refuse a hard link; the fork then copies the bytes instead."""
+
+_TURN_END = EventType.TURN_END.value
+_CHECKPOINT = EventType.CHECKPOINT.value
+
+
+@dataclass(frozen=True, slots=True)
+class SeedSource:
+    """One source file the child inherits, up to a verified frame end.
+
+    Attributes:
+        path: the source's file (an own segment, a seed, or ``events.log``).
+        first_commit: commit of its first frame.
+        first_seq: seq of its first event.
+        end: byte offset just past the last inherited frame.
+        end_commit: that frame's commit.
+        last_crc: that frame's payload CRC32.
+    """
+
+    path: Path
+    first_commit: int
+    first_seq: int
+    end: int
+    end_commit: int
+    last_crc: int
+
+
+@dataclass(frozen=True, slots=True)
+class ForkPlan:
+    """What a child is built from.
+
+    Attributes:
+        seeds: the files to link, in order (empty for a fork at the start).
+        boundary: the last inherited seq (the child's ``seedLength``).
+        end_commit: the last inherited commit.
+        blobs: blob names the inherited checkpoints need (``None``: a
+            sidecar could not say, so every blob of the source is linked).
+        settings: the conversation settings a fork at the start carries
+            (a later fork inherits them with the prefix).
+    """
+
+    seeds: tuple[SeedSource, ...]
+    boundary: int
+    end_commit: int
+    blobs: tuple[str, ...] | None
+    settings: ConversationSettings | None = None
+
+
+# -- bounds of whole pieces -------------------------------------------------------------
+
+
+def _bounded_by_seal(piece: Piece) -> SeedSource | None:
+    """A sealed own segment's bound from its seal record, checked against the frame."""
+    records = read_index(piece.path)
+    if not records or records[-1].flags != SEALS_SEGMENT:
+        return None
+    seal = records[-1]
+    try:
+        size = os.lstat(piece.path).st_size
+    except OSError:
+        return None
+    if seal.end != size:
+        return None
+    found = read_frame(piece.path, seal.offset, seal.end)
+    if found is None or found[0].commit != seal.commit or found[1] != seal.frame_crc:
+        return None
+    return SeedSource(
+        piece.path, piece.first_commit, piece.first_seq, seal.end, seal.commit, seal.frame_crc
+    )
+
+
+def _bounded_by_scan(piece: Piece) -> SeedSource | None:
+    """A whole segment's bound found by reading it (the seal record is missing or stale)."""
+    try:
+        fd = open_no_follow(piece.path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read()
+    finally:
+        os.close(fd)
+    frames = list(iter_frames(data, first_commit=piece.first_commit, first_seq=piece.first_seq))
+    last = frames[-1] if frames else None
+    if last is None or last.end != len(data):
+        return None
+    return SeedSource(
+        piece.path,
+        piece.first_commit,
+        piece.first_seq,
+        last.end,
+        last.commit,
+        frame_crc(data, last.offset),
+    )
+
+
+def _whole_piece(piece: Piece) -> SeedSource | None:
+    """A piece before the one holding the boundary, inherited whole (a seed keeps its bound)."""
+    if piece.seed is not None:
+        seed = piece.seed
+        return SeedSource(
+            piece.path, seed.first_commit, seed.first_seq, seed.end, seed.end_commit, seed.last_crc
+        )
+    return _bounded_by_seal(piece) or _bounded_by_scan(piece)
+
+
+# -- plans ---------------------------------------------------------------------------
+
+
+def _blob_names(seeds: Iterable[SeedSource]) -> tuple[str, ...] | None:
+    names: list[str] = []
+    for seed in seeds:
+        listed = read_blob_entries(seed.path, seed.end_commit)
+        if listed is None:
+            return None
+        names.extend(listed)
+    return tuple(dict.fromkeys(names))
+
+
+def plan_from_index(
+    directory: Path, manifest: Manifest, boundary: int, turn_id: str
+) -> ForkPlan | None:
+    """The plan, from the ``.idx`` of the segment holding the boundary and one frame read.
+
+    ``None`` when the index cannot vouch for an available target at exactly
+    this boundary (no index, no record, a flag that makes it unavailable, a
+    frame that does not match): the caller then replays, which either finds
+    it acceptable after all or explains the refusal precisely.
+    """
+    pieces = [p for p in log_pieces(directory, manifest) if p.first_seq <= boundary]
+    if not pieces:
+        return None
+    piece = pieces[-1]
+    found = find_record(piece.path, boundary)
+    if found is None:
+        return None
+    record, _ = found
+    if record.flags & ~HOLDS_CHECKPOINT != CLOSES_TURN:
+        return None  # a refusal to explain (spilling commit, open authority) or a seal
+    if piece.seed is not None and record.end > piece.seed.end:
+        return None
+    read = read_frame(piece.path, record.offset, record.end)
+    if read is None:
+        return None
+    frame, crc = read
+    if (
+        crc != record.frame_crc
+        or frame.commit != record.commit
+        or not frame.events
+        or frame.events[-1].get("seq") != boundary
+        or not any(e.get("type") == _TURN_END and e.get("turnId") == turn_id for e in frame.events)
+    ):
+        return None
+    seeds: list[SeedSource] = []
+    for earlier in pieces[:-1]:
+        whole = _whole_piece(earlier)
+        if whole is None:
+            return None
+        seeds.append(whole)
+    seeds.append(
+        SeedSource(piece.path, piece.first_commit, piece.first_seq, record.end, record.commit, crc)
+    )
+    return ForkPlan(tuple(seeds), boundary, record.commit, _blob_names(seeds))
+
+
+def plan_from_log(log: SessionLog, boundary_frame: Frame, boundary: int) -> ForkPlan:
+    """The plan from a replayed log whose ``boundary_frame`` (virtual offsets) ends the cut."""
+    frames = log.scan.frames
+    seeds: list[SeedSource] = []
+    blobs: list[str] = []
+    for frame in frames:
+        if frame.offset > boundary_frame.offset:
+            break
+        for event in frame.events:
+            if event["type"] == _CHECKPOINT and isinstance(event.get("blobs"), list):
+                blobs.extend(str(name) for name in event["blobs"])
+    cut = boundary_frame.end
+    for index, piece in enumerate(log.pieces):
+        start = log.starts[index]
+        if start >= cut:
+            break
+        stop = min(cut, log.starts[index + 1] if index + 1 < len(log.pieces) else len(log.data))
+        if stop <= start:
+            continue
+        last = frames[bisect.bisect_left(frames, stop, key=lambda f: f.end)]
+        seeds.append(
+            SeedSource(
+                piece.path,
+                piece.first_commit,
+                piece.first_seq,
+                stop - start,
+                last.commit,
+                frame_crc(log.data, last.offset),
+            )
+        )
+    return ForkPlan(tuple(seeds), boundary, boundary_frame.commit, tuple(dict.fromkeys(blobs)))
+
+
+# -- building the child ------------------------------------------------------------------
+
+
+def link_or_copy(src: Path, dst: Path, length: int | None = None) -> bool:
+    """Hard-link ``src`` as ``dst``; where links are refused, copy (up to ``length``) and fsync.
+
+    Returns whether it was linked. Neither path follows a symbolic link.
+
+    Raises:
+        UnsafePath: ``src`` is a symbolic link.
+        OSError: anything but a refused link (``ENOSPC`` included).
+    """
+    refuse_link(src)
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in LINK_REFUSED:
+            raise
+        copy_durably(src, dst, length)
+        return False
+    return True
+
+
+def publish_seeded_child(
+    store: SessionStore,
+    manifest: Manifest,
+    plan: ForkPlan,
+    own_events: list[dict[str, Any]],
+    source_blobs: Path,
+) -> Manifest:
+    """Build the child in a temporary folder and publish it with one rename.
+
+    ``own_events`` (stamped from ``plan.boundary + 1``) are the child's first
+    own commit. Returns the manifest written (with its seed list).
+
+    Raises:
+        SessionExists: a session with this id was published first.
+        DiskFull: no space at any step; nothing is left behind.
+    """
+    final = store.session_dir(manifest.session_id)
+    store.require_writable()
+    tmp = store.temp_dir(manifest.session_id)
+    with disk_full_as_typed(
+        f"the disk is full: session {manifest.session_id} could not be saved; "
+        "nothing of it was published",
+        sessionId=manifest.session_id,
+    ):
+        with refusing_read_only(store.sessions_dir):
+            tmp.mkdir(mode=0o700)
+        try:
+            log_dir = tmp / manifest.log_dir
+            log_dir.mkdir(mode=0o700)
+            seeds = []
+            for number, source in enumerate(plan.seeds):
+                name = f"seed-{number:03d}"
+                link_or_copy(source.path, log_dir / f"{name}.seg", source.end)
+                for suffix in SIDECAR_SUFFIXES:  # caches: a missing one only costs speed
+                    with contextlib.suppress(FileNotFoundError):
+                        link_or_copy(source.path.with_suffix(suffix), log_dir / f"{name}{suffix}")
+                seeds.append(
+                    Seed(
+                        f"{name}.seg",
+                        source.first_commit,
+                        source.first_seq,
+                        source.end,
+                        source.end_commit,
+                        source.last_crc,
+                    )
+                )
+            if seeds:  # the bound must be durable before the manifest names it
+                fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+            own = log_dir / segment_name(plan.end_commit + 1, plan.boundary + 1)
+            fd = open_no_follow(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            try:
+                data = encode_frame(plan.end_commit + 1, own_events)
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            write_sidecars(own, [], durable=False)
+            fsync_dir(log_dir)
+            if plan.blobs is None:
+                names: Iterable[str] = _all_blobs(source_blobs)
+            else:
+                names = plan.blobs
+            names = list(names)
+            if names:
+                link_blobs(source_blobs, tmp / "blobs", names)
+            written = manifest.with_changes(seed=tuple(seeds))
+            save_manifest(tmp, written)  # fsyncs tmp
+            try:
+                publish_dir(tmp, final)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                raise SessionExists(
+                    f"session {manifest.session_id} already exists", sessionId=manifest.session_id
+                ) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return written
+
+
+def _all_blobs(folder: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
