@@ -95,7 +95,7 @@ BUSY_TIMEOUT = 5.0
 """Seconds to wait for another process's write transaction before giving up."""
 SNIPPET_BEFORE = 40
 SNIPPET_LENGTH = 160
-RANKED_CANDIDATES = 5000
+RANKED_CANDIDATES = 2000
 """A query matching more messages than this ranks its newest this many (see :func:`_search`)."""
 
 _T = TypeVar("_T")
@@ -318,6 +318,7 @@ class SearchIndex:
                 indexed += self._guarded(
                     lambda conn, m=manifest: self._catch_up_readable(conn, store, m)  # type: ignore[misc]
                 )
+            time.sleep(0)  # let a search waiting for the lock in. (A rebuild takes minutes.)
             if progress is not None:
                 progress(done, len(manifests))
         return indexed
@@ -493,6 +494,13 @@ class SearchIndex:
         session_id = manifest.session_id
         directory = store.session_dir(session_id)
         _device, inode, size = log_identity(directory, manifest)
+        seen = _position(conn, session_id)
+        if seen is not None and (seen.generation, seen.log_inode, seen.log_offset) == (
+            manifest.generation,
+            inode,
+            size,
+        ):
+            return 0  # current: no write transaction (none to wait for, none to hold up)
         with _transaction(conn):
             position = _position(conn, session_id)
             if position is not None and (

@@ -287,51 +287,61 @@ def run(root: Path, args: argparse.Namespace) -> None:
         f"alsoIn {len(hot.hits[0].also_in) if hot.hits else 0}"
     )
 
+    per_turn_cost(store, index, args)
+    index.close()
+
+
+def commit_turns(writer: Any, rng: random.Random, numbers: range) -> float:
+    """Commit one whole turn per number, as ``session say`` does (two commits); seconds taken."""
+    start = time.perf_counter()
+    for n in numbers:
+        writer.commit([ev.turn_start(f"t{n}"), ev.user_message(f"u{n}", text(rng))])
+        writer.commit(
+            [ev.assistant_message(f"a{n}", text(rng), "demo"), ev.turn_end(f"t{n}", "completed")]
+        )
+    return time.perf_counter() - start
+
+
+def per_turn_cost(store: SessionStore, index: SearchIndex, args: argparse.Namespace) -> None:
+    """Indexing work per committed turn against the turn's commit time, on the full index.
+
+    Writing commands do not index (their commit path pays nothing); the work
+    is done by the next search's catch-up, or by the app's background worker
+    after each turn. Both are measured; the session is removed afterwards so
+    the data root can be reused.
+    """
+    rng = random.Random(args.seed + 2)
+    turns = args.turns
     with store.create("per-turn cost") as writer:
         session_id = writer.session_id
         index.catch_up(store, session_id)
-        rng = random.Random(args.seed + 2)
-        commit_times, index_times = [], []
-        for n in range(args.turns):
-            start = time.perf_counter()
-            writer.commit([ev.turn_start(f"t{n}"), ev.user_message(f"u{n}", text(rng))])
-            writer.commit(
-                [
-                    ev.assistant_message(f"a{n}", text(rng), "demo"),
-                    ev.turn_end(f"t{n}", "completed"),
-                ]
-            )
-            middle = time.perf_counter()
-            index.catch_up(store, session_id)
-            index_times.append(time.perf_counter() - middle)
-            commit_times.append(middle - start)
-        # The same work caught up once for many turns (the desktop indexes lazily).
-        batch_commit = time.perf_counter()
-        for n in range(args.turns, 2 * args.turns):
-            writer.commit([ev.turn_start(f"t{n}"), ev.user_message(f"u{n}", text(rng))])
-            writer.commit(
-                [
-                    ev.assistant_message(f"a{n}", text(rng), "demo"),
-                    ev.turn_end(f"t{n}", "completed"),
-                ]
-            )
-        batch_index = time.perf_counter()
+        # Deferred: turns committed by `say`, caught up by the next `search`.
+        commit = commit_turns(writer, rng, range(turns))
+        start = time.perf_counter()
         index.catch_up(store, session_id)
-        batch_end = time.perf_counter()
-    batch_ratio = (batch_end - batch_index) / (batch_index - batch_commit)
+        deferred = time.perf_counter() - start
+        # Caught up after every turn (the app's background worker, off the turn's path).
+        commit_times, index_times = [], []
+        for n in range(turns, 2 * turns):
+            commit_times.append(commit_turns(writer, rng, range(n, n + 1)))
+            start = time.perf_counter()
+            index.catch_up(store, session_id)
+            index_times.append(time.perf_counter() - start)
+    index.forget(session_id)
+    shutil.rmtree(store.session_dir(session_id))
+    print("per committed turn: the commit path (`session say`) does no index work")
+    ratio = deferred / commit
     print(
-        f"per committed turn, caught up once for {args.turns} turns: commit "
-        f"{(batch_index - batch_commit) / args.turns * 1000:.3f} ms, index "
-        f"{(batch_end - batch_index) / args.turns * 1000:.3f} ms = {batch_ratio:.1%}"
+        f"  caught up by the next search, {turns} turns at once: commit "
+        f"{commit / turns * 1000:.3f} ms, index {deferred / turns * 1000:.3f} ms = {ratio:.1%} "
+        f"(target <= 5 %)  {'ok' if ratio <= 0.05 else 'OVER TARGET'}"
     )
     commit_ms = statistics.median(commit_times) * 1000
     index_ms = statistics.median(index_times) * 1000
-    ratio = index_ms / commit_ms
     print(
-        f"per committed turn: commit {commit_ms:.3f} ms, index catch-up {index_ms:.3f} ms "
-        f"= {ratio:.1%} (target <= 5 %)  {'ok' if ratio <= 0.05 else 'OVER TARGET'}"
+        f"  caught up after each turn (the app's background worker): commit {commit_ms:.3f} ms, "
+        f"index {index_ms:.3f} ms = {index_ms / commit_ms:.1%}"
     )
-    index.close()
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -412,3 +413,22 @@ def test_a_locked_index_is_a_typed_error_and_searches_still_answer(
     with SearchIndex(store.root) as index:
         index.catch_up_all(store)
         assert found(index, "北京") == {"u-t2", "a-t2", "u-t5"}
+
+
+def test_searches_are_answered_while_a_catch_up_runs(
+    store: SessionStore, index: SearchIndex
+) -> None:
+    for n in range(3):
+        say(store, new_session(store, f"zoo {n}"), "t1", f"a tapir number {n}", "ok")
+    answers: list[SearchResult] = []
+
+    def progress(done: int, total: int) -> None:
+        if done == 1:  # another thread searches while this catch-up has sessions to go
+            other = threading.Thread(target=lambda: answers.append(index.search("tapir")))
+            other.start()
+            other.join(timeout=30)
+            assert not other.is_alive(), "the search waited for the whole catch-up"
+
+    index.catch_up_all(store, progress)
+    assert answers[0].total == 1  # what was indexed so far
+    assert index.search("tapir").total == 3

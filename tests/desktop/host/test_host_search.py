@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from helpers.gui import seed_session
 from branchwise.core.errors import SearchIndexUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.providers.demo import DemoProvider
-from branchwise.core.search import INDEX_NAME
+from branchwise.core.search import INDEX_NAME, SCHEMA_VERSION
 from branchwise.desktop.host import host as host_module
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
@@ -109,3 +110,27 @@ def test_an_unusable_index_is_one_notice_and_turns_still_run(
         await host.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_an_index_of_an_older_version_is_rebuilt_in_the_background(tmp_path: Path) -> None:
+    seed = Host(tmp_path, provider_factory=lambda _s: DemoProvider())
+    seed_session(seed.store, ["tell me about 臺北 and figs"])
+    with sqlite3.connect(tmp_path / INDEX_NAME) as old:  # version 1's layout
+        old.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        old.execute("INSERT INTO meta VALUES ('schema', '1')")
+
+    async def scenario() -> None:
+        host = _host(tmp_path)
+        progress: list[tuple[int, int] | None] = []
+        host.subscribe(lambda c: progress.append(host.search_progress) if c.search else None)
+        await host.search_idle()
+        assert (1, 1) in progress  # the rebuild ran in the worker, with its progress shown
+        hits = (await host.search("臺")).hits
+        assert [hit.snippet for hit in hits if hit.role == "user"] == [
+            "tell me about 臺北 and figs"
+        ]
+        await host.shutdown()
+
+    asyncio.run(scenario())
+    with sqlite3.connect(tmp_path / INDEX_NAME) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
