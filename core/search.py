@@ -31,6 +31,12 @@ What is indexed, and how it stays current:
   nothing: the next catch-up finds the commit after the remembered offset.
 * The same message id carrying different text in two sessions (a log
   replaced by a rewind that reused an id) keeps the text indexed last.
+* Nothing indexes on a turn's commit path: the CLI's writing commands leave
+  the index alone (the next ``search`` catches up), the app catches up in a
+  background worker. The schema version is ``PRAGMA user_version``; an index
+  of another version is emptied when opened and refilled by the next
+  catch-up, which takes the lock one session at a time so searches are
+  answered (from what is indexed so far) while it runs.
 
 Why the ``trigram`` tokenizer: Chinese is written without spaces, so a word
 tokenizer (``unicode61``) makes a whole run of Han characters one token and
@@ -38,17 +44,30 @@ tokenizer (``unicode61``) makes a whole run of Han characters one token and
 every three-character substring, case-insensitively, so any query of three
 or more characters is a substring match: English words and prefixes
 ("bran" finds "Branching"), code fragments and Chinese alike, Simplified and
-Traditional each as written (no conversion between them). Terms of one or
-two characters ("北京", "臺", "go") have no trigram; they are matched with
-``LIKE`` (ASCII case-insensitive) or ``instr`` over the message texts,
-after the index narrowed the rows when the query also has a longer term.
+Traditional each as written (no conversion between them).
+
+Terms of one or two characters ("北京", "臺", "go") have no trigram. A second
+FTS5 table, ``messages_short``, answers them from an index instead of a scan
+of every text: its text is the message rewritten by :func:`short_query_text`
+as one token per Han or kana character and the first two letters of every
+other word, tokenized by ``unicode61`` (case folded, diacritics kept as
+written). "北京" is then the phrase ``北 京`` (adjacent characters, as
+written: "台" never finds "臺"), "go" the token ``go`` (every word beginning
+with "go", any case), "g" the prefix ``g*`` from the table's one-character
+prefix index. Why not ``unicode61`` over the whole words with
+``prefix='1 2'``: that stores every word plus two prefix entries for it,
+while the heads store one short token per word, and a short query never
+needs more than the first two letters. A term with no letter, digit or Han
+character ("#", "-", an emoji) is matched in the texts themselves.
 
 User text is searched as text, never as FTS5 query syntax: every term is
 wrapped in double quotes (inner quotes doubled), so ``"``, ``AND``, ``*``,
 ``-`` or ``NEAR(`` are looked for literally and never surface as SQL errors.
 Terms are separated by white space and must all occur (in any order); hits
-are ordered by FTS5's bm25 rank, newer messages first on ties (and for
-short-term-only queries, which have no rank). ``total`` counts matching
+are ordered by FTS5's bm25 rank, newer messages first on ties. A query
+matching more than :data:`RANKED_CANDIDATES` messages ranks its newest that
+many: scoring and sorting every one of 100,000 matches of a common word
+costs more than a search may, and says little. ``total`` counts matching
 messages exactly up to :data:`TOTAL_CAP`.
 
 Thread use: one instance serializes its own calls with a lock and opens its

@@ -245,7 +245,17 @@ def run(root: Path, args: argparse.Namespace) -> None:
                 path.unlink()
         index = SearchIndex(root)
         start = time.perf_counter()
-        index.catch_up_all(store)
+        tenths: set[int] = set()
+
+        def progress(done: int, total: int) -> None:
+            """What the app's progress indicator shows, every tenth of the way."""
+            tenth = done * 10 // total
+            if tenth not in tenths:
+                tenths.add(tenth)
+                elapsed = time.perf_counter() - start
+                print(f"  building: {done}/{total} conversations, {elapsed:.0f} s")
+
+        index.catch_up_all(store, progress)
         build = time.perf_counter() - start
         index.close()
         print(f"build from scratch (catch_up_all): {build:.1f} s")
@@ -260,26 +270,7 @@ def run(root: Path, args: argparse.Namespace) -> None:
     index.catch_up_all(store)
     print(f"catch_up_all when current: {(time.perf_counter() - start) * 1000:.0f} ms")
 
-    times: list[float] = []
-    by_kind: dict[str, list[float]] = {}
-    for query in queries(args.queries, args.seed):
-        start = time.perf_counter()
-        index.search(query)
-        elapsed = time.perf_counter() - start
-        times.append(elapsed)
-        kind = "short (<3 chars)" if all(len(t) < 3 for t in query.split()) else "trigram"
-        by_kind.setdefault(kind, []).append(elapsed)
-    p99 = percentile(times, 0.99)
-    print(
-        f"search over {len(times)} queries: p50 {percentile(times, 0.5) * 1000:.1f} ms  "
-        f"p99 {p99 * 1000:.1f} ms  max {max(times) * 1000:.1f} ms  "
-        f"(target p99 <= 100 ms)  {'ok' if p99 <= 0.1 else 'OVER TARGET'}"
-    )
-    for kind, values in sorted(by_kind.items()):
-        print(
-            f"  {kind:<17} n={len(values):3d}  p50 {percentile(values, 0.5) * 1000:.1f} ms  "
-            f"p99 {percentile(values, 0.99) * 1000:.1f} ms"
-        )
+    measure_searches(index, queries(args.queries, args.seed))
 
     hot = index.search(HOT_WORD)
     print(
@@ -289,6 +280,47 @@ def run(root: Path, args: argparse.Namespace) -> None:
 
     per_turn_cost(store, index, args)
     index.close()
+
+
+def measure_searches(index: SearchIndex, asked: list[str]) -> None:
+    """p50/p99 of wall-clock time, and of the searching thread's CPU time, over ``asked``.
+
+    The CPU time leaves out waiting for a core on a machine shared with other
+    work (the load average is printed alongside); the target is on wall time.
+    """
+    wall: list[float] = []
+    cpu: list[float] = []
+    by_kind: dict[str, list[float]] = {}
+    load = os.getloadavg()[0]
+    for query in asked:
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        index.search(query)
+        elapsed, elapsed_cpu = time.perf_counter() - start, time.thread_time() - start_cpu
+        wall.append(elapsed)
+        cpu.append(elapsed_cpu)
+        words = query.split()
+        kind = (
+            "short (<3 chars)"
+            if all(len(word) < 3 for word in words)
+            else f"trigram, {len(words)} term{'s' if len(words) > 1 else ''}"
+        )
+        by_kind.setdefault(kind, []).append(elapsed)
+    p99 = percentile(wall, 0.99)
+    print(
+        f"search over {len(wall)} queries: p50 {percentile(wall, 0.5) * 1000:.1f} ms  "
+        f"p99 {p99 * 1000:.1f} ms  max {max(wall) * 1000:.1f} ms  "
+        f"(target p99 <= 100 ms)  {'ok' if p99 <= 0.1 else 'OVER TARGET'}"
+    )
+    print(
+        f"  CPU time of the searching thread: p50 {percentile(cpu, 0.5) * 1000:.1f} ms  "
+        f"p99 {percentile(cpu, 0.99) * 1000:.1f} ms  (load average {load:.1f} before, "
+        f"{os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores)"
+    )
+    for kind, values in sorted(by_kind.items()):
+        print(
+            f"  {kind:<17} n={len(values):3d}  p50 {percentile(values, 0.5) * 1000:.1f} ms  "
+            f"p99 {percentile(values, 0.99) * 1000:.1f} ms"
+        )
 
 
 def commit_turns(writer: Any, rng: random.Random, numbers: range) -> float:
