@@ -7,6 +7,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 from helpers.gui import seed_session
 
 from branchwise.core.errors import SearchIndexUnavailable
@@ -134,3 +135,29 @@ def test_an_index_of_an_older_version_is_rebuilt_in_the_background(tmp_path: Pat
     asyncio.run(scenario())
     with sqlite3.connect(tmp_path / INDEX_NAME) as conn:
         assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_turns_another_process_wrote_are_found_by_a_later_search(tmp_path: Path) -> None:
+    """The CLI writes without indexing; a search starts the app's quiet catch-up with it."""
+
+    async def scenario() -> None:
+        host = _host(tmp_path)
+        await host.search_idle()
+        seen: list[Changes] = []
+        host.subscribe(seen.append)
+        _, created = run_cli(tmp_path, "session", "new", "--title", "elsewhere")
+        run_cli(tmp_path, "session", "say", created["sessionId"], "a capybara", "--quiet")
+        assert (await host.search("capybara")).hits == ()  # answered at once, from the index
+        await host.search_idle()
+        assert any(change.search for change in seen)  # the field refreshes its results
+        hits = (await host.search("capybara")).hits
+        assert [(hit.session_id, hit.role) for hit in hits if hit.role == "user"] == [
+            (created["sessionId"], "user")
+        ]
+        seen.clear()
+        await host.search("capybara")  # within the interval: no second catch-up
+        await host.search_idle()
+        assert not any(change.search for change in seen)
+        await host.shutdown()
+
+    asyncio.run(scenario())
