@@ -1,7 +1,7 @@
 """``branchwise search``: catch the index up with the logs, then search it.
 
 The index (:mod:`~branchwise.core.search`) is a cache of the logs. The
-commands that write (``session new|say|fork|child|restore``) do not touch
+commands that write (``session new|say|fork|child|edit|...``) do not touch
 it: a turn's commits cost what they cost without search, and the next
 ``search`` reads every commit added since the last one it indexed, so a
 process that died between a commit and any indexing loses nothing.
