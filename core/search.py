@@ -806,7 +806,9 @@ def _search(
         where.append(condition)
         args.append(argument)
     if session_id is not None:
-        where.append(f"{row} IN (SELECT message FROM message_sessions WHERE session_id = ?)")
+        # "+": the matches are read in order and kept when the session holds them; looking
+        # each of the session's messages up in the index instead costs milliseconds apiece.
+        where.append(f"+{row} IN (SELECT message FROM message_sessions WHERE session_id = ?)")
         args.append(session_id)
     clause = " AND ".join(where)
     matches = [

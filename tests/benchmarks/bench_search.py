@@ -271,6 +271,17 @@ def run(root: Path, args: argparse.Namespace) -> None:
     print(f"catch_up_all when current: {(time.perf_counter() - start) * 1000:.0f} ms")
 
     measure_searches(index, queries(args.queries, args.seed))
+    ids = sorted(m.session_id for m in store.iter_manifests() if isinstance(m, Manifest))
+    one = ids[len(ids) // 2]
+    wall = []
+    for query in queries(40, args.seed + 3):
+        start = time.perf_counter()
+        index.search(query, session_id=one)
+        wall.append(time.perf_counter() - start)
+    print(
+        f"search in one conversation (--session), {len(wall)} queries: "
+        f"p50 {percentile(wall, 0.5) * 1000:.1f} ms  p99 {percentile(wall, 0.99) * 1000:.1f} ms"
+    )
 
     hot = index.search(HOT_WORD)
     print(
