@@ -366,7 +366,8 @@ class SearchIndex:
             InvalidSearch: an empty query or a limit out of range.
             SearchIndexUnavailable: the index is locked or cannot be read.
         """
-        terms = tuple(dict.fromkeys(query.split()))
+        # NUL ends an FTS5 string early (an SQL error): it separates terms like a space.
+        terms = tuple(dict.fromkeys(query.replace("\0", " ").split()))
         if not terms:
             raise InvalidSearch("the search query is empty", query=query)
         if isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:

@@ -88,13 +88,29 @@ def test_chinese_without_spaces_simplified_and_traditional_as_written(
 
 @pytest.mark.parametrize(
     "query",
-    ['"hello"', "print(", "AND", "hello AND world", "*", "-", "NEAR(", 'NEAR("a" "b")', "a OR b"],
+    [
+        '"hello"',
+        "print(",
+        "AND",
+        "hello AND world",
+        "*",
+        "-",
+        "NEAR(",
+        'NEAR("a" "b")',
+        "a OR b",
+        "\0hello",
+        "he\0llo",
+        "^",
+        "a:b",
+        "{content}: x",
+    ],
 )
 def test_query_syntax_is_searched_as_text(
     store: SessionStore, index: SearchIndex, mixed: str, query: str
 ) -> None:
     index.catch_up_all(store)
     assert isinstance(index.search(query), SearchResult)  # never an SQL error
+    assert isinstance(index.search(f"{query} 北"), SearchResult)  # with a short term too
 
 
 def test_quotes_and_operators_match_literally(store: SessionStore, index: SearchIndex) -> None:
