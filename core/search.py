@@ -78,6 +78,7 @@ thread may share it (the UI still calls it through ``asyncio.to_thread``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -335,7 +336,7 @@ class SearchIndex:
         for done, manifest in enumerate(manifests, start=1):
             with self._lock:
                 indexed += self._guarded(
-                    lambda conn, m=manifest: self._catch_up_readable(conn, store, m)  # type: ignore[misc]
+                    functools.partial(self._catch_up_readable, store=store, manifest=manifest)
                 )
             time.sleep(0)  # let a search waiting for the lock in. (A rebuild takes minutes.)
             if progress is not None:
