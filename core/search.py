@@ -808,10 +808,18 @@ def _search(
         where.append(condition)
         args.append(argument)
     if session_id is not None:
-        # "+": the matches are read in order and kept when the session holds them; looking
-        # each of the session's messages up in the index instead costs milliseconds apiece.
-        where.append(f"+{row} IN (SELECT message FROM message_sessions WHERE session_id = ?)")
-        args.append(session_id)
+        # The matches are read in order, only between the session's first and last rows, and
+        # kept when the session holds them ("+": looking each of the session's messages up in
+        # the index instead costs milliseconds apiece).
+        first, last = conn.execute(
+            "SELECT min(message), max(message) FROM message_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        where.append(
+            f"{row} BETWEEN ? AND ? AND "
+            f"+{row} IN (SELECT message FROM message_sessions WHERE session_id = ?)"
+        )
+        args.extend((first, last, session_id))
     clause = " AND ".join(where)
     matches = [
         found

@@ -146,6 +146,10 @@ def test_a_message_inherited_by_ten_branches_is_one_hit(
     index.catch_up_all(store)
     own = index.search("quokka of its own").hits[0]
     assert own.session_id == children[3] and own.also_in == ()
+    # In one conversation: what it inherited and what it wrote (rows far apart in the index).
+    assert found(index, "quokka", session_id=children[3]) == {"u-t1", "a-t1", "u-t2"}
+    assert found(index, "qu", session_id=children[3]) == {"u-t1", "a-t1", "u-t2"}
+    assert found(index, "quokka", session_id=children[4]) == {"u-t1", "a-t1"}
     # Forgetting a branch drops it from also_in; its own messages go.
     index.forget(children[3])
     assert children[3] not in index.search("quokka question").hits[0].also_in
