@@ -31,6 +31,12 @@ What is indexed, and how it stays current:
   nothing: the next catch-up finds the commit after the remembered offset.
 * The same message id carrying different text in two sessions (a log
   replaced by a rewind that reused an id) keeps the text indexed last.
+* Nothing indexes on a turn's commit path: the CLI's writing commands leave
+  the index alone (the next ``search`` catches up), the app catches up in a
+  background worker. The schema version is ``PRAGMA user_version``; an index
+  of another version is emptied when opened and refilled by the next
+  catch-up, which takes the lock one session at a time so searches are
+  answered (from what is indexed so far) while it runs.
 
 Why the ``trigram`` tokenizer: Chinese is written without spaces, so a word
 tokenizer (``unicode61``) makes a whole run of Han characters one token and
@@ -38,17 +44,30 @@ tokenizer (``unicode61``) makes a whole run of Han characters one token and
 every three-character substring, case-insensitively, so any query of three
 or more characters is a substring match: English words and prefixes
 ("bran" finds "Branching"), code fragments and Chinese alike, Simplified and
-Traditional each as written (no conversion between them). Terms of one or
-two characters ("北京", "臺", "go") have no trigram; they are matched with
-``LIKE`` (ASCII case-insensitive) or ``instr`` over the message texts,
-after the index narrowed the rows when the query also has a longer term.
+Traditional each as written (no conversion between them).
+
+Terms of one or two characters ("北京", "臺", "go") have no trigram. A second
+FTS5 table, ``messages_short``, answers them from an index instead of a scan
+of every text: its text is the message rewritten by :func:`short_query_text`
+as one token per Han or kana character and the first two letters of every
+other word, tokenized by ``unicode61`` (case folded, diacritics kept as
+written). "北京" is then the phrase ``北 京`` (adjacent characters, as
+written: "台" never finds "臺"), "go" the token ``go`` (every word beginning
+with "go", any case), "g" the prefix ``g*`` from the table's one-character
+prefix index. Why not ``unicode61`` over the whole words with
+``prefix='1 2'``: that stores every word plus two prefix entries for it,
+while the heads store one short token per word, and a short query never
+needs more than the first two letters. A term with no letter, digit or Han
+character ("#", "-", an emoji) is matched in the texts themselves.
 
 User text is searched as text, never as FTS5 query syntax: every term is
 wrapped in double quotes (inner quotes doubled), so ``"``, ``AND``, ``*``,
 ``-`` or ``NEAR(`` are looked for literally and never surface as SQL errors.
 Terms are separated by white space and must all occur (in any order); hits
-are ordered by FTS5's bm25 rank, newer messages first on ties (and for
-short-term-only queries, which have no rank). ``total`` counts matching
+are ordered by FTS5's bm25 rank, newer messages first on ties. A query
+matching more than :data:`RANKED_CANDIDATES` messages ranks its newest that
+many: scoring and sorting every one of 100,000 matches of a common word
+costs more than a search may, and says little. ``total`` counts matching
 messages exactly up to :data:`TOTAL_CAP`.
 
 Thread use: one instance serializes its own calls with a lock and opens its
@@ -59,6 +78,7 @@ thread may share it (the UI still calls it through ``asyncio.to_thread``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import re
@@ -85,7 +105,8 @@ from branchwise.core.store.store import SessionStore
 log = logging.getLogger(__name__)
 
 INDEX_NAME = "search.sqlite3"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""Kept in ``PRAGMA user_version``; an index of another version is emptied and refilled."""
 MAX_LIMIT = 1000
 """The most hits one search returns."""
 TOTAL_CAP = 10_000
@@ -94,6 +115,8 @@ BUSY_TIMEOUT = 5.0
 """Seconds to wait for another process's write transaction before giving up."""
 SNIPPET_BEFORE = 40
 SNIPPET_LENGTH = 160
+RANKED_CANDIDATES = 2000
+"""A query matching more messages than this ranks its newest this many (see :func:`_search`)."""
 
 _T = TypeVar("_T")
 _USER = EventType.MESSAGE_USER.value
@@ -105,8 +128,9 @@ _LEGACY = EventType.LEGACY_IMPORT.value
 # SQLite's primary result codes (the low byte of an extended code).
 _SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 8, 11, 14, 26
 
+_HEADS_FUNCTION = "branchwise_heads"
+
 _SCHEMA = (
-    """CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
     """CREATE TABLE sessions(
     session_id TEXT PRIMARY KEY,
     title TEXT NOT NULL,
@@ -126,26 +150,61 @@ _SCHEMA = (
     turn_id TEXT,
     content TEXT NOT NULL
 )""",
+    # alsoIn: which conversations hold a message, keyed by the message's row.
     """CREATE TABLE message_sessions(
     message INTEGER NOT NULL,
     session_id TEXT NOT NULL,
     PRIMARY KEY (message, session_id)
 ) WITHOUT ROWID""",
     """CREATE INDEX message_sessions_by_session ON message_sessions(session_id, message)""",
+    # Terms of three or more characters: substrings, through trigrams.
     """CREATE VIRTUAL TABLE messages_fts USING fts5(
     content, content='messages', content_rowid='id', tokenize='trigram'
 )""",
-    """CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
+    # Terms of one or two characters: one token per Han or kana character and the first two
+    # letters of every other word (short_query_text). Contentless: the text is derived.
+    """CREATE VIRTUAL TABLE messages_short USING fts5(
+    heads, content='', tokenize='unicode61 remove_diacritics 0', prefix='1'
+)""",
+    f"""CREATE TRIGGER messages_ai AFTER INSERT ON messages BEGIN
     INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    INSERT INTO messages_short(rowid, heads) VALUES (new.id, {_HEADS_FUNCTION}(new.content));
 END""",
-    """CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
+    f"""CREATE TRIGGER messages_ad AFTER DELETE ON messages BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_short(messages_short, rowid, heads)
+        VALUES ('delete', old.id, {_HEADS_FUNCTION}(old.content));
 END""",
-    """CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
+    f"""CREATE TRIGGER messages_au AFTER UPDATE OF content ON messages BEGIN
     INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+    INSERT INTO messages_short(messages_short, rowid, heads)
+        VALUES ('delete', old.id, {_HEADS_FUNCTION}(old.content));
     INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+    INSERT INTO messages_short(rowid, heads) VALUES (new.id, {_HEADS_FUNCTION}(new.content));
 END""",
 )
+
+# Scripts written without spaces between words: each character is a token of its own.
+_UNSPACED = (
+    "\u3040-\u30ff"  # Hiragana, Katakana
+    "\u3100-\u312f\u31a0-\u31bf"  # Bopomofo
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han, extension A, compatibility ideographs
+    "\U00020000-\U0003134f"  # Han extensions B to G
+)
+_SHORT_TOKEN = re.compile(f"[{_UNSPACED}]|(?:(?![{_UNSPACED}])[^\\W_])+")
+_UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
+
+
+def short_query_text(text: str) -> str:
+    """What the short-query table indexes: unspaced characters one by one, words by their heads.
+
+    ``"Branching lets you 去北京"`` becomes ``"Br le yo 去 北 京"``. A query of
+    one or two characters is then a lookup of whole tokens (FTS5 folds the
+    case), never a scan: ``"北京"`` is the phrase ``北 京``, ``"go"`` the head
+    ``go`` (the words beginning with "go"), ``"g"`` the prefix ``g*`` (the
+    table's one-character prefix index).
+    """
+    return " ".join(token[:2] for token in _SHORT_TOKEN.findall(text))
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,10 +280,12 @@ class SearchIndex:
 
     Args:
         root: the data root (the folder holding ``sessions/``).
+        busy_timeout: seconds to wait for another process's write before giving up.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, busy_timeout: float = BUSY_TIMEOUT) -> None:
         self.root = Path(root)
+        self.busy_timeout = busy_timeout
         self.path = self.root / INDEX_NAME
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
@@ -254,7 +315,9 @@ class SearchIndex:
 
         A session whose manifest or log cannot be read is skipped (logged) and
         keeps what was indexed of it. Cheap when everything is current: one
-        manifest read, one ``fstat`` and one row lookup per session.
+        manifest read, one ``fstat`` and one row lookup per session. The lock
+        is taken per session, so searches from other threads are answered
+        while a long catch-up (a rebuild) runs, from what is indexed so far.
 
         Args:
             store: the sessions to index.
@@ -268,7 +331,17 @@ class SearchIndex:
         """
         with self._lock:
             self._store = store
-            return self._guarded(lambda conn: self._catch_up_all(conn, store, progress))
+            manifests = self._guarded(lambda conn: _sessions_to_index(conn, store))
+        indexed = 0
+        for done, manifest in enumerate(manifests, start=1):
+            with self._lock:
+                indexed += self._guarded(
+                    functools.partial(self._catch_up_readable, store=store, manifest=manifest)
+                )
+            time.sleep(0)  # let a search waiting for the lock in. (A rebuild takes minutes.)
+            if progress is not None:
+                progress(done, len(manifests))
+        return indexed
 
     def forget(self, session_id: str) -> None:
         """Drop a session (deleted or trashed); messages other sessions share stay."""
@@ -294,7 +367,8 @@ class SearchIndex:
             InvalidSearch: an empty query or a limit out of range.
             SearchIndexUnavailable: the index is locked or cannot be read.
         """
-        terms = tuple(dict.fromkeys(query.split()))
+        # NUL ends an FTS5 string early (an SQL error): it separates terms like a space.
+        terms = tuple(dict.fromkeys(query.replace("\0", " ").split()))
         if not terms:
             raise InvalidSearch("the search query is empty", query=query)
         if isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
@@ -368,28 +442,26 @@ class SearchIndex:
                 self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             target = str(self.path)
         conn = sqlite3.connect(
-            target, timeout=BUSY_TIMEOUT, isolation_level=None, check_same_thread=False
+            target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
         )
         try:
+            # The triggers derive the short-query table's text with this function.
+            conn.create_function(_HEADS_FUNCTION, 1, short_query_text, deterministic=True)
             if not self.in_memory:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost tail is re-read
+            if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                return conn  # no write lock taken: a busy writer elsewhere never stops a search
             with _transaction(conn):
-                has_meta = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-                ).fetchone()
-                version = (
-                    conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
-                    if has_meta
-                    else None
-                )
-                if version is None or version[0] != str(SCHEMA_VERSION):
+                (version,) = conn.execute("PRAGMA user_version").fetchone()
+                if version != SCHEMA_VERSION:
+                    # A new file, or another version (1 kept it in a table, so reads 0):
+                    # start empty; the next catch-up (the app's runs in the background)
+                    # fills it from the logs.
                     _drop_everything(conn)
                     for statement in _SCHEMA:
                         conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO meta(key, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),)
-                    )
+                    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION:d}")
         except BaseException:
             conn.close()
             raise
@@ -422,40 +494,20 @@ class SearchIndex:
     def _rebuild(self, conn: sqlite3.Connection) -> None:
         """Index every session into the fresh index (after a corrupt one was set aside)."""
         store = self._store if self._store is not None else SessionStore(self.root, prepare=False)
-        self._catch_up_all(conn, store, None)
+        for manifest in _sessions_to_index(conn, store):
+            self._catch_up_readable(conn, store, manifest)
 
     # -- indexing ----------------------------------------------------------
 
-    def _catch_up_all(
-        self,
-        conn: sqlite3.Connection,
-        store: SessionStore,
-        progress: Callable[[int, int], None] | None,
+    def _catch_up_readable(
+        self, conn: sqlite3.Connection, store: SessionStore, manifest: Manifest
     ) -> int:
-        manifests: list[Manifest] = []
-        unreadable: set[str] = set()
-        for item in store.iter_manifests():
-            if isinstance(item, Manifest):
-                manifests.append(item)
-            else:
-                unreadable.add(str(item.details.get("sessionId", "")))
-        manifests.sort(key=lambda m: (m.created_at, m.session_id))
-        present = {m.session_id for m in manifests} | unreadable
-        known = [row[0] for row in conn.execute("SELECT session_id FROM sessions")]
-        gone = [session_id for session_id in known if session_id not in present]
-        if gone:
-            with _transaction(conn):
-                for session_id in gone:
-                    _forget(conn, session_id)
-        indexed = 0
-        for done, manifest in enumerate(manifests, start=1):
-            try:
-                indexed += self._catch_up_session(conn, store, manifest)
-            except BranchwiseError as exc:
-                log.warning("search: session %s skipped: %s", manifest.session_id, exc.message)
-            if progress is not None:
-                progress(done, len(manifests))
-        return indexed
+        """:meth:`_catch_up_session`, skipping (and logging) a session that cannot be read."""
+        try:
+            return self._catch_up_session(conn, store, manifest)
+        except BranchwiseError as exc:
+            log.warning("search: session %s skipped: %s", manifest.session_id, exc.message)
+            return 0
 
     def _catch_up_session(
         self, conn: sqlite3.Connection, store: SessionStore, manifest: Manifest
@@ -463,6 +515,13 @@ class SearchIndex:
         session_id = manifest.session_id
         directory = store.session_dir(session_id)
         _device, inode, size = log_identity(directory, manifest)
+        seen = _position(conn, session_id)
+        if seen is not None and (seen.generation, seen.log_inode, seen.log_offset) == (
+            manifest.generation,
+            inode,
+            size,
+        ):
+            return 0  # current: no write transaction (none to wait for, none to hold up)
         with _transaction(conn):
             position = _position(conn, session_id)
             if position is not None and (
@@ -495,6 +554,26 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
             conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def _sessions_to_index(conn: sqlite3.Connection, store: SessionStore) -> list[Manifest]:
+    """Every readable session, oldest first, after forgetting the indexed ones now gone."""
+    manifests: list[Manifest] = []
+    unreadable: set[str] = set()
+    for item in store.iter_manifests():
+        if isinstance(item, Manifest):
+            manifests.append(item)
+        else:
+            unreadable.add(str(item.details.get("sessionId", "")))
+    manifests.sort(key=lambda m: (m.created_at, m.session_id))
+    present = {m.session_id for m in manifests} | unreadable
+    known = [row[0] for row in conn.execute("SELECT session_id FROM sessions")]
+    gone = [session_id for session_id in known if session_id not in present]
+    if gone:
+        with _transaction(conn):
+            for session_id in gone:
+                _forget(conn, session_id)
+    return manifests
 
 
 def _position(conn: sqlite3.Connection, session_id: str) -> _Position | None:
@@ -626,13 +705,16 @@ def _forget(conn: sqlite3.Connection, session_id: str) -> None:
 
 
 def _drop_everything(conn: sqlite3.Connection) -> None:
-    """Drop an index of another schema version (it is a cache: rebuilt from the logs)."""
+    """Drop an index of another schema version (it is a cache: rebuilt from the logs).
+
+    Virtual tables go first and take their shadow tables with them.
+    """
     rows = conn.execute(
         "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'trigger', 'index') "
-        "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'messages_fts_%'"
+        "AND name NOT LIKE 'sqlite_%' ORDER BY sql NOT LIKE 'CREATE VIRTUAL TABLE%'"
     ).fetchall()
     for kind, name in rows:
-        with contextlib.suppress(sqlite3.OperationalError):  # dropped with its table
+        with contextlib.suppress(sqlite3.OperationalError):  # gone with its table
             conn.execute(f'DROP {kind.upper()} IF EXISTS "{name}"')
 
 
@@ -644,11 +726,27 @@ def _fts_phrase(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def _short_term_condition(term: str) -> tuple[str, str]:
-    """A condition matching a one- or two-character term as a substring, and its argument.
+def _short_phrase(term: str) -> str | None:
+    """A term of one or two characters as an FTS5 phrase of ``messages_short``, if it has tokens.
 
-    ``LIKE`` folds ASCII case as the trigram index does for every letter
-    FTS5 knows; a term without case (Han characters, digits) uses ``instr``.
+    Han and kana characters are whole tokens; a letter or digit ending the
+    term is a prefix (``"g"`` → ``"g"*``: the words beginning with g). A term
+    of punctuation or symbols only has no token: ``None``.
+    """
+    tokens = [token[:2] for token in _SHORT_TOKEN.findall(term)]
+    if not tokens:
+        return None
+    phrase = '"' + " ".join(tokens) + '"'  # tokens are letters, digits and Han: no quotes
+    last = tokens[-1]
+    return phrase + "*" if len(last) == 1 and not _UNSPACED_CHAR.fullmatch(last) else phrase
+
+
+def _scan_condition(term: str) -> tuple[str, str]:
+    """A condition matching a term of punctuation or symbols as a substring, and its argument.
+
+    Only such terms (``"-"``, ``"#"``, an emoji) are looked for in the texts
+    themselves; with other terms they only filter those terms' matches.
+    ``LIKE`` folds ASCII case; a term without case uses ``instr``.
     """
     if term.lower() == term.upper():
         return "instr(m.content, ?) > 0", term
@@ -659,49 +757,122 @@ def _short_term_condition(term: str) -> tuple[str, str]:
 def _search(
     conn: sqlite3.Connection, terms: tuple[str, ...], limit: int, session_id: str | None
 ) -> SearchResult:
+    """Every term must occur; best first by bm25, newer first on ties.
+
+    Terms of three or more characters are matched by ``messages_fts``
+    (trigram substrings), shorter ones by ``messages_short``, and the first
+    of the two a query has drives it. The matches are first read newest
+    first, up to :data:`TOTAL_CAP` row ids (that is ``total``). bm25 is then
+    computed for the newest :data:`RANKED_CANDIDATES` of them only (one
+    rowid range for FTS5), so a common word costs the same as a rare one;
+    below that many matches, every match is ranked, as before. Texts,
+    snippets and ``alsoIn`` are read for the returned page only.
+    """
     long_terms = [term for term in terms if len(term) >= 3]
-    where: list[str] = []
-    args: list[Any] = []
-    if long_terms:
-        source = "messages_fts JOIN messages m ON m.id = messages_fts.rowid"
-        where.append("messages_fts MATCH ?")
-        args.append(" ".join(_fts_phrase(term) for term in long_terms))
-        order = "messages_fts.rank, m.id DESC"
-    else:
-        source = "messages m"
-        order = "m.id DESC"
+    short_phrases: list[str] = []
+    scanned: list[str] = []
     for term in terms:
         if len(term) < 3:
-            condition, argument = _short_term_condition(term)
-            where.append(condition)
-            args.append(argument)
-    if session_id is not None:
-        where.append("m.id IN (SELECT message FROM message_sessions WHERE session_id = ?)")
-        args.append(session_id)
-    clause = " AND ".join(where)
-    rows = conn.execute(
-        f"SELECT m.id, m.message_id, m.role, m.turn_id, m.content FROM {source} "
-        f"WHERE {clause} ORDER BY {order} LIMIT ?",
-        (*args, limit),
-    ).fetchall()
-    if len(rows) < limit:
-        total = len(rows)
+            phrase = _short_phrase(term)
+            if phrase is None:
+                scanned.append(term)
+            else:
+                short_phrases.append(phrase)
+    where: list[str] = []
+    args: list[Any] = []
+    table: str | None = None
+    if long_terms:
+        table = "messages_fts"
+        where.append("messages_fts MATCH ?")
+        args.append(" ".join(_fts_phrase(term) for term in long_terms))
+        if short_phrases:
+            # "+": a filter on the trigram matches, never a row-by-row lookup plan.
+            where.append(
+                "+messages_fts.rowid IN "
+                "(SELECT rowid FROM messages_short WHERE messages_short MATCH ?)"
+            )
+            args.append(" ".join(short_phrases))
+    elif short_phrases:
+        table = "messages_short"
+        where.append("messages_short MATCH ?")
+        args.append(" ".join(short_phrases))
+    row = f"{table}.rowid" if table is not None else "m.id"
+    if table is None:
+        source = "messages m"
+    elif scanned:
+        source = f"{table} JOIN messages m ON m.id = {table}.rowid"
     else:
-        total = conn.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {source} WHERE {clause} LIMIT ?)",
+        source = table
+    for term in scanned:
+        condition, argument = _scan_condition(term)
+        where.append(condition)
+        args.append(argument)
+    if session_id is not None:
+        # The matches are read in order, only between the session's first and last rows, and
+        # kept when the session holds them ("+": looking each of the session's messages up in
+        # the index instead costs milliseconds apiece).
+        first, last = conn.execute(
+            "SELECT min(message), max(message) FROM message_sessions WHERE session_id = ?",
+            (session_id,),
+        ).fetchone()
+        where.append(
+            f"{row} BETWEEN ? AND ? AND "
+            f"+{row} IN (SELECT message FROM message_sessions WHERE session_id = ?)"
+        )
+        args.extend((first, last, session_id))
+    clause = " AND ".join(where)
+    matches = [
+        found
+        for (found,) in conn.execute(
+            f"SELECT {row} FROM {source} WHERE {clause} ORDER BY {row} DESC LIMIT ?",
             (*args, TOTAL_CAP),
-        ).fetchone()[0]
+        )
+    ]
+    if table is None or not matches:
+        page = matches[:limit]
+    else:
+        floor = matches[min(len(matches), RANKED_CANDIDATES) - 1]
+        page = [
+            found
+            for (found,) in conn.execute(
+                f"SELECT {row} FROM {source} WHERE {clause} AND {row} >= ? "
+                f"ORDER BY {table}.rank, {row} DESC LIMIT ?",
+                (*args, floor, limit),
+            )
+        ]
+    hits = _hits(conn, page, terms, session_id)
+    return SearchResult(tuple(hits), max(len(matches), len(hits)))
+
+
+def _hits(
+    conn: sqlite3.Connection, page: list[int], terms: tuple[str, ...], session_id: str | None
+) -> list[SearchHit]:
+    """The page's rows as hits: text, snippet, and the conversations holding each (two reads)."""
+    if not page:
+        return []
+    marks = ", ".join("?" * len(page))
+    rows = {
+        found[0]: found[1:]
+        for found in conn.execute(
+            f"SELECT id, message_id, role, turn_id, content FROM messages WHERE id IN ({marks})",
+            page,
+        )
+    }
+    holders: dict[int, list[tuple[str, str]]] = {}
+    for message, holder, title in conn.execute(
+        "SELECT ms.message, s.session_id, s.title FROM message_sessions ms "
+        f"JOIN sessions s ON s.session_id = ms.session_id WHERE ms.message IN ({marks}) "
+        "ORDER BY s.created_at DESC, s.session_id DESC",
+        page,
+    ):
+        holders.setdefault(message, []).append((holder, title))
     hits = []
-    for row_id, message_id, role, turn_id, content in rows:
-        holders = conn.execute(
-            "SELECT s.session_id, s.title FROM message_sessions ms "
-            "JOIN sessions s ON s.session_id = ms.session_id WHERE ms.message = ? "
-            "ORDER BY s.created_at DESC, s.session_id DESC",
-            (row_id,),
-        ).fetchall()
-        if not holders:
+    for row_id in page:
+        found, held = rows.get(row_id), holders.get(row_id)
+        if found is None or not held:
             continue  # indexed rows of a session whose first catch-up is not committed yet
-        shown = next((h for h in holders if h[0] == session_id), holders[0])
+        message_id, role, turn_id, content = found
+        shown = next((h for h in held if h[0] == session_id), held[0])
         snippet, spans = _snippet(content, terms)
         hits.append(
             SearchHit(
@@ -712,10 +883,10 @@ def _search(
                 role=role,
                 snippet=snippet,
                 spans=spans,
-                also_in=tuple(h[0] for h in holders if h[0] != shown[0]),
+                also_in=tuple(h[0] for h in held if h[0] != shown[0]),
             )
         )
-    return SearchResult(tuple(hits), max(total, len(hits)))
+    return hits
 
 
 def _snippet(content: str, terms: Iterable[str]) -> tuple[str, tuple[tuple[int, int], ...]]:

@@ -27,7 +27,6 @@ from branchwise.core.ask_again import (
 )
 from branchwise.core.cli.models import add_provider_options, provider_from_args, settings_from_args
 from branchwise.core.cli.output import print_json
-from branchwise.core.cli.search import index_written
 from branchwise.core.cli.sessions import StdoutStreamer
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import fork
@@ -98,7 +97,6 @@ def cmd_retry(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         projection = writer.projection
         prompt = question_of(projection, failed_turn(projection, writer.session_id, args.turn))
         result = asyncio.run(_runner(store, args, writer).run(prompt))
-    index_written(store, writer.session_id)
     return _printed(None, result)
 
 
@@ -118,13 +116,11 @@ def _branch_and_answer(
     if turn is None:  # the fork publishes the prompt with the branch: never seen
         raise BranchwiseError(f"branch {child} has no turn of its own", sessionId=child)
     if not turn.is_open:
-        index_written(store, child)
         return asked_json(
             child, turn.turn_id, turn.message_id, turn.boundary_sequence, turn.end_reason
         )
     with store.open_writer(child, continue_turn=turn.turn_id) as writer:
         result = asyncio.run(_runner(store, args, writer).answer())
-    index_written(store, request.source_session_id, child)
     return _printed(child, result)
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from branchwise.core.cli.search import index_written
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
@@ -88,7 +87,6 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
             generation = current.generation
     request = ForkRequest(source_id, args.turn, boundary, generation, args.child_id)
     result = fork(store, request, args.operation_id or new_id("op"))
-    index_written(store, result.child_session_id)
     return result.to_json()
 
 
@@ -99,7 +97,6 @@ def cmd_child(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         spawned["toolCallId"] = args.tool_call
     parent_id = validate_session_id(args.session_id)
     result = create_child(store, parent_id, spawned, args.title, child_id=args.child_id)
-    index_written(store, parent_id, result.child_session_id)
     return result.to_json()
 
 

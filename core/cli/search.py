@@ -1,24 +1,21 @@
-"""``branchwise search``, and keeping the search index current after the commands that write.
+"""``branchwise search``: catch the index up with the logs, then search it.
 
-The index (:mod:`~branchwise.core.search`) is a cache: a writing command
-catches up the sessions it touched once its write is durable, best effort,
-so an index that cannot be written never fails the write (it is logged, and
-the next ``search`` catches up whatever was missed).
+The index (:mod:`~branchwise.core.search`) is a cache of the logs. The
+commands that write (``session new|say|fork|child|edit|...``) do not touch
+it: a turn's commits cost what they cost without search, and the next
+``search`` reads every commit added since the last one it indexed, so a
+process that died between a commit and any indexing loses nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
-import sqlite3
 from typing import Any
 
-from branchwise.core.errors import BranchwiseError, SessionNotFound
+from branchwise.core.errors import SessionNotFound
 from branchwise.core.ids import validate_session_id
 from branchwise.core.search import SearchIndex
 from branchwise.core.store.store import SessionStore
-
-log = logging.getLogger(__name__)
 
 
 def register_top(top: argparse._SubParsersAction) -> None:
@@ -40,13 +37,3 @@ def cmd_search(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     with SearchIndex(store.root) as index:
         index.catch_up_all(store)
         return index.search(args.query, limit=args.limit, session_id=session_id).to_json()
-
-
-def index_written(store: SessionStore, *session_ids: str) -> None:
-    """Catch the index up with sessions a command just wrote (never fails the command)."""
-    try:
-        with SearchIndex(store.root) as index:
-            for session_id in session_ids:
-                index.catch_up(store, session_id)
-    except (BranchwiseError, sqlite3.Error, OSError) as exc:
-        log.warning("the search index was not updated after the write: %s", exc)

@@ -12,7 +12,6 @@ from branchwise.core.cli.models import (
     provider_from_args,
     settings_from_args,
 )
-from branchwise.core.cli.search import index_written
 from branchwise.core.conversation_settings import (
     ConversationSettings,
     validate_conversation_settings,
@@ -105,7 +104,6 @@ def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         if not chosen.empty:
             writer.commit([ev.session_config(chosen.model, chosen.system, chosen.temperature)])
         result = {"sessionId": writer.session_id, "title": writer.manifest.title}
-    index_written(store, writer.session_id)
     return result
 
 
@@ -158,7 +156,6 @@ def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         provider = provider_from_args(store, args, conversation)
         runner = TurnRunner(writer, provider, listener, system=settings.system_prompt)
         result = asyncio.run(runner.run(args.text))
-    index_written(store, writer.session_id)
     payload = result.to_json()
     if result.error is not None:
         payload["_exit"] = 1

@@ -10,8 +10,8 @@ Shapes printed:
 * ``session purge ID…`` → ``{"purged": [ID, …]}``
 
 Every id is checked before anything moves, so a bad one among several
-changes nothing. The search index forgets a trashed session and catches up a
-restored one, best effort (it is a cache; ``search`` catches up anyway).
+changes nothing. The search index forgets a trashed session at once, best
+effort; a restored one is indexed again by the next ``search`` (it is a cache).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
-from branchwise.core.cli.search import index_written
 from branchwise.core.errors import (
     BranchwiseError,
     LeaseHeld,
@@ -115,7 +114,6 @@ def cmd_restore(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]
     ids = _checked(args.session_ids, _in_trash(store, trash))
     for session_id in ids:
         trash.restore(session_id)
-    index_written(store, *ids)
     return {"restored": ids}
 
 

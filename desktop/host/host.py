@@ -126,6 +126,10 @@ class Host:
         self._search_worker: asyncio.Task[None] | None = None
         self._search_closing = False
         self._search_failing = False
+        self._search_rescan = False
+        self._search_rescanned = float("-inf")
+        self.search_rescan_interval = 10.0
+        """Seconds between two quiet catch-ups with what other processes wrote."""
 
     # -- start and stop ------------------------------------------------------
 
@@ -544,7 +548,18 @@ class Host:
 
         Runs off the calling thread. An index that cannot be used answers
         with no hits (and one ``search_index_unavailable`` notice).
+
+        Other processes (``branchwise session say``, ``serve``) write without
+        indexing, so a search also starts, at most every
+        :attr:`search_rescan_interval` seconds, a quiet catch-up with every
+        conversation in the background; what it finds refreshes the results
+        (``Changes(search=True)``). This search answers at once.
         """
+        now = time.monotonic()
+        if now - self._search_rescanned >= self.search_rescan_interval:
+            self._search_rescanned = now
+            self._search_rescan = True
+            self._kick_search()
         result = await self._use_search_index(lambda index: index.search(query, limit=limit))
         return result if result is not None else SearchResult((), 0)
 
@@ -584,6 +599,7 @@ class Host:
             while not self._search_closing:
                 if self._search_all:
                     self._search_all = False
+                    self._search_rescan = False  # the same catch-up, with progress
                     self._search_pending.clear()
                     await self._catch_up_all()
                 elif self._search_pending:
@@ -594,6 +610,13 @@ class Host:
 
                     count = await self._use_search_index(catch_up)
                     if count:
+                        self.emit(Changes(search=True))
+                elif self._search_rescan:
+                    self._search_rescan = False
+                    found = await self._use_search_index(
+                        lambda index: index.catch_up_all(self.store)
+                    )
+                    if found:
                         self.emit(Changes(search=True))
                 else:
                     break

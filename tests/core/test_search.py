@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn, read_only
 
-from branchwise.core.errors import InvalidSearch
+from branchwise.core import search as search_module
+from branchwise.core.errors import InvalidSearch, SearchIndexUnavailable
 from branchwise.core.projection import events as ev
 from branchwise.core.search import INDEX_NAME, SearchIndex, SearchResult
 from branchwise.core.store.publish import replace_log
@@ -86,13 +88,29 @@ def test_chinese_without_spaces_simplified_and_traditional_as_written(
 
 @pytest.mark.parametrize(
     "query",
-    ['"hello"', "print(", "AND", "hello AND world", "*", "-", "NEAR(", 'NEAR("a" "b")', "a OR b"],
+    [
+        '"hello"',
+        "print(",
+        "AND",
+        "hello AND world",
+        "*",
+        "-",
+        "NEAR(",
+        'NEAR("a" "b")',
+        "a OR b",
+        "\0hello",
+        "he\0llo",
+        "^",
+        "a:b",
+        "{content}: x",
+    ],
 )
 def test_query_syntax_is_searched_as_text(
     store: SessionStore, index: SearchIndex, mixed: str, query: str
 ) -> None:
     index.catch_up_all(store)
     assert isinstance(index.search(query), SearchResult)  # never an SQL error
+    assert isinstance(index.search(f"{query} 北"), SearchResult)  # with a short term too
 
 
 def test_quotes_and_operators_match_literally(store: SessionStore, index: SearchIndex) -> None:
@@ -128,6 +146,10 @@ def test_a_message_inherited_by_ten_branches_is_one_hit(
     index.catch_up_all(store)
     own = index.search("quokka of its own").hits[0]
     assert own.session_id == children[3] and own.also_in == ()
+    # In one conversation: what it inherited and what it wrote (rows far apart in the index).
+    assert found(index, "quokka", session_id=children[3]) == {"u-t1", "a-t1", "u-t2"}
+    assert found(index, "qu", session_id=children[3]) == {"u-t1", "a-t1", "u-t2"}
+    assert found(index, "quokka", session_id=children[4]) == {"u-t1", "a-t1"}
     # Forgetting a branch drops it from also_in; its own messages go.
     index.forget(children[3])
     assert children[3] not in index.search("quokka question").hits[0].also_in
@@ -295,3 +317,138 @@ def test_index_path_is_a_cache_file_in_the_root(store: SessionStore, mixed: str)
         index.catch_up_all(store)
     assert (store.root / INDEX_NAME).is_file()
     assert Path(store.root / INDEX_NAME).stat().st_size > 0
+
+
+def test_short_queries_match_word_heads_and_single_characters(
+    store: SessionStore, index: SearchIndex
+) -> None:
+    session_id = new_session(store, "short")
+    say(store, session_id, "t1", "Going home ago", "ok")
+    say(store, session_id, "t2", "ひらがなとカタカナ", "東京と北京")
+    say(store, session_id, "t3", "a京 x-ray", "#hashtag 😀")
+    index.catch_up_all(store)
+    assert found(index, "go") == {"u-t1"}  # the head of "Going"; "ago" has no word "go…"
+    assert found(index, "G") == {"u-t1"}  # one letter: a prefix, any case
+    assert found(index, "GO") == {"u-t1"}
+    assert found(index, "ag") == {"u-t1"}
+    assert found(index, "京") == {"a-t2", "u-t3"}
+    assert found(index, "北京") == {"a-t2"}
+    assert found(index, "京北") == set()  # characters in the order written
+    assert found(index, "カタ") == {"u-t2"}
+    assert found(index, "a京") == {"u-t3"}
+    assert found(index, "xr") == set() and found(index, "x-") == {"u-t3"}
+    assert found(index, "#") == {"a-t3"}  # no letters: matched in the text itself
+    assert found(index, "😀") == {"a-t3"}
+    assert found(index, "go 北京") == set()  # every term must occur
+    assert found(index, "home go") == {"u-t1"}  # a trigram term with a short one
+    assert found(index, "# hashtag") == {"a-t3"}
+
+
+def test_short_queries_do_not_scan_the_texts(store: SessionStore, index: SearchIndex) -> None:
+    """The work a short query does depends on its matches, not on how many messages exist."""
+
+    def steps(query: str) -> int:
+        count = 0
+
+        def tick() -> int:
+            nonlocal count
+            count += 1
+            return 0
+
+        conn = index._connection()
+        conn.set_progress_handler(tick, 50)
+        try:
+            index.search(query)
+        finally:
+            conn.set_progress_handler(None, 0)
+        return count
+
+    session_id = new_session(store, "few")
+    say(store, session_id, "t0", "北京 go", "ok")
+    index.catch_up_all(store)
+    before = {query: steps(query) for query in ("北京", "臺", "g")}
+    with store.open_writer(session_id) as writer:
+        for n in range(1, 400):
+            writer.commit([ev.user_message(f"filler-{n}", f"filler text number {n} 上海")])
+    index.catch_up_all(store)
+    after = {query: steps(query) for query in ("北京", "臺", "g")}
+    assert all(after[query] <= before[query] + 5 for query in before), (before, after)
+    assert found(index, "北京") == {"u-t0"}
+
+
+def test_ranked_by_bm25_newer_first_on_ties_and_bounded_candidates(
+    store: SessionStore, index: SearchIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session_id = new_session(store, "ranking")
+    say(store, session_id, "t1", "walrus walrus walrus", "ok")
+    say(store, session_id, "t2", "one walrus among more words", "ok")
+    say(store, session_id, "t3", "one walrus among many words", "ok")
+    index.catch_up_all(store)
+    assert [hit.message_id for hit in index.search("walrus").hits] == ["u-t1", "u-t3", "u-t2"]
+    assert [hit.message_id for hit in index.search("wa").hits] == ["u-t1", "u-t3", "u-t2"]
+    # A query matching more than RANKED_CANDIDATES messages ranks the newest that many.
+    monkeypatch.setattr(search_module, "RANKED_CANDIDATES", 2)
+    result = index.search("walrus")
+    assert [hit.message_id for hit in result.hits] == ["u-t3", "u-t2"] and result.total == 3
+    assert [hit.message_id for hit in index.search("walrus", limit=1).hits] == ["u-t3"]
+
+
+def test_an_index_of_another_version_is_emptied_and_refilled(
+    store: SessionStore, mixed: str
+) -> None:
+    path = store.root / INDEX_NAME
+    with sqlite3.connect(path) as old:  # what version 1 left: a meta table, user_version 0
+        old.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        old.execute("INSERT INTO meta VALUES ('schema', '1')")
+        old.execute("CREATE TABLE messages(id INTEGER PRIMARY KEY, content TEXT)")
+        old.execute("CREATE VIRTUAL TABLE messages_fts USING fts5(content, tokenize='trigram')")
+        old.execute("INSERT INTO messages_fts VALUES ('stale 北京')")
+    with SearchIndex(store.root) as index:
+        assert index.search("北京").total == 0  # emptied on open; the catch-up refills it
+        index.catch_up_all(store)
+        assert found(index, "北京") == {"u-t2", "a-t2"}
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone() == (search_module.SCHEMA_VERSION,)
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    assert "meta" not in names and {"messages_fts", "messages_short"} <= names
+
+
+def test_a_locked_index_is_a_typed_error_and_searches_still_answer(
+    store: SessionStore, mixed: str
+) -> None:
+    with SearchIndex(store.root) as index:
+        index.catch_up_all(store)
+    say(store, mixed, "t5", "a later 北京 note", "ok")
+    holder = sqlite3.connect(store.root / INDEX_NAME, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing, past our wait
+    try:
+        with SearchIndex(store.root, busy_timeout=0.1) as index:
+            with pytest.raises(SearchIndexUnavailable) as caught:
+                index.catch_up_all(store)
+            assert caught.value.code == "search_index_unavailable"
+            assert found(index, "北京") == {"u-t2", "a-t2"}  # readers are not blocked
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    with SearchIndex(store.root) as index:
+        index.catch_up_all(store)
+        assert found(index, "北京") == {"u-t2", "a-t2", "u-t5"}
+
+
+def test_searches_are_answered_while_a_catch_up_runs(
+    store: SessionStore, index: SearchIndex
+) -> None:
+    for n in range(3):
+        say(store, new_session(store, f"zoo {n}"), "t1", f"a tapir number {n}", "ok")
+    answers: list[SearchResult] = []
+
+    def progress(done: int, total: int) -> None:
+        if done == 1:  # another thread searches while this catch-up has sessions to go
+            other = threading.Thread(target=lambda: answers.append(index.search("tapir")))
+            other.start()
+            other.join(timeout=30)
+            assert not other.is_alive(), "the search waited for the whole catch-up"
+
+    index.catch_up_all(store, progress)
+    assert answers[0].total == 1  # what was indexed so far
+    assert index.search("tapir").total == 3

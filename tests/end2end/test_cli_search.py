@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 from pathlib import Path
 
-from helpers.cli import run_cli
+from helpers.cli import cli_command, run_cli, wait_for_partial_text
 
 from branchwise.core.projection import events as ev
 from branchwise.core.search import INDEX_NAME
@@ -27,7 +29,7 @@ def test_say_then_search_english_and_chinese(tmp_path: Path) -> None:
     _, created = run_cli(root, "session", "new", "--title", "Trip plans")
     session_id = created["sessionId"]
     _, said = run_cli(root, "session", "say", session_id, "我想去北京 and Taiwan 臺北", "--quiet")
-    assert (root / INDEX_NAME).is_file()  # the write caught the index up
+    assert not (root / INDEX_NAME).exists()  # writing commands leave the index alone
     code, found = run_cli(root, "search", "北京")
     assert code == 0 and found["total"] == 2  # the question, and the demo answer quoting it
     assert {h["role"] for h in found["hits"]} == {"user", "assistant"}
@@ -125,3 +127,28 @@ def test_child_and_fork_commands_index_what_they_wrote(tmp_path: Path) -> None:
     _, child = run_cli(root, "session", "child", created["sessionId"], "--title", "Side quest")
     _, found = run_cli(root, "search", "side quest")
     assert [h["sessionId"] for h in found["hits"]] == [child["childSessionId"]]
+
+
+def test_a_say_killed_mid_answer_is_found_by_the_next_search(tmp_path: Path) -> None:
+    """SIGKILL between commits: nothing indexed it, and the next search finds every commit."""
+    root = tmp_path / "root"
+    _, created = run_cli(root, "session", "new", "--title", "killed")
+    session_id = created["sessionId"]
+    run_cli(root, "session", "say", session_id, "the first okapi", "--quiet")
+    assert len(search(root, "okapi")) == 1  # the index now exists and is current
+    store = SessionStore(root)
+    with subprocess.Popen(
+        [*cli_command(root), "session", "say", session_id, "the second okapi", "--delay-ms", "40"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as proc:
+        partial = wait_for_partial_text(store, session_id)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert {hit["snippet"] for hit in search(root, "okapi")} == {
+        "the first okapi",
+        "the second okapi",
+    }
+    word = max(partial.content.split(), key=len)
+    _, found = run_cli(root, "search", "--", word)
+    assert partial.message_id in {hit["messageId"] for hit in found["hits"]}
