@@ -363,6 +363,13 @@ class TurnRunning(BranchwiseError):
     http_status = 409  # ``branchwise serve``: a turn runs there already
 
 
+class NotRelated(BranchwiseError):
+    """Two conversations compared or merged are in different lineage trees."""
+
+    code = "not_related"
+    definitive = True
+
+
 class InvalidConversationSettings(BranchwiseError):
     """A conversation's model, system prompt or temperature that cannot be used."""
 

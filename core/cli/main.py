@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from branchwise.core.cli import (
+    compare,
     doctor,
     export,
     forking,
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     forking.register(session_sub)
     trash.register(session_sub)
     export.register(session_sub)
+    compare.register(session_sub)
     models.register_top(top)
     serve.register_top(top)
     doctor.register_top(top)

@@ -48,6 +48,7 @@ REASONS: Mapping[str, str] = {
     "invalid_conversation_settings": N_(
         "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
     ),
+    "not_related": N_("These conversations are not branches of one another."),
     "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(
         "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."
