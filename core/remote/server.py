@@ -254,16 +254,16 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         while True:
             seen = _fingerprint(store, session_id)
             snapshot = await asyncio.to_thread(store.read, session_id)
+            # Whole commits, as committed: a turn's boundary is the end of its commit.
             fresh = [
-                event
+                [event for event in frame.events if int(event["seq"]) > after]
                 for frame in snapshot.scan.frames
-                for event in frame.events
-                if int(event["seq"]) > after
+                if frame.events and int(frame.events[-1]["seq"]) > after
             ]
             if fresh or loop.time() >= deadline:
                 running = served.is_running(session_id) or _being_written(store, session_id)
                 return _json(
-                    {"events": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
+                    {"commits": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
                 )
             # Long-poll: wake when the session's files change (any writer, any process).
             while _fingerprint(store, session_id) == seen and loop.time() < deadline:
