@@ -69,6 +69,8 @@ from branchwise.core.views import (
 )
 
 TOKEN_FILE = "serve-token"
+SHUTDOWN_TIMEOUT = 2.0
+"""Seconds a stopping server lets open requests (long-polls, turn streams) finish."""
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +267,12 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
                 return _json(
                     {"commits": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
                 )
-            # Long-poll: wake when the session's files change (any writer, any process).
+            # Long-poll: wake when the session's files change (any writer, any process);
+            # a client that went away ends the wait (aiohttp does not cancel handlers).
             while _fingerprint(store, session_id) == seen and loop.time() < deadline:
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    return _json({"commits": [], "lastSeq": after, "running": False})  # unread
                 await asyncio.sleep(EVENTS_POLL)
 
     async def send_turn(request: web.Request) -> web.StreamResponse:
@@ -427,6 +433,7 @@ async def serve(
     runner = _Runner(
         build_app(store, token, turns),
         access_log=None,
+        shutdown_timeout=SHUTDOWN_TIMEOUT,
         max_line_size=MAX_REQUEST_LINE,
         max_field_size=MAX_HEADER_FIELD,
     )
