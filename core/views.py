@@ -14,6 +14,7 @@ from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import lineage, tree
+from branchwise.core.log.segments import disk_usage
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import parent_state
 
@@ -77,6 +78,7 @@ def session_show(
         "corruption": snapshot.scan.corruption.to_json()["error"]
         if snapshot.scan.corruption
         else None,
+        "disk": disk_usage(store.session_dir(manifest.session_id), manifest),
     }
     if page is not None:
         answer["page"] = page

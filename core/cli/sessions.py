@@ -1,4 +1,4 @@
-"""``branchwise session new|config|list|show|say|verify``."""
+"""``branchwise session new|config|list|show|say|verify|migrate``."""
 
 from __future__ import annotations
 
@@ -55,6 +55,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     verify = sub.add_parser("verify", help="check a session's log without changing it")
     verify.add_argument("session_id")
     verify.set_defaults(func=cmd_verify)
+
+    migrate = sub.add_parser(
+        "migrate", help="upgrade sessions to the segmented log (format 2); idempotent"
+    )
+    which = migrate.add_mutually_exclusive_group(required=True)
+    which.add_argument("session_id", nargs="?", help="the session to upgrade")
+    which.add_argument("--all", action="store_true", help="every session in the data folder")
+    migrate.set_defaults(func=cmd_migrate)
 
 
 def _add_conversation_options(parser: argparse.ArgumentParser) -> None:
@@ -160,3 +168,37 @@ def cmd_verify(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Integrity report of a session (findings included); changes nothing on disk."""
     report = verify_session(store, args.session_id)
     return {**report, **({} if report["ok"] else {"_exit": 1})}
+
+
+def cmd_migrate(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Upgrade one session (``ID``) or every session (``--all``) to format 2.
+
+    Prints ``{"migrated": [ids], "alreadyCurrent": [ids], "failed": [errors]}``:
+    sessions upgraded now, sessions already in format 2, and (``--all`` only)
+    each session that could not be upgraded, as its typed error with its
+    ``sessionId`` (a writer holds it, its log is corrupt…); the exit status is
+    1 when any failed. With one ``ID``, a failure is the usual error object.
+    """
+    migrated: list[str] = []
+    current: list[str] = []
+    failed: list[dict[str, Any]] = []
+    if args.all:
+        ids = []
+        for item in store.iter_manifests():
+            if isinstance(item, BranchwiseError):
+                failed.append(item.to_json()["error"])
+            else:
+                ids.append(item.session_id)
+    else:
+        ids = [validate_session_id(args.session_id)]
+    for session_id in sorted(ids):
+        try:
+            done = store.migrate(session_id)
+        except BranchwiseError as exc:
+            if not args.all:
+                raise
+            failed.append({**exc.to_json()["error"], "sessionId": session_id})
+            continue
+        (migrated if done else current).append(session_id)
+    result: dict[str, Any] = {"migrated": migrated, "alreadyCurrent": current, "failed": failed}
+    return {**result, **({"_exit": 1} if failed else {})}

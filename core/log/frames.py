@@ -285,3 +285,41 @@ def frame_offsets(buf: bytes | memoryview) -> list[int]:
             return offsets
         offsets.append(offset)
         offset = end
+
+
+def encode_record(record: dict[str, Any]) -> bytes:
+    """One sidecar record (``.tix``, ``.blobs``) in the frame layout: header, then orjson.
+
+    Not a commit: records carry no commit number or seqs, so they are read by
+    :func:`iter_records`, never by :func:`iter_frames`.
+    """
+    payload = orjson.dumps(record)
+    return _header(payload) + payload
+
+
+def iter_records(buf: bytes | memoryview) -> Iterator[dict[str, Any]]:
+    """The whole, verified records of a sidecar file, stopping at the first that is not.
+
+    A sidecar is a cache, so anything after a damaged or torn record is
+    simply not used (the reader falls back to the log).
+    """
+    offset, size = 0, len(buf)
+    while True:
+        try:
+            length, crc = _payload_length(buf, offset)
+        except (Incomplete, InvalidFrame, UnsupportedFormat, CommitTooLarge):
+            return
+        end = offset + HEADER_SIZE + length
+        if end > size:
+            return
+        payload = buf[offset + HEADER_SIZE : end]
+        if zlib.crc32(payload) != crc:
+            return
+        try:
+            record = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            return
+        if type(record) is not dict:
+            return
+        yield record
+        offset = end

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from branchwise.core.errors import CorruptLog, SessionNotFound
+from branchwise.core.errors import BranchwiseError, CorruptLog
 from branchwise.core.log.frames import HEADER, Frame
 from branchwise.core.log.scan import LogScan, gc_paused, scan_bytes
 from branchwise.core.store.atomic import open_no_follow
@@ -219,8 +219,8 @@ def read_session_log(directory: Path, manifest: Manifest) -> SessionLog:
         ):
             try:
                 newer = load_manifest(directory)
-            except SessionNotFound:
-                break
+            except BranchwiseError:
+                break  # the caller's manifest is all there is to go by
             if newer.segmented:
                 manifest = newer
                 continue
@@ -374,3 +374,31 @@ def log_identity(directory: Path, manifest: Manifest) -> tuple[int, int, int]:
         size += piece.seed.end if piece.seed is not None else status.st_size
     device, inode = identity or (0, 0)
     return device, inode, size
+
+
+def disk_usage(directory: Path, manifest: Manifest) -> dict[str, int]:
+    """Bytes a session's log files take: ``ownBytes`` and ``sharedBytes``.
+
+    A file with one link is the session's own; a file with more (a seed, or
+    an own segment a fork linked) is shared with other sessions, so deleting
+    this session would not free it. Sidecars count like their segments.
+    Format 1 has one own ``events.log``.
+    """
+    usage = {"ownBytes": 0, "sharedBytes": 0}
+    if manifest.segmented:
+        folder = directory / manifest.log_dir
+        try:
+            names = os.listdir(folder)
+        except FileNotFoundError:
+            names = []
+        paths = [folder / name for name in names if not name.startswith(".")]
+    else:
+        paths = [directory / LEGACY_LOG]
+    for path in paths:
+        try:
+            status = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        key = "sharedBytes" if status.st_nlink > 1 else "ownBytes"
+        usage[key] += status.st_size
+    return usage

@@ -30,9 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from branchwise.core.errors import DiskFull, DurabilityError, WriterClosed
-from branchwise.core.log.frames import (
-    encode_frame,
-)
+from branchwise.core.log.frames import HEADER, encode_frame
 from branchwise.core.log.scan import LogScan, TornTail
 from branchwise.core.store.atomic import fsync_dir, open_no_follow, write_all
 
@@ -65,17 +63,27 @@ class LogWriter:
         scan: a fresh scan of it; a torn tail is cut here (after a copy of
             it is saved), corruption refused.
         ops: the system calls to use (tests inject failures).
+        after: the last commit and seq before this file (a new segment of a
+            segmented log starts empty, after the previous segment's).
 
     Attributes:
         cut_tail: the torn tail cut on open, if any.
         cut_copy: the file holding exactly the bytes that were cut.
+        last_frame: ``(offset, end, payload CRC)`` of the last appended frame.
 
     Raises:
         CorruptLog: ``scan`` found corruption.
         UnsafePath: ``path`` is a symbolic link.
     """
 
-    def __init__(self, path: Path, scan: LogScan, ops: FileOps = OS_FILE_OPS) -> None:
+    def __init__(
+        self,
+        path: Path,
+        scan: LogScan,
+        ops: FileOps = OS_FILE_OPS,
+        *,
+        after: tuple[int, int] | None = None,
+    ) -> None:
         if scan.corruption is not None:
             raise scan.corruption
         self._ops = ops
@@ -92,9 +100,11 @@ class LogWriter:
                 raise
             self.cut_tail = scan.torn_tail
         self._end = scan.end
-        self._next_commit = scan.last_commit + 1
-        self._next_seq = scan.last_seq + 1
+        last_commit, last_seq = after if after is not None else (scan.last_commit, scan.last_seq)
+        self._next_commit = last_commit + 1
+        self._next_seq = last_seq + 1
         self._failed: str | None = None
+        self.last_frame: tuple[int, int, int] | None = None
 
     @property
     def last_commit(self) -> int:
@@ -133,10 +143,25 @@ class LogWriter:
                 f"the commit could not be made durable: {exc.strerror or exc}",
                 errno=exc.errno,
             ) from exc
+        self.last_frame = (self._end, self._end + len(data), int(HEADER.unpack_from(data)[3]))
         self._end += len(data)
         self._next_commit += 1
         self._next_seq = seq
         return stamped
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the last durable event."""
+        return self._next_seq - 1
+
+    @property
+    def size(self) -> int:
+        """Bytes of durable commits in this file."""
+        return self._end
+
+    def fileno(self) -> int:
+        """The open file (to ``fstat`` its link count)."""
+        return self._fd
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)

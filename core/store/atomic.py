@@ -151,3 +151,38 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int = 0o600) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def copy_durably(src: Path, dst: Path, length: int | None = None) -> None:
+    """Copy the first ``length`` bytes of ``src`` (all when ``None``) to a new ``dst``, fsynced.
+
+    Uses ``copy_file_range`` (a reflink or an in-kernel copy where the file
+    system offers one), else plain reads and writes. Neither path follows a
+    symbolic link. The caller fsyncs the folder when the name must be durable.
+
+    Raises:
+        FileExistsError: ``dst`` exists.
+    """
+    source = open_no_follow(src, os.O_RDONLY)
+    try:
+        total = os.fstat(source).st_size if length is None else length
+        target = open_no_follow(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            offset = 0
+            while offset < total:
+                try:
+                    copied = os.copy_file_range(source, target, total - offset, offset, offset)
+                except OSError:
+                    copied = 0
+                if copied <= 0:
+                    chunk = os.pread(source, min(total - offset, 1 << 20), offset)
+                    if not chunk:
+                        break
+                    os.pwrite(target, chunk, offset)
+                    copied = len(chunk)
+                offset += copied
+            os.fsync(target)
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)

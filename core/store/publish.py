@@ -30,7 +30,11 @@ from typing import Any
 
 from branchwise.core.errors import DiskFull, SessionExists
 from branchwise.core.log.frames import encode_frame
+from branchwise.core.log.scan import gc_paused, scan_bytes
+from branchwise.core.log.segments import log_pieces, segment_name
+from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
 from branchwise.core.projection.events import validate_event
+from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import (
     disk_full_as_typed,
     fsync_dir,
@@ -80,6 +84,9 @@ def replace_log(
     lease = WriterLease(directory, session_id)
     try:
         manifest = load_manifest(directory)
+        if manifest.segmented:
+            with refusing_read_only(directory):
+                return _replace_segments(directory, manifest, data)
         # Refused as every writer does, though the rename below would not follow it.
         refuse_link(directory / "events.log")
         tmp = directory / f".events.log.replace-{os.getpid()}"
@@ -91,6 +98,35 @@ def replace_log(
             fsync_dir(directory)
     finally:
         lease.release()
+    return generation
+
+
+def _replace_segments(directory: Path, manifest: Manifest, data: bytes) -> int:
+    """Format 2: write the new log as one own segment in a new folder, then point at it.
+
+    The old folder (and its seeds' links) is removed after the manifest names
+    the new one; a crash in between leaves a folder the next writer open removes.
+    """
+    for piece in log_pieces(directory, manifest):
+        refuse_link(piece.path)  # a planted link is refused, as every writer does
+    generation = manifest.generation + 1
+    log_dir = directory / f"log-g{generation}"
+    shutil.rmtree(log_dir, ignore_errors=True)  # a crashed replace's
+    log_dir.mkdir(mode=0o700)
+    segment = log_dir / segment_name(1, 1)
+    write_durably(segment, data)
+    with gc_paused():
+        frames = scan_bytes(data).frames
+        entries = list(sidecar_entries(frames, TurnTracker(), data, 0))
+    write_sidecars(segment, entries)
+    fsync_dir(log_dir)
+    fsync_dir(directory)
+    old = directory / manifest.log_dir
+    save_manifest(
+        directory,
+        manifest.with_changes(generation=generation, log_dir=log_dir.name, seed=()),
+    )
+    shutil.rmtree(old, ignore_errors=True)
     return generation
 
 

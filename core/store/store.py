@@ -33,8 +33,16 @@ from branchwise.core.errors import (
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame
 from branchwise.core.log.scan import LogScan, TornTail, gc_paused
-from branchwise.core.log.segments import SessionLog, scan_session_log
-from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps, LogWriter
+from branchwise.core.log.segment_writer import SegmentWriter
+from branchwise.core.log.segments import (
+    LEGACY_LOG,
+    ROLL_BYTES,
+    SessionLog,
+    parse_segment_name,
+    scan_session_log,
+)
+from branchwise.core.log.sidecars import CommitEntries, sidecar_entries
+from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
 from branchwise.core.store.atomic import (
@@ -44,7 +52,14 @@ from branchwise.core.store.atomic import (
     refusing_read_only,
 )
 from branchwise.core.store.locks import WriterLease, lease_is_held
-from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
+from branchwise.core.store.manifest import (
+    DEFAULT_LOG_DIR,
+    SEGMENTED,
+    Manifest,
+    load_manifest,
+    save_manifest,
+)
+from branchwise.core.store.migrate import migrate_locked, remove_leftovers
 
 TEMP_PREFIX = ".tmp-"
 
@@ -98,12 +113,21 @@ class SessionStore:
     Args:
         root: the data root folder.
         file_ops: system calls used by log writers (fault-injection seam).
+        prepare: create the data root and ``sessions/`` if missing.
+        roll_bytes: the segment size writers roll at (tests and benchmarks
+            make rolls happen sooner than the 16 MiB default).
     """
 
     def __init__(
-        self, root: Path, file_ops: FileOps = OS_FILE_OPS, *, prepare: bool = True
+        self,
+        root: Path,
+        file_ops: FileOps = OS_FILE_OPS,
+        *,
+        prepare: bool = True,
+        roll_bytes: int = ROLL_BYTES,
     ) -> None:
         self.root = Path(root)
+        self.roll_bytes = roll_bytes
         self.sessions_dir = self.root / "sessions"
         self.file_ops = file_ops
         if not prepare:
@@ -174,21 +198,30 @@ class SessionStore:
         if os.path.lexists(final):
             raise SessionExists(f"session {session_id} already exists", sessionId=session_id)
         self.require_writable()
-        manifest = Manifest(session_id=session_id, title=title, created_at=time.time())
+        manifest = Manifest(
+            session_id=session_id, title=title, created_at=time.time(), format=SEGMENTED
+        )
         tmp = self.temp_dir(session_id)
         message = f"the disk is full: session {session_id} could not be created; nothing was saved"
         # The writer built here is the one returned: its lease (a flock on the inode) and
         # log descriptor survive the publishing rename, so nothing can fail after it.
         lease: WriterLease | None = None
-        log: LogWriter | None = None
+        log: SegmentWriter | None = None
+        projection = Projection()
         with disk_full_as_typed(message, sessionId=session_id):
             with refusing_read_only(self.sessions_dir):
                 tmp.mkdir(mode=0o700)
             try:
                 save_manifest(tmp, manifest)
                 lease = WriterLease(tmp, session_id)
-                log = LogWriter(tmp / "events.log", LogScan(), self.file_ops)
+                (tmp / manifest.log_dir).mkdir(mode=0o700)
+                empty = SessionLog(manifest, [], [], b"")
+                log = SegmentWriter(
+                    tmp / manifest.log_dir, empty, [], self.file_ops, roll_bytes=self.roll_bytes
+                )
                 created = log.append([session_created(title, "root")])
+                projection.apply(created)
+                log.note_commit(created, projection)
                 publish_dir(tmp, final)
             except BaseException as exc:
                 if log is not None:
@@ -200,7 +233,7 @@ class SessionStore:
                     raise DiskFull(message, sessionId=session_id) from exc
                 raise
         lease.path = final / "writer.lock"
-        projection = Projection.replay([created])
+        log.moved_to(final / manifest.log_dir)
         return SessionWriter(self, final, manifest, lease, log, projection)
 
     # -- reading -----------------------------------------------------------
@@ -234,20 +267,28 @@ class SessionStore:
         directory = self.session_dir(session_id)
         manifest = load_manifest(directory)
         lease = WriterLease(directory, session_id)
+        full = f"the disk is full: session {session_id} could not be opened for writing"
         try:
+            with refusing_read_only(directory), disk_full_as_typed(full, sessionId=session_id):
+                manifest = load_manifest(directory)  # as of the lease: a migration may be done
+                if manifest.segmented:
+                    remove_leftovers(directory, manifest)
+                else:
+                    manifest = migrate_locked(directory, manifest)
             with gc_paused():
                 session_log = scan_session_log(directory, manifest)
                 manifest = session_log.manifest
-                scan = session_log.scan
-                projection = _replay(scan, session_id, manifest.seed_length)
-                with (
-                    refusing_read_only(directory),
-                    disk_full_as_typed(
-                        f"the disk is full: session {session_id} could not be opened for writing",
-                        sessionId=session_id,
-                    ),
-                ):
-                    log = _active_writer(directory, session_log, self.file_ops)
+                if session_log.scan.corruption is not None:
+                    raise session_log.scan.corruption
+                projection, entries = _replay_indexing(session_log, session_id)
+                with refusing_read_only(directory), disk_full_as_typed(full, sessionId=session_id):
+                    log = SegmentWriter(
+                        directory / manifest.log_dir,
+                        session_log,
+                        entries,
+                        self.file_ops,
+                        roll_bytes=self.roll_bytes,
+                    )
         except BaseException:
             lease.release()
             raise
@@ -261,6 +302,37 @@ class SessionStore:
             raise
         writer.sync_manifest_title()
         return writer
+
+    def migrate(self, session_id: str) -> bool:
+        """Upgrade a format-1 session to format 2 under its lease; whether it was format 1.
+
+        Crash-safe at every step (see :mod:`~branchwise.core.store.migrate`);
+        a format-2 session is left as it is.
+
+        Raises:
+            LeaseHeld: a writer holds the session.
+            CorruptLog: its log is corrupt (nothing is changed).
+            ReadOnlyDataFolder, DiskFull, UnsafePath: as for :meth:`open_writer`.
+        """
+        directory = self.session_dir(session_id)
+        load_manifest(directory)  # a missing or damaged session is refused before the lease
+        lease = WriterLease(directory, session_id)
+        try:
+            manifest = load_manifest(directory)
+            if manifest.segmented:
+                return False
+            with (
+                refusing_read_only(directory),
+                disk_full_as_typed(
+                    f"the disk is full: session {session_id} could not be upgraded; "
+                    "it is kept as it was",
+                    sessionId=session_id,
+                ),
+            ):
+                migrate_locked(directory, manifest)
+            return True
+        finally:
+            lease.release()
 
     def is_being_written(self, session_id: str) -> bool:
         """Whether a writer (any process) holds the session's lease now."""
@@ -371,7 +443,9 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
         return report
     if not directory.is_dir():
         raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
-    manifest = Manifest(session_id=session_id, title="")  # format 1 if the real one is unreadable
+    # Without a readable manifest, the folder's files say which format to read (no seeds then).
+    segmented = (directory / DEFAULT_LOG_DIR).is_dir() and not (directory / LEGACY_LOG).exists()
+    manifest = Manifest(session_id=session_id, title="", format=SEGMENTED if segmented else 1)
     try:
         manifest = load_manifest(directory)
     except (InvalidManifest, UnsupportedFormat, UnsafePath, SessionNotFound) as exc:
@@ -393,8 +467,6 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
         if (torn := scan.torn_tail) is not None:
             piece, offset = session_log.locate(torn.offset)
             report["tornTail"] = {"offset": offset, "length": torn.length}
-            if manifest.segmented:
-                report["tornTail"]["file"] = piece.name
             findings.append(
                 {
                     "code": "torn_tail",
@@ -409,7 +481,8 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
         if scan.corruption is not None:
             report["corruption"] = scan.corruption.to_json()["error"]
             problem(scan.corruption, str(scan.corruption.details.get("file", "events.log")))
-    findings.extend(_cut_copies(directory))
+    findings.extend(_cut_copies(directory, directory))
+    findings.extend(_cut_copies(directory / manifest.log_dir, directory))
     return report
 
 
@@ -445,28 +518,32 @@ def _offset(frame: Frame) -> int:
     return frame.offset
 
 
-def _cut_copies(directory: Path) -> list[dict[str, Any]]:
-    """A finding for every ``events.log.cut-…`` file: bytes a repair removed and kept."""
-    found = []
-    prefix = f"events.log{CUT_SUFFIX}"
-    with os.scandir(directory) as entries:
-        for entry in sorted(entries, key=lambda e: e.name):
-            if not entry.name.startswith(prefix):
-                continue
-            _, _, at = entry.name.rpartition("-at")
-            offset = int(at.split("-")[0]) if at.split("-")[0].isdigit() else None
-            length = entry.stat(follow_symlinks=False).st_size
-            found.append(
-                {
-                    "code": "log_tail_cut",
-                    "message": f"{length} bytes cut from events.log"
-                    + (f" at byte {offset}" if offset is not None else "")
-                    + f" by an earlier repair are kept in {entry.name}",
-                    "file": entry.name,
-                    "offset": offset,
-                    "length": length,
-                }
-            )
+def _cut_copies(folder: Path, session_dir: Path) -> list[dict[str, Any]]:
+    """A finding for every ``<log>.cut-…`` file in ``folder``: bytes a repair removed and kept."""
+    found: list[dict[str, Any]] = []
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return found
+    for entry in entries:
+        log_name, cut, rest = entry.name.partition(CUT_SUFFIX)
+        if not cut or not (log_name == LEGACY_LOG or parse_segment_name(log_name)):
+            continue
+        _, _, at = rest.rpartition("-at")
+        offset = int(at.split("-")[0]) if at.split("-")[0].isdigit() else None
+        length = entry.stat(follow_symlinks=False).st_size
+        name = os.path.relpath(entry.path, session_dir)
+        found.append(
+            {
+                "code": "log_tail_cut",
+                "message": f"{length} bytes cut from {log_name}"
+                + (f" at byte {offset}" if offset is not None else "")
+                + f" by an earlier repair are kept in {name}",
+                "file": name,
+                "offset": offset,
+                "length": length,
+            }
+        )
     return found
 
 
@@ -501,23 +578,28 @@ def _builder_alive(rest: str) -> bool:
     return True
 
 
-def _active_writer(directory: Path, session_log: SessionLog, ops: FileOps) -> LogWriter:
-    """A writer appending to the last own file of a session's log."""
-    scan = session_log.scan
-    active = session_log.active
-    if active is None or scan.corruption is not None:
-        if scan.corruption is not None:
-            raise scan.corruption
-        raise CorruptLog(
-            f"session {directory.name} has no own log segment to append to",
-            sessionId=directory.name,
+def _replay_indexing(
+    session_log: SessionLog, session_id: str
+) -> tuple[Projection, list[tuple[CommitEntries, int]]]:
+    """Replay a whole log, and collect the sidecar entries of its active segment's frames."""
+    projection = Projection(seed_length=session_log.manifest.seed_length)
+    try:
+        entries = list(
+            sidecar_entries(
+                session_log.scan.frames, projection, session_log.data, session_log.active_start
+            )
+            if session_log.active is not None
+            else ()
         )
-    base = session_log.active_start
-    local = LogScan(frames=scan.frames, end=max(0, scan.end - base))
-    if scan.torn_tail is not None:
-        torn = scan.torn_tail
-        local.torn_tail = TornTail(torn.offset - base, torn.length)
-    return LogWriter(active.path, local, ops)
+        if session_log.active is None:
+            for frame in session_log.scan.frames:
+                projection.apply(frame.events)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CorruptLog(
+            f"session {session_id} holds an event this version cannot read: {exc!r}",
+            sessionId=session_id,
+        ) from exc
+    return projection, entries
 
 
 def _replay(scan: LogScan, session_id: str, seed_length: int = 0) -> Projection:
@@ -577,7 +659,7 @@ class SessionWriter:
         directory: Path,
         manifest: Manifest,
         lease: WriterLease,
-        log: LogWriter,
+        log: SegmentWriter,
         projection: Projection,
     ) -> None:
         self.store = store
@@ -600,6 +682,7 @@ class SessionWriter:
             validate_event(event)
         committed = self._log.append(events)
         self.projection.apply(committed)
+        self._log.note_commit(committed, self.projection)
         return committed
 
     def set_title(self, title: str) -> None:

@@ -31,7 +31,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from helpers.sessions import complete_turn, write_big_session
+from helpers.sessions import complete_turn, log_file, write_big_session
 
 from branchwise.core import ForkRequest, SessionStore, fork, fork_targets, tree
 from branchwise.core.fork.targets import TargetsCache
@@ -71,7 +71,7 @@ def bench_fork(root: Path, turns: int, repeat: int) -> None:
     store = SessionStore(root / "fork")
     started = time.perf_counter()
     source = write_big_session(store, turns, answer_words=300)
-    log = store.session_dir(source) / "events.log"
+    log = log_file(store.session_dir(source))
     size = log.stat().st_size
     print(f"built {turns} turns, {size / 1e6:.1f} MB in {time.perf_counter() - started:.1f} s")
     answer = fork_targets(store, source)

@@ -54,7 +54,7 @@ def bench_append(root: Path, commits: int) -> None:
 
 def bench_replay(root: Path, turns: int) -> None:
     session_id = build_session(root, turns)
-    log = root / "sessions" / session_id / "events.log"
+    log = root / "sessions" / session_id / "events.log"  # build_session writes format 1
     size = log.stat().st_size
     store = SessionStore(root)
 

@@ -75,6 +75,12 @@ def test_the_first_say_on_a_full_disk_ends_cleanly_and_keeps_log_and_manifest_ag
         if not faults.fired:
             assert isinstance(outcome, TurnResult) and outcome.end_reason == "completed"
             break
+        if isinstance(outcome, TurnResult) and outcome.end_reason == "completed":
+            # Only a sidecar write failed (a cache, written after the commit's fsync): the
+            # commits were durable, the writer dropped the cache and went on.
+            assert store.read(session_id).projection.turns[-1].end_reason == "completed"
+            outcomes.add("cache write failed, turn completed")
+            continue
         # A clean end: a result closed as error, or a typed DiskFull; never anything else.
         if isinstance(outcome, TurnResult):
             assert outcome.end_reason == "error", (at, faults.fired)
@@ -117,7 +123,11 @@ def test_the_first_say_on_a_full_disk_ends_cleanly_and_keeps_log_and_manifest_ag
     assert at > 8  # question, title commit, title manifest (4), partials, closing…
     # Once: the closing commit fits after the failure. Stays full: it never does, so the
     # next writer closes the turn as interrupted.
-    expected = {"closed as error", "raised, nothing kept"}
+    expected = {"closed as error", "raised, nothing kept", "cache write failed, turn completed"}
     if persistent:
-        expected = {"raised, question kept", "raised, nothing kept"}
+        expected = {
+            "raised, question kept",
+            "raised, nothing kept",
+            "cache write failed, turn completed",  # the last sidecar write after the last commit
+        }
     assert outcomes == expected

@@ -11,12 +11,11 @@ import time
 from typing import Any
 
 import pytest
-from helpers.sessions import HELPER, commits_of, complete_turn, strip
+from helpers.sessions import HELPER, commits_of, complete_turn, log_scan, strip
 
 from branchwise.core.fork.engine import ForkResult, fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
-from branchwise.core.log.scan import scan_log
 from branchwise.core.store.store import TEMP_PREFIX, SessionStore
 
 KILLS = 120
@@ -38,7 +37,7 @@ def _source(store: SessionStore) -> tuple[str, str]:
 def _check_whole(store: SessionStore, child: str, seed: list[list[Any]], blob: str) -> str:
     """Assert ``child`` is complete and correct; return its operation id."""
     manifest = store.manifest(child)
-    scan = scan_log(store.session_dir(child) / "events.log")
+    scan = log_scan(store.session_dir(child))
     assert scan.torn_tail is None and scan.corruption is None
     commits = [frame.events for frame in scan.frames]
     assert [[strip(e) for e in c] for c in commits[:-1]] == seed

@@ -11,10 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.sessions import session_with_turns
+from helpers.sessions import log_scan, session_with_turns
 from helpers.trash_worker import HELPER
 
-from branchwise.core.log.scan import scan_log
 from branchwise.core.store.manifest import load_manifest
 from branchwise.core.store.store import SessionStore, verify_session
 from branchwise.core.store.trash import PURGE_PREFIX, Trash
@@ -24,7 +23,7 @@ KILLS = 150
 
 def _whole(directory: Path, session_id: str, turns: int) -> None:
     assert load_manifest(directory).session_id == session_id
-    scan = scan_log(directory / "events.log")
+    scan = log_scan(directory)
     assert scan.torn_tail is None and scan.corruption is None
     assert sum(1 for f in scan.frames for e in f.events if e["type"] == "turn/end") == turns
 
@@ -71,7 +70,7 @@ def test_a_purge_killed_after_its_rename_is_finished_by_the_sweep(tmp_path: Path
     # What a kill between purge's rename and its removal leaves: a dot-named, half-removed folder.
     doomed = trash.folder / f"{PURGE_PREFIX}{session_id}-killed"
     shutil.move(trash.session_dir(session_id), doomed)
-    (doomed / "events.log").unlink()
+    shutil.rmtree(doomed / "log")
     assert trash.entries() == [] and not store.exists(session_id)
     assert trash.sweep() == [doomed.name]
     assert list(trash.folder.iterdir()) == []

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 from helpers.cli import cli_command, run_cli
-from helpers.sessions import tree_hashes
+from helpers.sessions import cut_copies, log_file, tree_hashes
 
 from branchwise.core.log.scan import scan_log
 
@@ -191,13 +191,16 @@ def _refused(root: Path, *args: str) -> dict[str, Any]:
     return dict(result["error"])
 
 
-@pytest.mark.parametrize("name", ["events.log", "writer.lock", "manifest.json"])
+@pytest.mark.parametrize("name", ["log", "writer.lock", "manifest.json"])
 def test_no_command_follows_a_planted_link_out_of_the_data_root(
     tmp_path: Path, outside: Path, name: str
 ) -> None:
     root = tmp_path / "root"
     source, _, _ = _family(root)
     turn = run_cli(root, "session", "show", source)[1]["turns"][0]["turnId"]
+    if name == "log":  # the segment the writer appends to
+        directory = root / "sessions" / source
+        name = str(log_file(directory).relative_to(directory))
     _plant(root / "sessions" / source / name, outside)
     original = outside.read_bytes()
 
@@ -318,7 +321,7 @@ def test_say_cuts_only_a_torn_write_keeps_its_bytes_and_verify_reports_both(
     _, created = run_cli(root, "session", "new", "--title", "t")
     session_id = created["sessionId"]
     run_cli(root, "session", "say", session_id, "first", "--quiet")
-    log = root / "sessions" / session_id / "events.log"
+    log = log_file(root / "sessions" / session_id)
     whole = log.read_bytes()
     last = scan_log(log).frames[-1]
 
@@ -341,10 +344,10 @@ def test_say_cuts_only_a_torn_write_keeps_its_bytes_and_verify_reports_both(
         "length": last.end - 9 - last.offset,
     }
     run_cli(root, "session", "say", session_id, "second", "--quiet")
-    (copy,) = (root / "sessions" / session_id).glob("events.log.cut-*")
+    (copy,) = cut_copies(root / "sessions" / session_id)
     assert copy.read_bytes() == whole[last.offset : last.end - 9]
     code, report, _ = _run(root, "session", "verify", session_id, as_nobody=False)
     assert code == 0 and report["ok"]
     assert [(f["code"], f["file"], f["offset"], f["length"]) for f in report["findings"]] == [
-        ("log_tail_cut", copy.name, last.offset, last.end - 9 - last.offset)
+        ("log_tail_cut", f"log/{copy.name}", last.offset, last.end - 9 - last.offset)
     ]

@@ -1,10 +1,14 @@
-"""``branchwise session new|list|show|say|verify`` end to end, as a user scripts them."""
+"""``branchwise session new|list|show|say|verify|migrate`` end to end, as a user scripts them."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from helpers.cli import cli_command, run_cli
+from helpers.segmented import as_format_1
+from helpers.sessions import log_file
+
+from branchwise.core.store.store import SessionStore
 
 
 def test_new_say_show_list_verify(tmp_path: Path) -> None:
@@ -63,7 +67,7 @@ def test_verify_reports_torn_tail_and_corruption_without_changing_the_file(tmp_p
     _, created = run_cli(root, "session", "new", "--title", "v")
     session_id = created["sessionId"]
     run_cli(root, "session", "say", session_id, "one")
-    log = root / "sessions" / session_id / "events.log"
+    log = log_file(root / "sessions" / session_id)
     whole = log.read_bytes()
     log.write_bytes(whole[:-7])
     code, report = run_cli(root, "session", "verify", session_id, check=False)
@@ -93,3 +97,29 @@ def test_errors_are_typed_json_with_nonzero_exit(tmp_path: Path) -> None:
         assert body["error"]["code"] == expected
         assert body["error"]["message"]
     assert list((root / "sessions").iterdir()) == []
+
+
+def test_migrate_upgrades_format_1_sessions_and_show_reports_disk_usage(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    ids = []
+    for title in ("old", "new"):
+        _, created = run_cli(root, "session", "new", "--title", title)
+        run_cli(root, "session", "say", created["sessionId"], "hello", "--quiet")
+        ids.append(created["sessionId"])
+    old, new = ids
+    as_format_1(SessionStore(root), old)
+    _, before = run_cli(root, "session", "show", old)
+    assert before["disk"]["sharedBytes"] == 0 and before["disk"]["ownBytes"] > 0
+    _, migrated = run_cli(root, "session", "migrate", "--all")
+    assert migrated == {"migrated": [old], "alreadyCurrent": [new], "failed": []}
+    _, again = run_cli(root, "session", "migrate", old)
+    assert again == {"migrated": [], "alreadyCurrent": [old], "failed": []}
+    _, after = run_cli(root, "session", "show", old)
+    assert {k: v for k, v in after.items() if k != "disk"} == {
+        k: v for k, v in before.items() if k != "disk"
+    }
+    assert after["disk"]["ownBytes"] > before["disk"]["ownBytes"]  # the sidecars
+    code, _ = run_cli(root, "session", "migrate", check=False)
+    assert code == 2
+    code, error = run_cli(root, "session", "migrate", "nosuchsession", check=False)
+    assert code == 1 and error["error"]["code"] == "session_not_found"

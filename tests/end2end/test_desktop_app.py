@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 from helpers.gui import seed_session
+from helpers.sessions import log_file
 
 from branchwise.core.store.store import TEMP_PREFIX, SessionStore
 
@@ -30,7 +31,7 @@ def test_the_app_shows_its_window_on_a_data_root(tmp_path: Path) -> None:
     seed_session(store, ["one"])
     never_read = seed_session(store, ["two"])
     # A log that would block any reader forever: start-up must not open it.
-    log = store.session_dir(never_read) / "events.log"
+    log = log_file(store.session_dir(never_read))
     log.unlink()
     os.mkfifo(log)
     half_built = store.sessions_dir / f"{TEMP_PREFIX}crashed-fork"

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from helpers.cli import run_cli
 from helpers.serve import serve_process
+from helpers.sessions import log_file
 
 from branchwise.core.fork.operations import INDEX_DIR
 
@@ -84,7 +85,7 @@ def test_new_fork_and_say_on_a_full_disk_answer_disk_full(tiny_disk: Path) -> No
     source, turn = _source(root)
     _, untitled = run_cli(root, "session", "new")
     untitled_id = untitled["sessionId"]
-    source_log = (root / "sessions" / source / "events.log").read_bytes()
+    source_log = (log_file(root / "sessions" / source)).read_bytes()
     filler = _fill(tiny_disk)
     sessions = _entries(root / "sessions")
 
@@ -102,7 +103,7 @@ def test_new_fork_and_say_on_a_full_disk_answer_disk_full(tiny_disk: Path) -> No
     # Nothing half-built, nothing stray, the source untouched.
     assert _entries(root / "sessions") == sessions
     assert _entries(root / INDEX_DIR) == []
-    assert (root / "sessions" / source / "events.log").read_bytes() == source_log
+    assert (log_file(root / "sessions" / source)).read_bytes() == source_log
     # The first say's turn is closed as an error, or left for the next writer to close
     # as interrupted when not even that fitted.
     _, shown = run_cli(root, "session", "show", untitled_id)

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from helpers import HELPERS_DIR
 from helpers.cli import cli_command
-from helpers.sessions import session_with_turns, tree_hashes
+from helpers.sessions import log_file, session_with_turns, tree_hashes
 
 from branchwise.core.settings import Settings, save_settings
 from branchwise.core.store.store import SessionStore
@@ -54,7 +54,7 @@ def _healthy_root(tmp_path: Path) -> tuple[Path, list[str]]:
 def test_a_healthy_root_passes_every_check_and_nothing_changes(tmp_path: Path) -> None:
     root, sessions = _healthy_root(tmp_path)
     # A torn last write is normal after a crash: reported, and not cut by the doctor.
-    log = root / "sessions" / sessions[1] / "events.log"
+    log = log_file(root / "sessions" / sessions[1])
     log.write_bytes(log.read_bytes()[:-5])
     before = _state(root)
     code, text = _doctor(root)
@@ -73,7 +73,7 @@ def test_a_healthy_root_passes_every_check_and_nothing_changes(tmp_path: Path) -
 
 def test_a_damaged_session_is_named_and_fails_the_doctor(tmp_path: Path) -> None:
     root, (good, bad) = _healthy_root(tmp_path)
-    log = root / "sessions" / bad / "events.log"
+    log = log_file(root / "sessions" / bad)
     damaged = bytearray(log.read_bytes())
     damaged[40] ^= 0xFF  # inside the first frame, with good frames after it: corruption
     log.write_bytes(bytes(damaged))

@@ -8,20 +8,26 @@ hard link of a parent's segment bounded at a frame end.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from branchwise.core.log.frames import HEADER, encode_frame
-from branchwise.core.log.scan import scan_log
-from branchwise.core.log.segments import segment_name
+from branchwise.core.log.scan import scan_bytes, scan_log
+from branchwise.core.log.segments import read_session_log, segment_name
 from branchwise.core.store.manifest import Manifest, ParentLink, Seed, load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore
 
 
 def split_log(store: SessionStore, session_id: str, before_commits: list[int]) -> list[Path]:
-    """Rewrite a format-1 session as own segments, a new one starting at each listed commit."""
+    """Rewrite a closed session as own segments, a new one starting at each listed commit.
+
+    Sidecars are left out (they are caches; readers do without them).
+    """
     directory = store.session_dir(session_id)
-    data = (directory / "events.log").read_bytes()
-    frames = scan_log(directory / "events.log").frames
+    manifest = load_manifest(directory)
+    data = read_session_log(directory, manifest).data
+    frames = scan_bytes(data).frames
+    shutil.rmtree(directory / manifest.log_dir, ignore_errors=True)
     (directory / "log").mkdir()
     paths: list[Path] = []
     for frame in frames:
@@ -31,9 +37,21 @@ def split_log(store: SessionStore, session_id: str, before_commits: list[int]) -
             paths[-1].write_bytes(b"")
         with open(paths[-1], "ab") as handle:
             handle.write(data[frame.offset : frame.end])
-    save_manifest(directory, load_manifest(directory).with_changes(format=2))
-    os.unlink(directory / "events.log")
+    save_manifest(directory, manifest.with_changes(format=2, seed=(), log_dir="log"))
+    if (directory / "events.log").exists():
+        os.unlink(directory / "events.log")
     return paths
+
+
+def as_format_1(store: SessionStore, session_id: str) -> Path:
+    """Turn a closed session back into format 1 (one ``events.log``), as an older build left it."""
+    directory = store.session_dir(session_id)
+    manifest = load_manifest(directory)
+    data = read_session_log(directory, manifest).data
+    (directory / "events.log").write_bytes(data)
+    shutil.rmtree(directory / manifest.log_dir, ignore_errors=True)
+    save_manifest(directory, manifest.with_changes(format=1, seed=(), log_dir="log"))
+    return directory / "events.log"
 
 
 def frame_crc(data: bytes, offset: int) -> int:

@@ -30,10 +30,13 @@ from hypothesis import strategies as st
 
 from branchwise.core.ids import new_session_id
 from branchwise.core.log.frames import encode_frame
-from branchwise.core.log.scan import scan_log
+from branchwise.core.log.scan import LogScan, scan_bytes
+from branchwise.core.log.segments import log_pieces, scan_session_log, segment_name
+from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
-from branchwise.core.store.manifest import Manifest, ParentLink
+from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 
 HELPER = Path(__file__)
@@ -79,7 +82,7 @@ def legacy_session(store: SessionStore) -> str:
 
 def commits_of(store: SessionStore, session_id: str) -> list[list[dict[str, Any]]]:
     """Every committed commit of a session, as stored."""
-    scan = scan_log(store.session_dir(session_id) / "events.log")
+    scan = log_scan(store.session_dir(session_id))
     assert scan.corruption is None and scan.torn_tail is None
     return [frame.events for frame in scan.frames]
 
@@ -179,8 +182,41 @@ def write_big_session(
         if usage:
             closing.append(ev.usage(100, 200, "demo"))
         chunks.append(frame([*closing, ev.turn_end(turn, "completed")]))
-    (directory / "events.log").write_bytes(b"".join(chunks))
+    rewrite_log(directory, b"".join(chunks))
     return session_id
+
+
+def rewrite_log(directory: Path, data: bytes) -> None:
+    """Make ``data`` a closed session's whole log, in its own format, with fresh sidecars."""
+    manifest = load_manifest(directory)
+    if not manifest.segmented:
+        (directory / "events.log").write_bytes(data)
+        return
+    log_dir = directory / manifest.log_dir
+    for old in log_dir.iterdir():
+        old.unlink()
+    segment = log_dir / segment_name(1, 1)
+    segment.write_bytes(data)
+    frames = scan_bytes(data).frames
+    write_sidecars(segment, list(sidecar_entries(frames, TurnTracker(), data, 0)))
+
+
+def log_file(directory: Path) -> Path:
+    """The file a session's writer appends to: ``events.log`` (format 1) or its last segment."""
+    manifest = load_manifest(directory)
+    if not manifest.segmented:
+        return directory / "events.log"
+    return log_pieces(directory, manifest)[-1].path
+
+
+def log_scan(directory: Path) -> LogScan:
+    """The scan of a session's whole log (every file of it)."""
+    return scan_session_log(directory, load_manifest(directory)).scan
+
+
+def cut_copies(directory: Path) -> list[Path]:
+    """Every copy of bytes a repair cut, wherever in the session folder it was kept."""
+    return sorted(directory.glob("**/*.cut-*"))
 
 
 def write_child_chain(store: SessionStore, depth: int, title: str = "level") -> list[str]:

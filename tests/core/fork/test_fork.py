@@ -16,6 +16,7 @@ from helpers.sessions import (
     HELPER,
     commits_of,
     complete_turn,
+    log_scan,
     prefix_projection,
     read_only,
     session_layouts,
@@ -32,7 +33,6 @@ from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import ForkResult, fork
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.targets import fork_targets
-from branchwise.core.log.scan import scan_log
 from branchwise.core.projection import events as ev
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore
@@ -286,7 +286,7 @@ def test_forking_while_another_process_appends_does_not_disturb_it(store: Sessio
         appender.kill()
         appender.wait()
         appender.stdout.close()  # type: ignore[union-attr]
-    scan = scan_log(store.session_dir(source) / "events.log")
+    scan = log_scan(store.session_dir(source))
     assert scan.corruption is None and scan.torn_tail is None
     assert len(store.read(source).projection.turns) == 202
     assert len({turn for _, turn in children}) > 1  # forks saw the session grow

@@ -14,6 +14,7 @@ from helpers.sessions import (
     commits_of,
     complete_turn,
     legacy_session,
+    log_file,
     read_only,
     session_layouts,
     session_with_turns,
@@ -164,7 +165,7 @@ def test_a_new_session_has_no_targets_but_is_verifiable(store: SessionStore) -> 
 
 def test_torn_tail_and_damage_are_not_committed_history(store: SessionStore) -> None:
     session_id = session_with_turns(store, 2)
-    log = store.session_dir(session_id) / "events.log"
+    log = log_file(store.session_dir(session_id))
     intact = fork_targets(store, session_id)
     with log.open("ab") as out:
         out.write(b"\xffBW\x01\x10\x00")  # a commit that never finished
@@ -218,9 +219,9 @@ def test_repeated_queries_on_a_growing_log_equal_full_replays(
 def test_cached_answers_follow_replacement_truncation_and_torn_tails(store: SessionStore) -> None:
     cache = TargetsCache()
     source = session_with_turns(store, 3)
-    log = store.session_dir(source) / "events.log"
     assert len(fork_targets(store, source, cache=cache).targets) == 3
     replace_log(store, source, commits_of(store, source)[:3])  # a rewind: one turn left
+    log = log_file(store.session_dir(source))
     rewound = fork_targets(store, source, cache=cache)
     assert (rewound.generation, [t.turn_id for t in rewound.targets]) == (2, ["t0"])
     with store.open_writer(source) as writer:

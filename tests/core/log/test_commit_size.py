@@ -9,7 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from helpers.forking import fork_at
-from helpers.sessions import complete_turn
+from helpers.sessions import complete_turn, log_file
 
 from branchwise.core.errors import CommitTooLarge, CorruptLog, UnknownTurn
 from branchwise.core.fork.engine import fork
@@ -35,7 +35,7 @@ def test_a_commit_over_the_limit_is_refused_before_anything_is_written(
 ) -> None:
     monkeypatch.setattr(frames, "MAX_PAYLOAD", 2000)
     with store.create("big") as writer:
-        log = writer.directory / "events.log"
+        log = log_file(writer.directory)
         size = log.stat().st_size
         with pytest.raises(CommitTooLarge) as refused:
             writer.commit([ev.user_message("m1", "x" * 3000)])
@@ -77,7 +77,7 @@ def test_an_oversized_commit_an_older_build_wrote_ends_history_alike_and_is_neve
         complete_turn(writer, "t1", "x" * 5000)  # written when the limit allowed it
         complete_turn(writer, "t2", "after")
         session_id = writer.session_id
-    log = store.session_dir(session_id) / "events.log"
+    log = log_file(store.session_dir(session_id))
     data = log.read_bytes()
     monkeypatch.setattr(frames, "MAX_PAYLOAD", 3000)
     scan = scan_log(log)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.sessions import complete_turn, session_with_turns
+from helpers.sessions import complete_turn, cut_copies, log_file, session_with_turns
 
 from branchwise.core.errors import CorruptLog
 from branchwise.core.log.frames import HEADER_SIZE
@@ -26,7 +26,7 @@ def _last_frame(log: Path) -> tuple[int, int]:
 
 
 def _cut_files(directory: Path) -> list[Path]:
-    return sorted(directory.glob("events.log.cut-*"))
+    return cut_copies(directory)
 
 
 def test_every_bit_flip_in_the_last_complete_commit_is_corruption_never_a_cut(
@@ -34,7 +34,7 @@ def test_every_bit_flip_in_the_last_complete_commit_is_corruption_never_a_cut(
 ) -> None:
     session_id = session_with_turns(store, 2)
     directory = store.session_dir(session_id)
-    log = directory / "events.log"
+    log = log_file(directory)
     original = log.read_bytes()
     start, end = _last_frame(log)
     assert end == len(original)
@@ -67,7 +67,7 @@ def test_every_bit_flip_in_the_last_complete_commit_is_corruption_never_a_cut(
 
 def test_every_bit_flip_in_the_last_commits_header_is_corruption(store: SessionStore) -> None:
     session_id = session_with_turns(store, 1)
-    log = store.session_dir(session_id) / "events.log"
+    log = log_file(store.session_dir(session_id))
     original = log.read_bytes()
     start, _ = _last_frame(log)
     for offset in range(start, start + HEADER_SIZE):
@@ -81,7 +81,7 @@ def test_every_bit_flip_in_the_last_commits_header_is_corruption(store: SessionS
 def test_a_truncated_last_commit_is_cut_and_its_bytes_kept(store: SessionStore) -> None:
     session_id = session_with_turns(store, 2)
     directory = store.session_dir(session_id)
-    log = directory / "events.log"
+    log = log_file(directory)
     original = log.read_bytes()
     start, end = _last_frame(log)
     cuts = 0
@@ -101,13 +101,13 @@ def test_a_truncated_last_commit_is_cut_and_its_bytes_kept(store: SessionStore) 
             (copy,) = _cut_files(directory)
             assert writer.cut_copy == copy
             assert copy.read_bytes() == torn[start:]  # exactly the removed bytes
-            assert copy.name.startswith("events.log.cut-") and copy.name.endswith(f"-at{start}")
+            assert copy.name.startswith(f"{log.name}.cut-") and copy.name.endswith(f"-at{start}")
             # The turn the cut commit would have closed is closed as interrupted.
             assert writer.projection.turns[-1].end_reason == "interrupted"
         after = verify_session(store, session_id)
         assert after["ok"] and after["tornTail"] is None
         assert [(f["code"], f["file"], f["offset"], f["length"]) for f in after["findings"]] == [
-            ("log_tail_cut", copy.name, start, length)
+            ("log_tail_cut", str(copy.relative_to(directory)), start, length)
         ]
         cuts += 1
     assert cuts == 5
@@ -116,7 +116,7 @@ def test_a_truncated_last_commit_is_cut_and_its_bytes_kept(store: SessionStore) 
 def test_several_cuts_keep_several_copies(store: SessionStore) -> None:
     with store.create("twice") as writer:
         session_id, directory = writer.session_id, writer.directory
-    log = directory / "events.log"
+    log = log_file(directory)
     removed = []
     for junk in (b"\xffBW\x01torn-one", b"\xffBW\x01torn-two"):
         with log.open("ab") as handle:
@@ -127,7 +127,7 @@ def test_several_cuts_keep_several_copies(store: SessionStore) -> None:
     copies = _cut_files(directory)
     assert sorted(c.read_bytes() for c in copies) == sorted(removed)
     findings = verify_session(store, session_id)["findings"]
-    assert sorted(f["file"] for f in findings) == [c.name for c in copies]
+    assert sorted(f["file"] for f in findings) == [str(c.relative_to(directory)) for c in copies]
 
 
 def test_a_zero_filled_sector_in_the_last_commit_is_a_torn_write(store: SessionStore) -> None:
@@ -136,7 +136,7 @@ def test_a_zero_filled_sector_in_the_last_commit_is_a_torn_write(store: SessionS
     with store.create("long answer") as writer:
         complete_turn(writer, "t0", "x" * (3 * SECTOR_SIZE))
         session_id, directory = writer.session_id, writer.directory
-    log = directory / "events.log"
+    log = log_file(directory)
     original = bytearray(log.read_bytes())
     start, end = _last_frame(log)
     sector = (start // SECTOR_SIZE + 1) * SECTOR_SIZE

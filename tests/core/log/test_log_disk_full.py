@@ -6,9 +6,9 @@ import os
 
 import pytest
 from helpers.faults import DiskFullAt
+from helpers.sessions import log_file, log_scan
 
 from branchwise.core.errors import DiskFull, WriterClosed
-from branchwise.core.log.scan import scan_log
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore, SessionWriter
 
@@ -25,7 +25,7 @@ def test_an_fsync_without_space_takes_the_commit_back_and_the_writer_goes_on(
 ) -> None:
     faults = DiskFullAt(2)  # the commit's write fits, its fsync does not
     writer = _writer_with_faults(store, faults)
-    log = writer.directory / "events.log"
+    log = log_file(writer.directory)
     size = os.path.getsize(log)
     faults.armed = True
     with pytest.raises(DiskFull) as failed:
@@ -52,7 +52,7 @@ def test_when_the_take_back_cannot_be_made_durable_the_writer_closes(
     with pytest.raises(WriterClosed):
         writer.commit([ev.user_message("m3", "refused")])
     writer.close()
-    scan = scan_log(writer.directory / "events.log")
+    scan = log_scan(writer.directory)
     assert scan.torn_tail is None and scan.corruption is None
     messages = store.read(writer.session_id).projection.messages
     assert [m.message_id for m in messages] == ["m1"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from helpers import HELPERS_DIR
+from helpers.sessions import log_file, log_scan
 
 from branchwise.core.errors import DiskFull, DurabilityError, LeaseHeld, WriterClosed
 from branchwise.core.log.scan import scan_log
@@ -82,7 +83,7 @@ def test_failing_fsync_is_never_reported_durable_and_poisons_the_writer(tmp_path
     assert reopened.projection.message("m1") is not None
     reopened.commit([ev.user_message("m4", "after recovery")])
     reopened.close()
-    assert scan_log(reopened.directory / "events.log").corruption is None
+    assert log_scan(reopened.directory).corruption is None
 
 
 @pytest.mark.parametrize("persistent", [False, True])
@@ -95,7 +96,7 @@ def test_enospc_gives_disk_full_and_no_partial_commit(
     session_id = _new_session(root)
     ops = FailingOps("write", at=at, err=errno.ENOSPC, persistent=persistent, partial=partial)
     writer = SessionStore(root, file_ops=ops).open_writer(session_id)
-    log = writer.directory / "events.log"
+    log = log_file(writer.directory)
     reported: list[str] = []
     failures = 0
     for n in range(6):
@@ -143,7 +144,7 @@ def test_sigkilled_writer_loses_no_reported_commit(tmp_path: Path) -> None:
         proc.stdout.close()
         writer = store.open_writer(session_id)  # reopens writable despite the kill
         assert writer.projection.last_seq >= durable
-        assert scan_log(writer.directory / "events.log").corruption is None
+        assert log_scan(writer.directory).corruption is None
         writer.close()
 
 

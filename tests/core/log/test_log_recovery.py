@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.sessions import log_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,7 +30,7 @@ def _build(store: SessionStore, turns: int) -> tuple[str, Path]:
                     ev.turn_end(turn, "completed"),
                 ]
             )
-        return writer.session_id, writer.directory / "events.log"
+        return writer.session_id, log_file(writer.directory)
 
 
 def _frame_ends(path: Path) -> list[int]:

@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.segmented import as_format_1, seeded_child, split_log
+from helpers.sessions import complete_turn, session_with_turns
 
 from branchwise.core.errors import CorruptLog
 from branchwise.core.log.segments import log_identity, read_session_log, scan_session_log
 from branchwise.core.store.manifest import load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore, verify_session
-from tests.helpers.segmented import seeded_child, split_log
-from tests.helpers.sessions import complete_turn, session_with_turns
 
 CHILD = "childaaa"
 
@@ -37,7 +37,8 @@ def _summary(store: SessionStore, session_id: str) -> tuple[object, ...]:
 def test_segments_read_exactly_as_the_single_file(store: SessionStore) -> None:
     sid = session_with_turns(store, 6)
     before = _summary(store, sid)
-    size = (store.session_dir(sid) / "events.log").stat().st_size
+    size = as_format_1(store, sid).stat().st_size
+    assert _summary(store, sid) == before
     paths = split_log(store, sid, [4, 9])
     assert len(paths) == 3
     assert _summary(store, sid) == before
@@ -141,7 +142,7 @@ def test_a_torn_tail_is_only_the_last_segments(store: SessionStore) -> None:
     with open(paths[-1], "ab") as handle:
         handle.write(b"\xffBW\x01\x10")
     report = verify_session(store, sid)
-    assert report["ok"] and report["tornTail"]["file"] == f"log/{paths[-1].name}"
+    assert report["ok"] and report["findings"][0]["file"] == f"log/{paths[-1].name}"
     assert report["tornTail"]["offset"] == paths[-1].stat().st_size - 5
     with open(paths[0], "ab") as handle:
         handle.write(b"\xffBW\x01\x10")  # torn bytes before a later segment: corruption
@@ -150,6 +151,7 @@ def test_a_torn_tail_is_only_the_last_segments(store: SessionStore) -> None:
 
 def test_reading_a_format_1_session_is_unchanged(store: SessionStore) -> None:
     sid = session_with_turns(store, 2)
+    as_format_1(store, sid)
     log = read_session_log(store.session_dir(sid), store.manifest(sid))
     assert [p.name for p in log.pieces] == ["events.log"]
     assert log.data == (store.session_dir(sid) / "events.log").read_bytes()

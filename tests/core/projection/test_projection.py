@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from helpers.sessions import log_file
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -111,10 +112,10 @@ def test_invalid_events_are_refused_and_nothing_is_written(
     store: SessionStore, event: dict
 ) -> None:
     with store.create("p") as writer:
-        before = (writer.directory / "events.log").read_bytes()
+        before = (log_file(writer.directory)).read_bytes()
         with pytest.raises(InvalidEvent):
             writer.commit([ev.user_message("ok", "fine"), event])
-        assert (writer.directory / "events.log").read_bytes() == before
+        assert (log_file(writer.directory)).read_bytes() == before
 
 
 @given(st.lists(st.tuples(st.integers(0, 3), st.booleans()), min_size=1, max_size=12))
@@ -162,7 +163,7 @@ def test_checksummed_but_senseless_events_are_a_typed_error(store: SessionStore)
     from branchwise.core.log.frames import encode_frame
 
     with store.create("odd") as writer:
-        session_id, log = writer.session_id, writer.directory / "events.log"
+        session_id, log = writer.session_id, log_file(writer.directory)
     with open(log, "ab") as handle:  # a well-framed commit whose turn/end lacks turnId
         handle.write(encode_frame(2, [{"seq": 2, "ts": 0.0, "type": "turn/end"}]))
     before = log.read_bytes()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from helpers.forking import fork_at
-from helpers.sessions import complete_turn, session_with_turns
+from helpers.sessions import complete_turn, log_file, session_with_turns
 
 from branchwise.core.errors import (
     BranchwiseError,
@@ -45,6 +45,11 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def _digests(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (a session folder holds a log folder) and its digest."""
+    return {str(p.relative_to(folder)): _digest(p) for p in folder.rglob("*") if p.is_file()}
+
+
 def _plant(link: Path, target: Path) -> None:
     if link.is_dir() and not link.is_symlink():
         shutil.rmtree(link)
@@ -60,12 +65,14 @@ def _refused_unsafe(call: Callable[[], object]) -> UnsafePath:
     return caught.value
 
 
-@pytest.mark.parametrize("name", ["events.log", "writer.lock", "manifest.json"])
+@pytest.mark.parametrize("name", ["log", "writer.lock", "manifest.json"])
 def test_a_planted_file_link_is_refused_by_writers_readers_and_forks(
     store: SessionStore, outside: Path, name: str
 ) -> None:
     session_id = session_with_turns(store, 1)
     directory = store.session_dir(session_id)
+    if name == "log":  # the segment the writer appends to
+        name = str(log_file(directory).relative_to(directory))
     _plant(directory / name, outside)
     before = _digest(outside)
 
@@ -89,7 +96,7 @@ def test_a_planted_session_folder_link_is_refused(
     session_id = session_with_turns(store, 1)
     elsewhere = tmp_path / "outside" / "session-copy"
     shutil.copytree(store.session_dir(session_id), elsewhere)
-    before = {p.name: _digest(p) for p in elsewhere.iterdir()}
+    before = _digests(elsewhere)
     link = store.sessions_dir / "linked-0001"
     link.symlink_to(elsewhere, target_is_directory=True)
 
@@ -102,7 +109,7 @@ def test_a_planted_session_folder_link_is_refused(
     (error,) = [e for e in listed if isinstance(e, BranchwiseError)]
     assert error.code == "unsafe_path" and error.details["sessionId"] == "linked-0001"
     assert verify_session(store, "linked-0001")["findings"][0]["code"] == "unsafe_path"
-    assert {p.name: _digest(p) for p in elsewhere.iterdir()} == before
+    assert _digests(elsewhere) == before
 
 
 def test_a_fork_never_brings_in_blobs_through_a_link(
@@ -152,7 +159,7 @@ def test_a_backup_copy_of_a_session_folder_is_not_a_second_session(store: Sessio
     assert error.details == {"sessionId": "backup-0001", "manifestSessionId": session_id}
     assert [m.session_id for m in store.list_sessions()] == [session_id]
 
-    before = {p.name: _digest(p) for p in copy.iterdir()}
+    before = _digests(copy)
     with pytest.raises(ManifestMismatch):
         store.open_writer("backup-0001")
     with pytest.raises(ManifestMismatch):
@@ -161,7 +168,7 @@ def test_a_backup_copy_of_a_session_folder_is_not_a_second_session(store: Sessio
         create_child(store, "backup-0001", None, "child of the copy")
     with pytest.raises(ManifestMismatch):
         lineage(store, "backup-0001")
-    assert {p.name: _digest(p) for p in copy.iterdir()} == before
+    assert _digests(copy) == before
     report = verify_session(store, "backup-0001")
     assert not report["ok"] and report["findings"][0]["code"] == "manifest_mismatch"
     # The original is untouched by all this and still works.

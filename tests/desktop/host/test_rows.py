@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from helpers.gui import seed_legacy_session, seed_long_session, seed_session
+from helpers.sessions import log_file
 
 from branchwise.core.errors import InvalidManifest
 from branchwise.core.fork.targets import TargetReason, fork_targets
@@ -132,7 +133,7 @@ def test_cold_rows_bind_to_fork_targets_of_the_same_log(store: SessionStore) -> 
 
 def test_preview_matches_the_full_read_for_the_last_page(store: SessionStore) -> None:
     sid = seed_long_session(store, 120)
-    preview = read_preview((store.session_dir(sid) / "events.log").read_bytes(), 50)
+    preview = read_preview((log_file(store.session_dir(sid))).read_bytes(), 50)
     assert preview is not None
     full = rows_from_projection(store.read(sid).projection)
     assert preview.rows == full[-50:]
@@ -140,7 +141,7 @@ def test_preview_matches_the_full_read_for_the_last_page(store: SessionStore) ->
 
 def test_preview_gives_up_on_a_damaged_header(store: SessionStore) -> None:
     sid = seed_long_session(store, 5)
-    log = store.session_dir(sid) / "events.log"
+    log = log_file(store.session_dir(sid))
     log.write_bytes(b"garbage" + log.read_bytes())
     assert read_preview(log.read_bytes(), 50) is None
 

@@ -6,8 +6,8 @@ import asyncio
 from pathlib import Path
 
 from helpers.gui import seed_session
+from helpers.sessions import log_scan
 
-from branchwise.core.log.scan import scan_log
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.trash import Trash
@@ -37,7 +37,7 @@ def test_deleting_a_running_conversation_stops_its_turn_as_cancelled_then_undo(
 
         assert (await turn).end_reason == "cancelled"
         assert host.session(sid) is None and sid not in host.index.by_id
-        frames = scan_log(Trash(host.store).session_dir(sid) / "events.log").frames
+        frames = log_scan(Trash(host.store).session_dir(sid)).frames
         projection = Projection.replay(frame.events for frame in frames)
         assert projection.turns[-1].end_reason == "cancelled"
         notice = host.notices.history[-1]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.gui import WAIT_MS, App, seed_session
+from helpers.sessions import cut_copies, log_file
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.i18n.reasons import reason_text
@@ -46,14 +47,14 @@ def test_opening_a_conversation_with_a_torn_write_says_where_the_cut_bytes_are(
     root = tmp_path / "data"
     store = SessionStore(root)
     session_id = seed_session(store, ["one", "two"], title="torn")
-    log = store.session_dir(session_id) / "events.log"
+    log = log_file(store.session_dir(session_id))
     whole = log.read_bytes()
     last = scan_log(log).frames[-1]
     log.write_bytes(whole[:-20])
 
     app = make_app(root=root)
     app.window.open_session(session_id)
-    (copy,) = store.session_dir(session_id).glob("events.log.cut-*")
+    (copy,) = cut_copies(store.session_dir(session_id))
     assert copy.read_bytes() == whole[last.offset : -20]
     expected = reason_text("log_tail_cut", file=str(copy))
     qtbot.waitUntil(lambda: expected in app.notice_texts(), timeout=WAIT_MS)

@@ -11,6 +11,7 @@ from helpers.gui import (
     seed_long_session,
     user_texts,
 )
+from helpers.sessions import log_file
 from pytestqt.qtbot import QtBot
 
 from branchwise.desktop.host.rows import PAGE_SIZE
@@ -24,7 +25,7 @@ def test_a_long_session_opens_one_page_and_pages_up(
 ) -> None:
     app = make_app()
     sid = seed_long_session(app.host.store, TURNS)
-    log_size = (app.host.store.session_dir(sid) / "events.log").stat().st_size
+    log_size = (log_file(app.host.store.session_dir(sid))).stat().st_size
     assert log_size > PREVIEW_THRESHOLD_BYTES  # the preview-then-full-read path
     tab = app.window.open_tab(sid)
     widgets = tab.transcript.turn_widgets()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from helpers import HELPERS_DIR
 from helpers.gui import WAIT_MS, App, seed_session
+from helpers.sessions import log_file
 from PySide6.QtWidgets import QInputDialog
 from pytestqt.qtbot import QtBot
 
@@ -54,7 +55,7 @@ def test_an_empty_title_is_refused_with_its_reason_and_nothing_written(
     app = make_app()
     sid = seed_session(app.host.store, ["a question"], title="Keep me")
     app.host.start()
-    log = app.host.store.session_dir(sid) / "events.log"
+    log = log_file(app.host.store.session_dir(sid))
     before = log.read_bytes()
     _rename_through_dialog(qtbot, app, sid, "   ")
     expected = reason_text("invalid_title", maxLength=200)

@@ -1,0 +1,187 @@
+"""Appending to a segmented log (format 2): the active segment, rolls, sidecars, break-off.
+
+Only the last own segment grows (invariant 1); the writer starts a new one
+when the active segment reaches :data:`~branchwise.core.log.segments.ROLL_BYTES`
+or its link count reaches :data:`~branchwise.core.log.segments.ROLL_LINKS`
+(forks link it, and NTFS allows 1,023 links). Each commit is one write and
+one fsync, as in format 1 (:class:`~branchwise.core.log.writer.LogWriter`);
+the sidecar records follow it with plain writes, fsynced at roll and close.
+
+Opening never truncates shared bytes (invariant 2): a torn tail of an active
+segment that a fork links (``st_nlink > 1``) is *broken off*: the good bytes
+are copied to a temporary file, fsynced, renamed over the own name, and the
+folder fsynced, so the children keep the old inode untouched. A torn tail of
+an unshared segment is cut in place, after a copy of the cut bytes is saved,
+as in format 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.log.scan import LogScan, TornTail
+from branchwise.core.log.segments import ROLL_BYTES, ROLL_LINKS, SessionLog, segment_name
+from branchwise.core.log.sidecars import (
+    CommitEntries,
+    SidecarWriter,
+    entries_for,
+    write_sidecars,
+)
+from branchwise.core.log.writer import OS_FILE_OPS, FileOps, LogWriter, save_cut_bytes
+from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.atomic import copy_durably, fsync_dir, open_no_follow
+
+
+class SegmentWriter:
+    """The appender of a segmented log. Only the holder of the writer lease makes one.
+
+    Args:
+        log_dir: the session's own log folder.
+        session_log: a fresh scan of the session's log (corruption refused).
+        active_entries: the sidecar entries of the active segment's frames,
+            computed by the caller's replay; its sidecars are rewritten when
+            they do not say exactly this.
+        ops: the system calls appends use (tests inject failures).
+        roll_bytes: the size at which a new segment is started.
+
+    Attributes:
+        cut_tail: the torn tail cut (or broken off) on open, if any.
+        cut_copy: the file holding exactly the bytes that were cut.
+        broke_off: whether the torn tail was in a shared segment, which was copied.
+
+    Raises:
+        CorruptLog: the scan found corruption.
+    """
+
+    def __init__(
+        self,
+        log_dir: Path,
+        session_log: SessionLog,
+        active_entries: list[tuple[CommitEntries, int]],
+        ops: FileOps = OS_FILE_OPS,
+        *,
+        roll_bytes: int = ROLL_BYTES,
+    ) -> None:
+        scan = session_log.scan
+        if scan.corruption is not None:
+            raise scan.corruption
+        self._dir = log_dir
+        self._ops = ops
+        self._roll_bytes = roll_bytes
+        self.cut_tail: TornTail | None = None
+        self.cut_copy: Path | None = None
+        self.broke_off = False
+        last = (scan.last_commit, scan.last_seq)
+        active = session_log.active
+        if active is None:
+            path = self._new_segment(*last)
+            self._log = LogWriter(path, LogScan(), ops, after=last)
+            active_entries = []
+        else:
+            path = active.path
+            base = session_log.active_start
+            local = LogScan(end=max(0, scan.end - base))
+            if scan.torn_tail is not None:
+                torn = scan.torn_tail
+                local.torn_tail = TornTail(torn.offset - base, torn.length)
+                if os.lstat(path).st_nlink > 1:
+                    self._break_off(path, local.end)
+                    self.cut_tail, local.torn_tail = local.torn_tail, None
+                    self.broke_off = True
+            self._log = LogWriter(path, local, ops, after=last)
+            if self._log.cut_tail is not None:
+                self.cut_tail, self.cut_copy = self._log.cut_tail, self._log.cut_copy
+        self._path = path
+        _refresh_sidecars(path, active_entries)
+        self._sidecars = SidecarWriter(path)
+
+    def _break_off(self, path: Path, good: int) -> None:
+        """Give the own name a private copy of the good bytes; children keep the old inode."""
+        fd = open_no_follow(path, os.O_RDONLY)
+        try:
+            self.cut_copy = save_cut_bytes(path, fd, good)
+        finally:
+            os.close(fd)
+        tmp = path.with_name(f".{path.name}.break-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        copy_durably(path, tmp, good)
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+
+    def _new_segment(self, last_commit: int, last_seq: int) -> Path:
+        """Create the empty segment that follows commit ``last_commit``, its name durable."""
+        path = self._dir / segment_name(last_commit + 1, last_seq + 1)
+        fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.close(fd)
+        fsync_dir(self._dir)
+        return path
+
+    def moved_to(self, log_dir: Path) -> None:
+        """The log folder was renamed (a new session published): later rolls go there."""
+        self._dir = log_dir
+        self._path = log_dir / self._path.name
+        self._sidecars.segment = self._path
+
+    @property
+    def last_commit(self) -> int:
+        """Number of the last durable commit."""
+        return self._log.last_commit
+
+    @property
+    def active_path(self) -> Path:
+        """The segment appends go to now."""
+        return self._path
+
+    def append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Commit ``events`` durably (one write, one fsync), rolling first when due.
+
+        Raises what :meth:`LogWriter.append` raises.
+        """
+        if self._log.size and self._roll_due():
+            self.roll()
+        return self._log.append(events)
+
+    def _roll_due(self) -> bool:
+        if self._log.size >= self._roll_bytes:
+            return True
+        try:
+            return os.fstat(self._log.fileno()).st_nlink >= ROLL_LINKS
+        except OSError:
+            return False
+
+    def roll(self) -> None:
+        """Seal the active segment (its sidecars fsynced) and start a new, empty one."""
+        self._sidecars.sync()
+        self._sidecars.close()
+        last = (self._log.last_commit, self._log.last_seq)
+        path = self._new_segment(*last)
+        old = self._log
+        self._log = LogWriter(path, LogScan(), self._ops, after=last)
+        old.close()
+        self._path = path
+        self._sidecars = SidecarWriter(path)
+
+    def note_commit(self, committed: list[dict[str, Any]], tracker: TurnTracker) -> None:
+        """Append the sidecar records of the commit just made (``tracker`` has applied it)."""
+        frame = self._log.last_frame
+        if frame is None:
+            return
+        offset, end, crc = frame
+        commit = self._log.last_commit
+        self._sidecars.add(entries_for(commit, committed, offset, end, crc, tracker), commit)
+
+    def close(self) -> None:
+        """Fsync the sidecars and close everything (idempotent)."""
+        self._sidecars.sync()
+        self._sidecars.close()
+        self._log.close()
+
+
+def _refresh_sidecars(segment: Path, entries: list[tuple[CommitEntries, int]]) -> None:
+    """Rewrite a segment's sidecars unless they already say exactly ``entries`` (best effort)."""
+    with contextlib.suppress(OSError):
+        write_sidecars(segment, entries, only_changed=True)

@@ -1,0 +1,402 @@
+"""The caches beside each segment: turn index ``.idx``, turn ids ``.tix``, blobs ``.blobs``.
+
+A fork validates its target by reading one frame (the ``.idx`` record of the
+boundary says where it is), and fork targets come from ``.idx``/``.tix``
+instead of a replay. They are caches (STORAGE.md invariant 5): only the
+writer writes them, after the commit's fsync (plain writes, fsynced at roll
+and close), and a missing, short, damaged or old sidecar never changes an
+answer: readers check every record's checksum and the frame it points at,
+and otherwise fall back to the log.
+
+``.idx``: a 16-byte header (magic ``BWIX``, format version, tracker version,
+CRC32 of the first 12 bytes), then fixed-size records, one per turn a commit
+closes, in seq order: ``lastSeq, commit, offset, end, frameCrc, flags,
+recordCrc``. ``.tix``: one record ``{"turnId", "messageId", "startSeq",
+"index"}`` per ``.idx`` record (``index`` is the turn's 1-based position, so a
+reader sees a turn that never closed as a gap). ``.blobs``: ``{"commit",
+"blobs"}`` for each commit holding a checkpoint.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.log.frames import HEADER, Frame, encode_record, iter_records
+from branchwise.core.projection.events import EventType
+from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.atomic import open_no_follow, write_all
+
+INDEX_SUFFIX = ".idx"
+TURNS_SUFFIX = ".tix"
+BLOBS_SUFFIX = ".blobs"
+SIDECAR_SUFFIXES = (INDEX_SUFFIX, TURNS_SUFFIX, BLOBS_SUFFIX)
+INDEX_MAGIC = b"BWIX"
+INDEX_VERSION = 1
+TRACKER_VERSION = 1
+"""Bumped when the turn rules change what a record says; older indexes are then not used."""
+_HEAD = struct.Struct("<4sHH4xI")
+_RECORD = struct.Struct("<QQQQIII")
+_RECORD_BODY = struct.Struct("<QQQQII")
+RECORD_SIZE = _RECORD.size
+
+CLOSES_TURN = 1
+CLOSING_COMMIT_SPILLS = 2
+AUTHORITY_OPEN = 4
+HOLDS_CHECKPOINT = 8
+
+_TURN_END = EventType.TURN_END.value
+_CHECKPOINT = EventType.CHECKPOINT.value
+
+
+def index_header() -> bytes:
+    """The 16 bytes every ``.idx`` starts with."""
+    head = _HEAD.pack(INDEX_MAGIC, INDEX_VERSION, TRACKER_VERSION, 0)[:12]
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRecord:
+    """One ``.idx`` record: a turn closed by the commit whose frame is at ``offset``.
+
+    Attributes:
+        last_seq: the commit's last seq (the turn's boundary).
+        commit: the commit number.
+        offset: where the frame starts in its segment.
+        end: where it ends.
+        frame_crc: the frame's payload CRC32.
+        flags: :data:`CLOSES_TURN`, :data:`CLOSING_COMMIT_SPILLS`,
+            :data:`AUTHORITY_OPEN`, :data:`HOLDS_CHECKPOINT`.
+    """
+
+    last_seq: int
+    commit: int
+    offset: int
+    end: int
+    frame_crc: int
+    flags: int
+
+    def to_bytes(self) -> bytes:
+        """The fixed-size record, with its own checksum."""
+        body = _RECORD_BODY.pack(
+            self.last_seq, self.commit, self.offset, self.end, self.frame_crc, self.flags
+        )
+        return body + struct.pack("<I", zlib.crc32(body))
+
+    @classmethod
+    def from_bytes(cls, data: bytes | memoryview, offset: int = 0) -> IndexRecord | None:
+        """The record at ``offset``, or ``None`` if it is short or fails its checksum."""
+        if len(data) - offset < RECORD_SIZE:
+            return None
+        *fields, crc = _RECORD.unpack_from(data, offset)
+        if zlib.crc32(data[offset : offset + RECORD_SIZE - 4]) != crc:
+            return None
+        return cls(*fields)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEntry:
+    """One ``.tix`` record: which turn an ``.idx`` record closes."""
+
+    turn_id: str
+    message_id: str | None
+    start_seq: int
+    index: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The record's payload."""
+        return {
+            "turnId": self.turn_id,
+            "messageId": self.message_id,
+            "startSeq": self.start_seq,
+            "index": self.index,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CommitEntries:
+    """What one commit adds to the sidecars."""
+
+    records: tuple[tuple[IndexRecord, TurnEntry], ...]
+    blobs: tuple[str, ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.records or self.blobs)
+
+
+def frame_crc(data: bytes | memoryview, offset: int) -> int:
+    """The payload CRC32 the frame header at ``offset`` holds."""
+    return int(HEADER.unpack_from(data, offset)[3])
+
+
+def entries_for(
+    commit: int,
+    events: list[dict[str, Any]],
+    offset: int,
+    end: int,
+    crc: int,
+    tracker: TurnTracker,
+) -> CommitEntries:
+    """The sidecar entries of one commit, from the tracker state right after applying it.
+
+    ``offset``/``end`` are the frame's place in its segment.
+    """
+    if not events:
+        return CommitEntries((), ())
+    closing = [e["turnId"] for e in events if e["type"] == _TURN_END]
+    blobs: list[str] = []
+    for event in events:
+        if event["type"] == _CHECKPOINT and isinstance(event.get("blobs"), list):
+            blobs.extend(str(b) for b in event["blobs"])
+    last_seq = int(events[-1]["seq"])
+    records = []
+    for turn_id in dict.fromkeys(closing):
+        turn = tracker.turn(turn_id)
+        if turn is None or turn.boundary_sequence != last_seq:
+            continue
+        flags = CLOSES_TURN
+        if turn.closing_commit_spills:
+            flags |= CLOSING_COMMIT_SPILLS
+        if turn.open_authority:
+            flags |= AUTHORITY_OPEN
+        if blobs:
+            flags |= HOLDS_CHECKPOINT
+        record = IndexRecord(last_seq, commit, offset, end, crc, flags)
+        entry = TurnEntry(turn.turn_id, turn.message_id, turn.start_seq, turn.index)
+        records.append((record, entry))
+    return CommitEntries(tuple(records), tuple(blobs))
+
+
+class SidecarWriter:
+    """Appends one segment's sidecar records (the segment writer owns one).
+
+    Writes are plain (no fsync per commit): :meth:`sync` makes them durable at
+    roll and close. A failure to write a cache is not a failed commit: the
+    writer stops writing sidecars (a reopen rebuilds them) and goes on.
+    """
+
+    def __init__(self, segment: Path) -> None:
+        self.segment = segment
+        self._fds: dict[str, int] = {}
+        self.broken = False
+        try:
+            for suffix in SIDECAR_SUFFIXES:
+                fd = open_no_follow(
+                    segment.with_suffix(suffix), os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                )
+                self._fds[suffix] = fd
+                if suffix == INDEX_SUFFIX and os.fstat(fd).st_size == 0:
+                    write_all(fd, index_header())
+        except OSError:
+            self._fail()
+
+    def add(self, entries: CommitEntries, commit: int) -> None:
+        """Append one commit's entries (after that commit's fsync returned)."""
+        if self.broken or not entries:
+            return
+        try:
+            if entries.records:
+                write_all(
+                    self._fds[INDEX_SUFFIX], b"".join(r.to_bytes() for r, _ in entries.records)
+                )
+                write_all(
+                    self._fds[TURNS_SUFFIX],
+                    b"".join(encode_record(t.to_json()) for _, t in entries.records),
+                )
+            if entries.blobs:
+                write_all(
+                    self._fds[BLOBS_SUFFIX],
+                    encode_record({"commit": commit, "blobs": list(entries.blobs)}),
+                )
+        except OSError:
+            self._fail()
+
+    def _fail(self) -> None:
+        """Stop writing sidecars; remove them so nobody reads a half-written cache."""
+        self.broken = True
+        self.close()
+        for suffix in SIDECAR_SUFFIXES:
+            with contextlib.suppress(OSError):
+                os.unlink(self.segment.with_suffix(suffix))
+
+    def sync(self) -> None:
+        """Make the records durable (best effort: a cache)."""
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
+
+    def close(self) -> None:
+        """Close the files (idempotent)."""
+        fds, self._fds = self._fds, {}
+        for fd in fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def sidecar_bytes(entries: list[tuple[CommitEntries, int]]) -> dict[str, bytes]:
+    """The whole content of a segment's three sidecars for these entries, by suffix."""
+    idx = bytearray(index_header())
+    tix = bytearray()
+    blobs = bytearray()
+    for commit_entries, commit in entries:
+        for record, turn in commit_entries.records:
+            idx += record.to_bytes()
+            tix += encode_record(turn.to_json())
+        if commit_entries.blobs:
+            blobs += encode_record({"commit": commit, "blobs": list(commit_entries.blobs)})
+    return {INDEX_SUFFIX: bytes(idx), TURNS_SUFFIX: bytes(tix), BLOBS_SUFFIX: bytes(blobs)}
+
+
+def write_sidecars(
+    segment: Path, entries: list[tuple[CommitEntries, int]], *, only_changed: bool = False
+) -> None:
+    """Write a segment's sidecars whole, durably, replacing whatever was there.
+
+    Used when the entries are known at once (a migration, a published
+    session, a writer rebuilding the active segment's): each file is written
+    under a temporary name, fsynced and renamed, so a reader sees the old
+    cache or the new one. ``only_changed`` leaves a file that already holds
+    exactly its bytes alone (a writer's open usually finds them right).
+    """
+    for suffix, data in sidecar_bytes(entries).items():
+        final = segment.with_suffix(suffix)
+        if only_changed and _read(final) == data:
+            continue
+        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, final)
+
+
+def sidecar_entries(
+    frames: list[Frame], tracker: TurnTracker, data: bytes, start: int
+) -> Iterator[tuple[CommitEntries, int]]:
+    """Apply ``frames`` to ``tracker`` and yield the entries of those at or after ``start``.
+
+    Offsets in the entries are relative to ``start`` (the segment's first byte
+    in ``data``, the virtual log).
+    """
+    apply = tracker.apply
+    for frame in frames:
+        apply(frame.events)
+        if frame.offset >= start:
+            entries = entries_for(
+                frame.commit,
+                frame.events,
+                frame.offset - start,
+                frame.end - start,
+                frame_crc(data, frame.offset),
+                tracker,
+            )
+            if entries:
+                yield entries, frame.commit
+
+
+# -- reading -------------------------------------------------------------------------
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        fd = open_no_follow(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(fd)
+
+
+def read_index(segment: Path) -> list[IndexRecord] | None:
+    """Every whole, verified record of a segment's ``.idx`` (``None``: no usable index)."""
+    data = _read(segment.with_suffix(INDEX_SUFFIX))
+    if data is None or data[:16] != index_header():
+        return None
+    records = []
+    for offset in range(16, len(data) - RECORD_SIZE + 1, RECORD_SIZE):
+        record = IndexRecord.from_bytes(data, offset)
+        if record is None:
+            break
+        records.append(record)
+    return records
+
+
+def find_record(segment: Path, last_seq: int) -> tuple[IndexRecord, int] | None:
+    """Binary-search a segment's ``.idx`` for the record with this ``lastSeq``.
+
+    Reads only the header and about log2(n) records. Returns the record and
+    its position (0-based), or ``None`` when the index cannot answer (missing,
+    damaged on the path of the search, no such record).
+    """
+    try:
+        fd = open_no_follow(segment.with_suffix(INDEX_SUFFIX), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        if os.pread(fd, 16, 0) != index_header():
+            return None
+        count = (os.fstat(fd).st_size - 16) // RECORD_SIZE
+        low, high = 0, count - 1
+        while low <= high:
+            middle = (low + high) // 2
+            record = IndexRecord.from_bytes(os.pread(fd, RECORD_SIZE, 16 + middle * RECORD_SIZE))
+            if record is None:
+                return None
+            if record.last_seq == last_seq:
+                while middle > 0:  # the first record of that commit (it may close two turns)
+                    earlier = IndexRecord.from_bytes(
+                        os.pread(fd, RECORD_SIZE, 16 + (middle - 1) * RECORD_SIZE)
+                    )
+                    if earlier is None or earlier.last_seq != last_seq:
+                        break
+                    middle, record = middle - 1, earlier
+                return record, middle
+            if record.last_seq < last_seq:
+                low = middle + 1
+            else:
+                high = middle - 1
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_turn_entries(segment: Path) -> list[TurnEntry]:
+    """The ``.tix`` records of a segment (stopping at the first that is not whole and valid)."""
+    data = _read(segment.with_suffix(TURNS_SUFFIX)) or b""
+    entries = []
+    for record in iter_records(data):
+        turn_id, message_id = record.get("turnId"), record.get("messageId")
+        start_seq, index = record.get("startSeq"), record.get("index")
+        if not (
+            isinstance(turn_id, str)
+            and (message_id is None or isinstance(message_id, str))
+            and isinstance(start_seq, int)
+            and isinstance(index, int)
+        ):
+            break
+        entries.append(TurnEntry(turn_id, message_id, start_seq, index))
+    return entries
+
+
+def read_blob_entries(segment: Path, through_commit: int) -> list[str] | None:
+    """Blob names the ``.blobs`` of a segment lists up to a commit (``None``: no file)."""
+    data = _read(segment.with_suffix(BLOBS_SUFFIX))
+    if data is None:
+        return None
+    names: list[str] = []
+    for record in iter_records(data):
+        commit, blobs = record.get("commit"), record.get("blobs")
+        if not isinstance(commit, int) or not isinstance(blobs, list) or commit > through_commit:
+            break
+        names.extend(str(name) for name in blobs)
+    return names
