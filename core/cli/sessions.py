@@ -17,6 +17,7 @@ from branchwise.core.conversation_settings import (
     ConversationSettings,
     validate_conversation_settings,
 )
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import validate_session_id
 from branchwise.core.projection import events as ev
 from branchwise.core.runtime import TurnListener, TurnRunner
