@@ -387,11 +387,9 @@ def query_params(request: web.Request, allowed: dict[str, int]) -> dict[str, int
 
 
 def _updated_at(store: SessionStore, session_id: str) -> float | None:
-    """When the session's folder last changed (a commit, a title), Unix seconds."""
-    try:
-        return max(entry.stat().st_mtime for entry in os.scandir(store.session_dir(session_id)))
-    except (OSError, ValueError, BranchwiseError):
-        return None
+    """When the session last changed (a commit, a title), Unix seconds."""
+    stamps = [mtime for _name, _size, mtime in _file_stats(store, session_id)]
+    return max(stamps) / 1e9 if stamps else None
 
 
 def _being_written(store: SessionStore, session_id: str) -> bool:
@@ -401,15 +399,38 @@ def _being_written(store: SessionStore, session_id: str) -> bool:
         return False
 
 
+def _file_stats(store: SessionStore, session_id: str) -> list[tuple[str, int, int]]:
+    """``(path, size, mtime_ns)`` of each file of a session, one folder level deep.
+
+    A format-2 session appends to segments in a subfolder, whose change does
+    not touch the session folder's own entries.
+    """
+    try:
+        top = store.session_dir(session_id)
+    except BranchwiseError:
+        return []
+    stats: list[tuple[str, int, int]] = []
+    folders, depth = [top], 0
+    while folders and depth < 2:
+        deeper: list[Path] = []
+        for folder in folders:
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            deeper.append(Path(entry.path))
+                            continue
+                        info = entry.stat(follow_symlinks=False)
+                        stats.append((entry.path, info.st_size, info.st_mtime_ns))
+            except OSError:
+                continue
+        folders, depth = deeper, depth + 1
+    return stats
+
+
 def _fingerprint(store: SessionStore, session_id: str) -> tuple[tuple[str, int, int], ...]:
     """Size and change time of each file of a session: a commit changes one of them."""
-    try:
-        directory = store.session_dir(session_id)
-        with os.scandir(directory) as entries:
-            stats = [(e.name, e.stat()) for e in entries]
-    except OSError:
-        return ()
-    return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats))
+    return tuple(sorted(_file_stats(store, session_id)))
 
 
 async def serve(

@@ -50,7 +50,9 @@ from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
+    PAGE_SIZE,
     BranchState,
+    Entry,
     Row,
     TargetTable,
     branch_state,
@@ -205,6 +207,47 @@ def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
     return found
 
 
+def rows_from_page(page: dict[str, Any]) -> list[Row]:
+    """The rows of one transcript page (``GET /sessions/{id}?limit=N``).
+
+    They equal the rows a full replay gives for those turns (the page's
+    messages name their turn); history without turns waits for the replay.
+
+    Raises:
+        RemoteUnavailable: the page does not have the expected shape.
+    """
+    try:
+        offset = int(page["page"]["offset"])
+        by_turn: dict[str, list[Entry]] = {}
+        for message in page["messages"]:
+            turn_id = message.get("turnId")
+            if isinstance(turn_id, str):
+                by_turn.setdefault(turn_id, []).append(
+                    Entry(str(message["messageId"]), str(message["role"]), str(message["content"]))
+                )
+        rows = []
+        for position, turn in enumerate(page["turns"]):
+            turn_id = str(turn["turnId"])
+            entries = by_turn.get(turn_id, [])
+            end_reason = turn.get("endReason")
+            if end_reason is None and entries and entries[-1].role == "assistant":
+                last = entries[-1]
+                entries[-1] = Entry(last.message_id, last.role, last.content, True)
+            rows.append(
+                Row(
+                    row_id=turn_id,
+                    turn_id=turn_id,
+                    index=offset + position + 1,
+                    answer_id=turn.get("messageId"),
+                    entries=tuple(entries),
+                    end_reason=end_reason,
+                )
+            )
+        return rows
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RemoteUnavailable("the server sent a malformed transcript page") from exc
+
+
 def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
     """Core's :class:`ForkTargetSet` from a server's §3.1 answer.
 
@@ -252,17 +295,27 @@ class RemoteTranscript:
         self.last_seq = 0
         self.running = False
         self.table: TargetTable | None = None
+        self._complete = False
+        self._page_rows: list[Row] = []
+        self._page_title = ""
         self._listeners: list[Listener] = []
 
     @property
+    def complete(self) -> bool:
+        """The whole history is here (not only the first page)."""
+        return self._complete
+
+    @property
     def rows(self) -> list[Row]:
-        """The transcript's rows, as a local conversation's."""
+        """The transcript's rows, as a local conversation's (the last page until all arrived)."""
+        if not self.complete:
+            return list(self._page_rows)
         return rows_from_projection(self.projection)
 
     @property
     def title(self) -> str:
         """The conversation's title."""
-        return self.projection.title or self.server.title(self.session_id)
+        return self.projection.title or self._page_title or self.server.title(self.session_id)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener()`` after each change; returns an unsubscribe function."""
@@ -279,14 +332,24 @@ class RemoteTranscript:
         )
 
     async def load(self) -> None:
-        """Read every committed commit and the fork targets.
+        """Read the last page of turns and the fork targets: enough to show the tab.
+
+        The whole history (for scrolling back, and to follow new commits)
+        arrives with :meth:`follow`; the rows are the same either way.
 
         Raises:
             RemoteRefusal: the server refused (e.g. the conversation is gone).
             RemoteUnavailable: it could not be asked.
         """
-        await self._pull(wait=0)
+        page = await self.server.remote.show(self.session_id, limit=PAGE_SIZE)
+        self._page_rows = rows_from_page(page)
+        self._page_title = str(page.get("title") or "")
+        self.running = page.get("running") is True
         await self.refresh_targets()
+
+    async def load_all(self) -> None:
+        """Read every committed commit (the first step of :meth:`follow`)."""
+        await self._pull(wait=0)
 
     async def refresh_targets(self) -> None:
         """Ask the server for this conversation's fork targets again."""
@@ -305,7 +368,7 @@ class RemoteTranscript:
         """
         while True:
             try:
-                ended = await self._pull(wait=20)
+                ended = await self._pull(wait=0 if not self.complete else 20)
                 if ended:
                     await self.refresh_targets()
             except RemoteUnavailable:
@@ -315,15 +378,23 @@ class RemoteTranscript:
     async def _pull(self, wait: int) -> bool:
         """Apply the commits after ``last_seq``; whether one of them ended a turn."""
         answer = await self.server.remote.events(self.session_id, self.last_seq, wait=wait)
-        commits = answer["commits"]
+        return self.apply_commits(answer["commits"], running=answer.get("running") is True)
+
+    def apply_commits(self, commits: list[list[dict[str, Any]]], *, running: bool = False) -> bool:
+        """Apply commits as the events route gives them; whether one of them ended a turn.
+
+        After the first call the transcript is complete: its rows come from
+        the replayed history instead of the first page.
+        """
+        first = not self._complete
         ended = False
         for commit in commits:
             if commit:
                 self.projection.apply(commit)
                 self.last_seq = int(commit[-1]["seq"])
                 ended = ended or any(e.get("type") == "turn/end" for e in commit)
-        running = answer.get("running") is True
-        if commits or running != self.running:
+        self._complete = True
+        if first or commits or running != self.running:
             self.running = running
             self._changed()
         return ended

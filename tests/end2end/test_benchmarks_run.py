@@ -24,6 +24,12 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         (
+            "bench_serve.py",
+            ["--turns", "20", "--targets", "10", "--forks", "5", "--retries", "5"]
+            + ["--sequential", "3", "--page-turns", "60", "--repeat", "1"],
+            "zero errors, one child per operation",
+        ),
+        (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],
             "alsoIn 10",

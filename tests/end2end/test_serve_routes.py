@@ -155,6 +155,13 @@ def test_new_session_turn_stream_events_and_stop(root: Path, served: Served) -> 
                 f"/sessions/{sid}/events", params={"after": everything["lastSeq"], "wait": 30}
             ).json()
             assert woke["commits"][0][0]["type"] == "turn/start" and woke["running"] is True
+            # Only the log's files change now (no lease, no title): the long-poll still wakes.
+            started = time.monotonic()
+            later = client.get(
+                f"/sessions/{sid}/events", params={"after": woke["lastSeq"], "wait": 30}
+            ).json()
+            assert later["commits"] and time.monotonic() - started < 10
+            assert later["commits"][0][0]["seq"] == woke["lastSeq"] + 1
             assert client.get("/sessions").json()["sessions"][0]["running"] is True
             assert client.post(f"/sessions/{sid}/stop").json() == {"stopped": True}
             rest = [orjson.loads(line) for line in lines if line.strip()]

@@ -8,6 +8,7 @@ Every test talks to a real ``branchwise serve`` subprocess on 127.0.0.1 (or, for
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import stat
@@ -18,8 +19,9 @@ import orjson
 import pytest
 from helpers.forking import children_per_operation, make_source, request_for
 from helpers.serve import serve_process, server_without_capabilities
+from helpers.sessions import commits_of
 
-from branchwise.core.errors import InvalidServerUrl
+from branchwise.core.errors import BranchwiseError, InvalidServerUrl
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.remote import (
@@ -89,8 +91,11 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
         ]
         transcript = await server.open_transcript(source.session_id)
         local_rows = rows_from_projection(store.read(source.session_id).projection)
+        assert not transcript.complete  # the first page only: the rows a replay gives
         assert transcript.rows == local_rows
         assert transcript.title == "on the workstation"
+        await transcript.load_all()
+        assert transcript.complete and transcript.rows == local_rows
         states = [transcript.branch_state(row) for row in transcript.rows]
         assert all(state.enabled for state in states)
         assert states[0].target == request_for(store, source, turn=0)
@@ -176,8 +181,9 @@ def test_a_server_without_fork_targets_is_unsupported_on_every_branch_action(
             assert server.state == ConnectionState.CONNECTED and not server.supported
             assert [n.code for n in notices.history] == ["server_unsupported"]
             transcript = RemoteTranscript(server, source.session_id)
-            transcript.projection = store.read(source.session_id).projection
+            transcript.apply_commits(commits_of(store, source.session_id))
             await transcript.refresh_targets()  # asks nothing of such a server
+            assert len(transcript.rows) == 1
             for row in transcript.rows:
                 state = transcript.branch_state(row)
                 assert state.target is None and state.reason == DesktopReason.SERVER_UNSUPPORTED
@@ -233,3 +239,47 @@ def _restart(root: Path, port: int) -> object:
 
 def _stop(context: object) -> None:
     context.__exit__(None, None, None)  # type: ignore[attr-defined]
+
+
+def test_a_server_restarted_mid_turn_shows_the_turn_interrupted(tmp_path: Path) -> None:
+    served_root = tmp_path / "served"
+    store = SessionStore(served_root)
+    source = make_source(store, turns=1)
+    desktop = tmp_path / "desktop"
+    desktop.mkdir()
+    notices = NoticeCenter()
+
+    async def wait_for(predicate: object, timeout: float = 30.0) -> None:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while not predicate():  # type: ignore[operator]
+            assert asyncio.get_running_loop().time() < deadline, "timed out"
+            await asyncio.sleep(0.02)
+
+    with serve_process(served_root, args=["--delay-ms", "50"]) as served:
+        url, token, pid = served.url, served.token, served.pid
+        port = urlsplit(url).port
+        assert port is not None
+
+        async def scenario() -> None:
+            server = _server(desktop, url, token, notices)
+            server.start()
+            await wait_for(lambda: server.state == ConnectionState.CONNECTED)
+            transcript = await server.open_transcript(source.session_id)
+            follow = asyncio.ensure_future(transcript.follow())
+            sending = asyncio.ensure_future(server.send(source.session_id, "a long one"))
+            await wait_for(lambda: transcript.running and len(transcript.rows) == 2)
+            assert transcript.rows[-1].running
+            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(BranchwiseError):
+                await sending
+            restarted = await asyncio.to_thread(_restart, served_root, port)
+            try:
+                await wait_for(lambda: transcript.rows[-1].end_reason == "interrupted")
+                assert not transcript.running
+                assert transcript.branch_state(transcript.rows[0]).enabled
+            finally:
+                follow.cancel()
+                await server.stop()
+                await asyncio.to_thread(_stop, restarted)
+
+        asyncio.run(scenario())

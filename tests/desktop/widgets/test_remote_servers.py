@@ -18,6 +18,7 @@ import orjson
 from helpers.forking import children_per_operation
 from helpers.gui import BRANCH, WAIT_MS, App, run, seed_session
 from helpers.serve import serve_process, server_without_capabilities
+from helpers.sessions import commits_of
 from PySide6.QtWidgets import QLineEdit, QTreeWidgetItem
 from pytestqt.qtbot import QtBot
 
@@ -136,7 +137,7 @@ def test_a_server_without_fork_targets_shows_server_unsupported(
         qtbot.waitUntil(lambda: _tree_texts(app) == ["old box"], timeout=WAIT_MS)
         qtbot.waitUntil(lambda: UNSUPPORTED in app.notice_texts(), timeout=WAIT_MS)
         transcript = RemoteTranscript(server, sid)
-        transcript.projection = app.host.store.read(sid).projection
+        transcript.apply_commits(commits_of(app.host.store, sid))
         tab = RemoteConversationTab(transcript, lambda _r: None, lambda _t: None)
         qtbot.addWidget(tab)
         [widget] = tab.turn_widgets()
