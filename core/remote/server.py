@@ -69,6 +69,8 @@ from branchwise.core.views import (
 )
 
 TOKEN_FILE = "serve-token"
+FORK_SLOTS = max(1, os.cpu_count() or 1)
+"""Forks run at once; the others wait their turn in order."""
 SHUTDOWN_TIMEOUT = 2.0
 """Seconds a stopping server lets open requests (long-polls, turn streams) finish."""
 
@@ -169,6 +171,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     ``POST /sessions/{id}/turns`` (the demo responder when not given).
     """
     targets_cache = TargetsCache()
+    fork_slots = asyncio.Semaphore(FORK_SLOTS)
     served = turns or ServedTurns(store)
     expected = token.encode()
 
@@ -327,7 +330,9 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
             boundary_sequence=body["boundarySequence"],
             expected_generation=body["expectedGeneration"],
         )
-        result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
+        # Forks are CPU-bound Python: more threads than cores only add GIL contention.
+        async with fork_slots:
+            result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
         return _json({"childSessionId": result.child_session_id, "created": result.created})
 
     async def stop_turns(app: web.Application) -> None:
