@@ -319,6 +319,21 @@ class OperationConflict(BranchwiseError):
     http_status = 409
 
 
+class EmptyPrompt(BranchwiseError):
+    """An edited prompt with no text: there is nothing to ask again."""
+
+    code = "empty_prompt"
+    definitive = True
+
+
+class TurnNotFailed(BranchwiseError):
+    """Retry names a turn that did not end in error (or the session has no failed turn)."""
+
+    code = "turn_not_failed"
+    definitive = True
+    http_status = 409
+
+
 class InvalidForkRequest(BranchwiseError):
     """A fork request with a malformed operation id, boundary or generation."""
 

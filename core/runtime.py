@@ -164,6 +164,34 @@ class TurnRunner:
             self._commit([*question, ev.step_start(step_id)])
         except BranchwiseError as exc:
             raise self._kept(exc, closed=False, question=False) from None
+        return await self._answer(step_id, user_id, text)
+
+    async def answer(self) -> TurnResult:
+        """Answer the session's open turn, whose question is already committed.
+
+        An edit or a regenerate publishes its branch with the question in it
+        (:mod:`~branchwise.core.fork.engine`); the runner opens the model call
+        and answers it as :meth:`run` answers its own question.
+
+        Raises:
+            BranchwiseError: no open turn with a question, or the model call
+                could not be opened (the question stays; the next writer closes
+                the turn as ``interrupted``), or as :meth:`run`.
+        """
+        turn = self.writer.projection.open_turn
+        question = self.writer.projection.message(turn.user_message_id or "") if turn else None
+        if turn is None or question is None:
+            raise BranchwiseError("this session has no open question to answer")
+        self.turn_id = turn.turn_id
+        step_id = new_id("step")
+        try:
+            self._commit([ev.step_start(step_id)])
+        except BranchwiseError as exc:
+            raise self._kept(exc, closed=False) from None
+        return await self._answer(step_id, question.message_id, question.content)
+
+    async def _answer(self, step_id: str, user_id: str, text: str) -> TurnResult:
+        """Ask the model for the committed question ``text`` and close the turn."""
         self._started = True
         title_failure = None
         if not self.writer.projection.title:

@@ -21,9 +21,17 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     targets.add_argument("session_id")
     targets.set_defaults(func=cmd_targets)
 
-    fork_cmd = session_sub.add_parser("fork", help="fork a session at a finished turn")
+    fork_cmd = session_sub.add_parser(
+        "fork", help="fork a session at a finished turn, or at its start"
+    )
     fork_cmd.add_argument("session_id")
-    fork_cmd.add_argument("--turn", required=True, help="the turn id to fork at")
+    where = fork_cmd.add_mutually_exclusive_group(required=True)
+    where.add_argument("--turn", help="the turn id to fork at")
+    where.add_argument(
+        "--at-start",
+        action="store_true",
+        help="fork before the first turn: a child inheriting nothing (seedLength 0)",
+    )
     fork_cmd.add_argument(
         "--boundary", type=int, help="boundary sequence (default: the turn's current one)"
     )
@@ -62,11 +70,16 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Fork; a missing boundary or generation is taken from the current targets.
 
     When the turn is not a listed target the defaults are left impossible
-    (boundary 0) so the fork itself refuses with its precise reason.
+    (boundary 0) so the fork itself refuses with its precise reason. At the
+    start (``--at-start``) the boundary is 0 and the turn ``None``.
     """
     source_id = validate_session_id(args.session_id)
     boundary, generation = args.boundary, args.generation
-    if boundary is None or generation is None:
+    if args.at_start:
+        boundary = 0 if boundary is None else boundary
+        if generation is None:
+            generation = fork_targets(store, source_id).generation
+    elif boundary is None or generation is None:
         current = fork_targets(store, source_id)
         target = current.target(args.turn)
         if boundary is None:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from branchwise.core.cli import (
+    actions,
     compare,
     doctor,
     export,
@@ -60,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sessions.register(session_sub)
     forking.register(session_sub)
+    actions.register(session_sub)
     trash.register(session_sub)
     export.register(session_sub)
     compare.register(session_sub)

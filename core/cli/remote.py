@@ -115,6 +115,10 @@ async def _targets(remote: RemoteStore, args: argparse.Namespace) -> dict[str, A
 
 async def _fork(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
     """As ``session fork``: a missing boundary or generation comes from the current targets."""
+    if getattr(args, "at_start", False):
+        raise InvalidArgument(
+            "session fork --at-start is not available with --server", argument="--at-start"
+        )
     if args.child_id is not None:
         raise InvalidArgument(
             "session fork --child-id is not available with --server", argument="--child-id"

@@ -136,7 +136,7 @@ def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     return session_show(store, args.session_id)
 
 
-class _StdoutStreamer(TurnListener):
+class StdoutStreamer(TurnListener):
     """Prints the answer to stdout as it arrives."""
 
     def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
@@ -150,7 +150,7 @@ class _StdoutStreamer(TurnListener):
 
 def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Run one whole turn and commit it; the JSON result is the last line."""
-    listener = None if args.quiet else _StdoutStreamer()
+    listener = None if args.quiet else StdoutStreamer()
     settings_from_args(store, args)  # unusable settings refuse before the session is touched
     with store.open_writer(validate_session_id(args.session_id)) as writer:
         conversation = writer.projection.settings

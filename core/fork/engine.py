@@ -9,9 +9,22 @@ child's first own commit holds ``session/fork``, then, when the caller names
 the child, its ``session/title`` (the manifest carries the same title), so a
 branch is published already named: nobody has to open it as writer to rename it.
 
+A fork *at the start* (no turn, boundary 0) inherits nothing: its own commit
+opens with its own ``session/created`` (kind ``fork``) and carries the
+conversation settings the source's first turn ran with. Editing or
+regenerating the first turn branches there.
+
 The child is built in a temporary folder under ``sessions/`` (swept on start
 if a crash leaves it) and published with one rename: a crash leaves either no
 child or a whole one.
+
+An edit or a regenerate (a request with an ``origin``) publishes the child
+with its first own turn already started: ``turn/start`` and the prompt's
+``message/user`` are in the same commit as ``session/fork``, so a crash
+leaves no branch or a branch with its question, never a branch without it.
+Whoever answers it opens the child as writer keeping that turn open
+(:meth:`~branchwise.core.store.store.SessionStore.open_writer`); anyone
+else closes it as ``interrupted``, as any turn a crash left open.
 
 Idempotency per operation id: see :mod:`~branchwise.core.fork.operations`.
 """
@@ -23,9 +36,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     DiskFull,
     DuplicateChild,
+    EmptyPrompt,
     InvalidForkRequest,
     InvalidManifest,
     OperationConflict,
@@ -38,18 +53,33 @@ from branchwise.core.errors import (
 )
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.targets import load_source_manifest, target_of
-from branchwise.core.ids import new_session_id, validate_session_id
+from branchwise.core.ids import new_id, new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame, encode_frame, encode_frame_into, iter_frames
 from branchwise.core.log.segments import read_session_log
-from branchwise.core.projection.events import EventType, validate_event
+from branchwise.core.projection.events import (
+    EventType,
+    session_config,
+    session_created,
+    turn_start,
+    user_message,
+    validate_event,
+)
+from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import refusing_read_only
-from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
+from branchwise.core.store.manifest import (
+    ORIGIN_KINDS,
+    BranchOrigin,
+    Manifest,
+    ParentLink,
+    load_manifest,
+)
 from branchwise.core.store.publish import publish_new_session
 from branchwise.core.store.store import SessionStore
 
 _USAGE = EventType.USAGE.value
 _CHECKPOINT = EventType.CHECKPOINT.value
+_TURN_START = EventType.TURN_START.value
 MAX_OPERATION_ID = 200
 MAX_SEQUENCE = 2**63 - 1
 """The largest boundary or generation a request may name (the log stores signed 64 bits)."""
@@ -91,6 +121,7 @@ class _Cut:
     blobs: list[str]
     tracker: TurnTracker
     splits_commit: bool
+    settings: ConversationSettings | None = None
 
 
 def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
@@ -146,6 +177,23 @@ def _cut_prefix(buf: bytes, boundary: int) -> _Cut:
     return _Cut(out, commits, seq, blobs, tracker, splits_commit)
 
 
+def _start_cut(buf: bytes) -> _Cut:
+    """The empty prefix of a fork at the start, with the settings the first turn ran with.
+
+    Nothing is inherited, but the conversation's own model, system prompt and
+    temperature as they stood when its first turn started (``session/config``
+    events come before it) go with the child, so asking the first prompt
+    again asks the same model the same way.
+    """
+    before_first_turn = Projection()
+    for frame in iter_frames(memoryview(buf)):
+        if any(event["type"] == _TURN_START for event in frame.events):
+            break
+        before_first_turn.apply(frame.events)
+    settings = before_first_turn.settings
+    return _Cut(bytearray(), 0, 0, [], TurnTracker(), False, None if settings.empty else settings)
+
+
 def _check_cut(cut: _Cut, source_id: str, turn_id: str, boundary: int) -> None:
     """Refuse, with the target's own reason, anything but an available target's boundary."""
     tracker = cut.tracker
@@ -190,8 +238,13 @@ def _validate_request(request: ForkRequest, operation_id: object, title: object)
     validate_session_id(request.source_session_id)
     if request.child_session_id is not None:
         validate_session_id(request.child_session_id)
-    if not isinstance(request.turn_id, str):
-        raise InvalidForkRequest("turnId must be a string", field="turnId")
+    if request.turn_id is None:
+        if request.boundary_sequence != 0:
+            raise InvalidForkRequest(
+                "a fork at the start (no turn) has boundarySequence 0", field="boundarySequence"
+            )
+    elif not isinstance(request.turn_id, str):
+        raise InvalidForkRequest("turnId must be a string or null", field="turnId")
     if not isinstance(operation_id, str) or not 0 < len(operation_id) <= MAX_OPERATION_ID:
         raise InvalidForkRequest(f"operation id must be 1-{MAX_OPERATION_ID} characters")
     numbers = (
@@ -205,6 +258,17 @@ def _validate_request(request: ForkRequest, operation_id: object, title: object)
             raise InvalidForkRequest(f"{name} must be between 0 and {MAX_SEQUENCE}", field=name)
     if title is not None and not isinstance(title, str):
         raise InvalidForkRequest("title must be a string", field="title")
+    origin = request.origin
+    if origin is not None:
+        if origin.kind not in ORIGIN_KINDS or not isinstance(origin.turn_id, str):
+            raise InvalidForkRequest("origin must name edit or regenerate and a turn")
+        if not isinstance(origin.prompt, str) or not origin.prompt.strip():
+            raise EmptyPrompt("the prompt to ask again is empty", turnId=origin.turn_id)
+
+
+def _origin_event(origin: BranchOrigin) -> dict[str, str]:
+    """What ``session/fork`` records of an origin: its kind and turn (the prompt follows it)."""
+    return {"kind": origin.kind, "turnId": origin.turn_id}
 
 
 def _conflict(operation_id: str) -> OperationConflict:
@@ -228,7 +292,11 @@ def _existing_child(
         raise DuplicateChild(f"session {child_id} already exists", sessionId=child_id)
     link = manifest.parent
     made = link and ForkRequest(
-        link.session_id, str(link.turn_id), link.boundary_sequence or 0, link.generation or 0
+        link.session_id,
+        link.turn_id,
+        link.boundary_sequence or 0,
+        link.generation or 0,
+        origin=link.origin,
     )
     if not made or not request.same_as(made):
         raise _conflict(operation_id)
@@ -247,14 +315,19 @@ def _read_and_cut(store: SessionStore, request: ForkRequest) -> tuple[Manifest, 
             sessionId=source_id,
             generation=before.generation,
         )
-    cut = _cut_prefix(read_session_log(source_dir, before).data, request.boundary_sequence)
+    data = read_session_log(source_dir, before).data
+    if request.turn_id is None:
+        cut = _start_cut(data)
+    else:
+        cut = _cut_prefix(data, request.boundary_sequence)
     # Checked again before the cut is judged: a source moved to the Trash while its log
     # was read reads as an empty log, which must refuse as source_not_found, not unknown_turn.
     if load_source_manifest(source_dir, source_id).generation != before.generation:
         raise StaleSource(
             f"session {source_id} was replaced while it was forked", sessionId=source_id
         )
-    _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
+    if request.turn_id is not None:
+        _check_cut(cut, source_id, request.turn_id, request.boundary_sequence)
     return before, cut
 
 
@@ -277,6 +350,7 @@ def _child_manifest(
             request.turn_id,
             request.boundary_sequence,
             source.generation,
+            request.origin,
         ),
         root_session_id=source.root_session_id or source.session_id,
         seed_length=cut.events,
@@ -370,7 +444,10 @@ def _publish_child(
 ) -> ForkResult:
     """Encode the child's own commit after the cut, and publish the child folder."""
     manifest = _child_manifest(source, request, child, cut, operation_id, title)
-    own = [
+    own: list[dict[str, Any]] = []
+    if not cut.events:  # at the start: no inherited session/created, so the child has its own
+        own.append(session_created(manifest.title, "fork"))
+    own.append(
         {
             "type": EventType.SESSION_FORK.value,
             "parentSessionId": request.source_session_id,
@@ -379,10 +456,18 @@ def _publish_child(
             "boundarySequence": request.boundary_sequence,
             "seedLength": cut.events,
             "operationId": operation_id,
+            **({"origin": _origin_event(request.origin)} if request.origin else {}),
         }
-    ]
-    if title is not None:
+    )
+    if title is not None and cut.events:
         own.append({"type": EventType.SESSION_TITLE.value, "title": title})
+    if cut.settings is not None:
+        own.append(
+            session_config(cut.settings.model, cut.settings.system, cut.settings.temperature)
+        )
+    if request.origin is not None:
+        # The question is part of the publish: a branch never exists without its prompt.
+        own += [turn_start(new_id("turn")), user_message(new_id("msg"), request.origin.prompt)]
     stamped = [
         {"seq": cut.events + n, "ts": manifest.created_at, **validate_event(event)}
         for n, event in enumerate(own, start=1)

@@ -42,7 +42,9 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.errors import InvalidManifest
 from branchwise.core.store.atomic import disk_full_as_typed, fsync_dir, write_durably
+from branchwise.core.store.manifest import BranchOrigin
 
 INDEX_DIR = "fork-index"
 
@@ -63,17 +65,22 @@ class ForkRequest:
 
     Attributes:
         source_session_id: the session forked.
-        turn_id: the turn forked at.
-        boundary_sequence: the boundary the caller saw (last seq of the turn's closing commit).
+        turn_id: the turn forked at; ``None`` forks at the start (nothing inherited, as
+            editing or regenerating the first turn needs).
+        boundary_sequence: the boundary the caller saw (last seq of the turn's closing
+            commit; 0 at the start).
         expected_generation: the source generation the caller saw.
         child_session_id: the child id asked for (``None``: any).
+        origin: for an edit or a regenerate, the turn asked again and its prompt; the
+            child is published with that prompt as its first own turn, already started.
     """
 
     source_session_id: str
-    turn_id: str
+    turn_id: str | None
     boundary_sequence: int
     expected_generation: int
     child_session_id: str | None = None
+    origin: BranchOrigin | None = None
 
     def same_as(self, other: ForkRequest) -> bool:
         """Whether two requests ask for the same fork (an unnamed child matches any)."""
@@ -84,6 +91,7 @@ class ForkRequest:
             and self.boundary_sequence == other.boundary_sequence
             and self.expected_generation == other.expected_generation
             and (None in children or children[0] == children[1])
+            and self.origin == other.origin
         )
 
 
@@ -275,7 +283,9 @@ def _describe(name: str, path: Path) -> PrunedReservation:
 
 def _request_json(request: ForkRequest) -> dict[str, Any]:
     """The request as a reservation stores it (camelCase, the child id included)."""
+    origin = {"origin": request.origin.to_json()} if request.origin is not None else {}
     return {
+        **origin,
         "sourceSessionId": request.source_session_id,
         "turnId": request.turn_id,
         "boundarySequence": request.boundary_sequence,
@@ -292,4 +302,12 @@ def _request_from_json(data: Any) -> ForkRequest:
         boundary_sequence=data["boundarySequence"],
         expected_generation=data["expectedGeneration"],
         child_session_id=data["childSessionId"],
+        origin=_origin_from_json(data.get("origin")),
     )
+
+
+def _origin_from_json(data: Any) -> BranchOrigin | None:
+    try:
+        return BranchOrigin.from_json(data)
+    except InvalidManifest as exc:
+        raise TypeError(exc.message) from None

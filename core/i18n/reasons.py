@@ -45,6 +45,9 @@ REASONS: Mapping[str, str] = {
     "invalid_fork_request": N_("This branch request is not valid."),
     "operation_conflict": N_("This branch operation was already used for a different request."),
     "fork_refused": N_("Could not branch: {reason}"),
+    # Edit, regenerate and retry.
+    "empty_prompt": N_("Type the prompt to send as a branch."),
+    "turn_not_failed": N_("This turn did not fail, so there is nothing to retry."),
     "invalid_conversation_settings": N_(
         "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
     ),

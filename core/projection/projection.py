@@ -85,11 +85,21 @@ class Projection(TurnTracker):
         return self._by_message.get(message_id)
 
     def model_messages(self) -> list[dict[str, str]]:
-        """The conversation as a model sees it: user and assistant texts in order."""
+        """The conversation as a model sees it: user and assistant texts in order.
+
+        A turn that failed before any answer arrived (ended ``error`` with no
+        assistant text) is left out: the transcript still shows it, with
+        Retry, but its unanswered prompt is not sent again with every later
+        message.
+        """
+        unanswered = {
+            t.turn_id for t in self.turns if t.end_reason == "error" and t.message_id is None
+        }
         return [
             {"role": m.role, "content": m.content}
             for m in self.messages
             if m.role in ("user", "assistant")
+            and (m.turn_id is None or m.turn_id not in unanswered)
         ]
 
     # -- hooks: what the turn rules leave to the projection ----------------

@@ -92,6 +92,50 @@ class Seed:
         return cls(file, first_commit, first_seq, end, end_commit, last_crc)
 
 
+ORIGIN_KINDS = ("edit", "regenerate")
+
+
+@dataclass(frozen=True, slots=True)
+class BranchOrigin:
+    """The turn a branch asks again, and how: an edited prompt or the same one regenerated.
+
+    An edit or a regenerate of turn N branches at the end of turn N-1, so the
+    fork point alone would file the branch under turn N-1; the origin says it
+    belongs to turn N, and with what prompt, so the parent's "N branches"
+    menu lists it there and says what differs without opening the branch.
+
+    Attributes:
+        kind: ``edit`` or ``regenerate``.
+        turn_id: the parent's turn N whose question is asked again.
+        prompt: the question the branch's first own turn asks (the edited text,
+            or turn N's own prompt for a regenerate).
+    """
+
+    kind: str
+    turn_id: str
+    prompt: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"kind", "turnId", "prompt"}`` (the manifest's and the reservation's form)."""
+        return {"kind": self.kind, "turnId": self.turn_id, "prompt": self.prompt}
+
+    @classmethod
+    def from_json(cls, data: object) -> BranchOrigin | None:
+        """The origin in ``data``, ``None`` for none.
+
+        Raises:
+            InvalidManifest: a malformed origin.
+        """
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise InvalidManifest("branch origin is not an object")
+        kind, turn, prompt = data.get("kind"), data.get("turnId"), data.get("prompt")
+        if kind not in ORIGIN_KINDS or not isinstance(turn, str) or not isinstance(prompt, str):
+            raise InvalidManifest("branch origin is malformed")
+        return cls(kind, turn, prompt)
+
+
 @dataclass(frozen=True, slots=True)
 class ParentLink:
     """Where a fork or child session came from.
@@ -102,6 +146,7 @@ class ParentLink:
         turn_id: the parent's turn forked at (forks) or spawned from (children).
         boundary_sequence: the parent's seq the fork cut at (forks only).
         generation: the parent's generation the fork saw (forks only).
+        origin: the parent's turn an edit or regenerate asks again (``None``: a plain branch).
     """
 
     session_id: str
@@ -109,16 +154,20 @@ class ParentLink:
     turn_id: str | None = None
     boundary_sequence: int | None = None
     generation: int | None = None
+    origin: BranchOrigin | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """camelCase form for the manifest and the CLI."""
-        return {
+        """camelCase form for the manifest and the CLI (``origin`` only when there is one)."""
+        data: dict[str, Any] = {
             "sessionId": self.session_id,
             "kind": self.kind,
             "turnId": self.turn_id,
             "boundarySequence": self.boundary_sequence,
             "generation": self.generation,
         }
+        if self.origin is not None:
+            data["origin"] = self.origin.to_json()
+        return data
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +314,7 @@ def _parent_from_json(data: object) -> ParentLink | None:
         turn_id=turn,
         boundary_sequence=boundary,
         generation=gen,
+        origin=BranchOrigin.from_json(data.get("origin")),
     )
 
 

@@ -249,12 +249,18 @@ class SessionStore:
             projection = _replay(log.scan, session_id, log.manifest.seed_length)
         return SessionSnapshot(log.manifest, projection, log.scan)
 
-    def open_writer(self, session_id: str) -> SessionWriter:
+    def open_writer(self, session_id: str, *, continue_turn: str | None = None) -> SessionWriter:
         """Take the session's writer lease and recover it for appending.
 
         Cuts a torn tail (reported in ``cut_tail``), refuses a corrupt log,
         closes a turn a crash left open with ``turn/end{interrupted}``, and
         brings a manifest whose title lags behind the log's up to date.
+
+        Args:
+            session_id: the session.
+            continue_turn: an open turn this writer goes on answering instead
+                of closing it (the turn an edit or regenerate published already
+                started); any other open turn is closed as ``interrupted``.
 
         Raises:
             LeaseHeld: another writer holds the lease.
@@ -295,7 +301,7 @@ class SessionStore:
         writer = SessionWriter(self, directory, manifest, lease, log, projection)
         try:
             open_turn = projection.open_turn
-            if open_turn is not None:
+            if open_turn is not None and open_turn.turn_id != continue_turn:
                 writer.commit([turn_end(open_turn.turn_id, EndReason.INTERRUPTED)])
         except BaseException:
             writer.close()

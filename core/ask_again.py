@@ -1,0 +1,179 @@
+"""Asking a turn's question again: edit and regenerate as a branch, retry in place (issue 13).
+
+Nothing is overwritten. Editing the prompt of turn N, or regenerating its
+answer, is a fork at the end of turn N-1 (at the start for N = 1) whose
+request carries a :class:`~branchwise.core.store.manifest.BranchOrigin`: the
+fork publishes the branch with the (edited or same) prompt as its first own
+turn, already started, and a runner then answers it
+(:meth:`~branchwise.core.runtime.TurnRunner.answer`). The parent is never
+written. A retry re-asks a failed turn's prompt as a new turn of the same
+session; the failed turn stays in the transcript, and once it has no answer
+text it is no longer sent to the model
+(:meth:`~branchwise.core.projection.projection.Projection.model_messages`).
+
+This module decides *what* is asked again and where; the fork engine, the
+store and the runner do the writing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from branchwise.core.errors import (
+    EmptyPrompt,
+    InvalidForkRequest,
+    SessionNotFound,
+    SourceNotFound,
+    TurnNotFailed,
+    TurnRunning,
+    UnknownTurn,
+)
+from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.ids import validate_session_id
+from branchwise.core.projection.events import EndReason
+from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.turns import Turn
+from branchwise.core.store.manifest import BranchOrigin
+from branchwise.core.store.store import SessionStore
+
+EDIT = "edit"
+REGENERATE = "regenerate"
+
+
+def edit_request(store: SessionStore, session_id: str, turn_id: str, prompt: str) -> ForkRequest:
+    """The fork that asks ``prompt`` instead of turn ``turn_id``'s prompt, as a branch.
+
+    Raises:
+        InvalidSessionId: a malformed id.
+        SourceNotFound: no such session.
+        UnknownTurn: no such turn.
+        TurnRunning: the turn is still running.
+        EmptyPrompt: ``prompt`` has no text.
+    """
+    projection, generation, turn = _finished_turn(store, session_id, turn_id)
+    if not prompt.strip():
+        raise EmptyPrompt("the edited prompt is empty", turnId=turn_id)
+    return _branch_request(session_id, generation, projection, turn, EDIT, prompt)
+
+
+def regenerate_request(store: SessionStore, session_id: str, turn_id: str) -> ForkRequest:
+    """The fork that asks turn ``turn_id``'s own prompt again, as a branch.
+
+    Raises:
+        InvalidSessionId, SourceNotFound, UnknownTurn, TurnRunning: as :func:`edit_request`.
+    """
+    projection, generation, turn = _finished_turn(store, session_id, turn_id)
+    prompt = question_of(projection, turn)
+    return _branch_request(session_id, generation, projection, turn, REGENERATE, prompt)
+
+
+def question_of(projection: Projection, turn: Turn) -> str:
+    """The prompt that opened ``turn``.
+
+    Raises:
+        InvalidForkRequest: the turn has no user message (nothing to ask again).
+    """
+    message = projection.message(turn.user_message_id) if turn.user_message_id else None
+    if message is None:
+        raise InvalidForkRequest(f"turn {turn.turn_id} has no prompt to ask again")
+    return message.content
+
+
+def failed_turn(projection: Projection, session_id: str, turn_id: str | None = None) -> Turn:
+    """The turn a retry asks again: ``turn_id``, or the session's last failed turn.
+
+    Without ``turn_id`` the last turn that ended in error and whose prompt no
+    later turn has answered since (a retry that succeeded settles it), so
+    retrying again after a success does not ask the same question twice.
+
+    Raises:
+        UnknownTurn: ``turn_id`` is not a turn of the session.
+        TurnNotFailed: that turn did not end in error, or no turn did.
+    """
+    if turn_id is None:
+        answered: set[str] = set()  # prompts a later turn asked and got a whole answer to
+        for turn in reversed(projection.turns):
+            prompt = _prompt_or_none(projection, turn)
+            if turn.end_reason == EndReason.COMPLETED and prompt is not None:
+                answered.add(prompt)
+            elif turn.end_reason == EndReason.ERROR and prompt not in answered:
+                return turn
+        raise TurnNotFailed(f"session {session_id} has no failed turn left to retry")
+    found = projection.turn(turn_id)
+    if found is None:
+        raise UnknownTurn(f"session {session_id} has no turn {turn_id}", turnId=turn_id)
+    if found.end_reason != EndReason.ERROR:
+        raise TurnNotFailed(
+            f"turn {turn_id} ended {found.end_reason or 'not yet'}, not in error",
+            turnId=turn_id,
+            endReason=found.end_reason,
+        )
+    return found
+
+
+def _prompt_or_none(projection: Projection, turn: Turn) -> str | None:
+    message = projection.message(turn.user_message_id) if turn.user_message_id else None
+    return message.content if message is not None else None
+
+
+def branch_turn(projection: Projection, seed_length: int) -> Turn | None:
+    """A branch's first own turn (the one an edit or regenerate asked), if it has one."""
+    return next((t for t in projection.turns if t.start_seq > seed_length), None)
+
+
+def asked_json(
+    child_session_id: str | None,
+    turn_id: str,
+    message_id: str | None,
+    boundary_sequence: int | None,
+    end_reason: str | None,
+) -> dict[str, Any]:
+    """The CLI's ``edit``/``regenerate``/``retry`` result.
+
+    ``childSessionId`` is the branch, or ``None`` for a retry, which makes no
+    branch (the turn is in the session that was asked).
+    """
+    return {
+        "childSessionId": child_session_id,
+        "turnId": turn_id,
+        "messageId": message_id,
+        "boundarySequence": boundary_sequence,
+        "endReason": end_reason,
+    }
+
+
+def _finished_turn(
+    store: SessionStore, session_id: str, turn_id: str
+) -> tuple[Projection, int, Turn]:
+    """The source's projection, generation and finished turn ``turn_id``."""
+    validate_session_id(session_id)
+    try:
+        snapshot = store.read(session_id)
+    except SessionNotFound as exc:
+        if isinstance(exc, SourceNotFound):
+            raise
+        raise SourceNotFound(f"session {session_id} does not exist", sessionId=session_id) from None
+    projection = snapshot.projection
+    turn = projection.turn(turn_id)
+    if turn is None:
+        raise UnknownTurn(f"session {session_id} has no turn {turn_id}", turnId=turn_id)
+    if turn.is_open:
+        raise TurnRunning(f"turn {turn_id} is still running", turnId=turn_id)
+    return projection, snapshot.manifest.generation, turn
+
+
+def _branch_request(
+    session_id: str,
+    generation: int,
+    projection: Projection,
+    turn: Turn,
+    kind: str,
+    prompt: str,
+) -> ForkRequest:
+    """A fork at the end of the turn before ``turn`` (at the start for the first)."""
+    origin = BranchOrigin(kind, turn.turn_id, prompt)
+    if turn.index == 1:
+        return ForkRequest(session_id, None, 0, generation, origin=origin)
+    before = projection.turns[turn.index - 2]
+    boundary = before.boundary_sequence if before.boundary_sequence is not None else 0
+    return ForkRequest(session_id, before.turn_id, boundary, generation, origin=origin)
