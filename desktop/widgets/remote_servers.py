@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
 
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.i18n.language import _
+from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.notices import Level
 from branchwise.desktop.host.remote import (
@@ -48,6 +48,7 @@ from branchwise.desktop.host.remote import (
     read_token,
     save_connection,
 )
+from branchwise.desktop.host.rows import PAGE_SIZE
 from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
 if TYPE_CHECKING:
@@ -120,6 +121,7 @@ class RemoteConversationTab(QWidget):
         transcript: the loaded remote transcript.
         on_branch: called with the fork request of a clicked branch action.
         on_send: called with the text of a prompt to send.
+        on_stop: called when "Stop" is clicked while a turn runs there.
     """
 
     def __init__(
@@ -128,18 +130,25 @@ class RemoteConversationTab(QWidget):
         on_branch: Callable[[ForkRequest], object],
         on_send: Callable[[str], object],
         parent: QWidget | None = None,
+        on_stop: Callable[[], object] = lambda: None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("remoteConversationTab")
         self.transcript = transcript
         self._on_branch = on_branch
         self._on_send = on_send
+        self._on_stop = on_stop
         self.server_label = QLabel(self)
         self.server_label.setObjectName("remoteServerLabel")
         self.scroll_area = QScrollArea(self)
         self.scroll_area.setWidgetResizable(True)
         self._body = QWidget(self.scroll_area)
         self._rows = QVBoxLayout(self._body)
+        self.earlier_button = QPushButton(self._body)
+        self.earlier_button.setObjectName("earlierTurnsButton")
+        self.earlier_button.clicked.connect(self._show_earlier)
+        self.earlier_button.hide()
+        self._rows.addWidget(self.earlier_button)
         self._rows.addStretch(1)
         self.scroll_area.setWidget(self._body)
         self.editor = QPlainTextEdit(self)
@@ -148,15 +157,21 @@ class RemoteConversationTab(QWidget):
         self.send_button = QPushButton(self)
         self.send_button.setObjectName("remoteSendButton")
         self.send_button.clicked.connect(self._send)
+        self.stop_button = QPushButton(self)
+        self.stop_button.setObjectName("remoteStopButton")
+        self.stop_button.clicked.connect(lambda _checked=False: self._on_stop())
         composer = QHBoxLayout()
         composer.addWidget(self.editor, 1)
         composer.addWidget(self.send_button)
+        composer.addWidget(self.stop_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.server_label)
         layout.addWidget(self.scroll_area, 1)
         layout.addLayout(composer)
         self._widgets: list[TurnWidget] = []
+        self.shown = PAGE_SIZE
+        self._seen: int | None = None
         self._unsubscribe = [
             transcript.subscribe(self.refresh),
             transcript.server.subscribe(self.refresh),
@@ -180,7 +195,18 @@ class RemoteConversationTab(QWidget):
 
     def refresh(self) -> None:
         """Show the transcript's rows and each row's branch action as they are now."""
-        rows = self.transcript.rows
+        every = self.transcript.rows
+        # Like a local transcript: widgets for the last pages only (a server's
+        # conversation may hold 10,000 turns); new turns extend the window.
+        if self._seen is not None and self.transcript.complete and len(every) > self._seen:
+            self.shown += len(every) - self._seen
+        self._seen = len(every) if self.transcript.complete else None
+        hidden = max(0, len(every) - self.shown)
+        rows = every[hidden:]
+        self.earlier_button.setVisible(hidden > 0)
+        self.earlier_button.setText(
+            fill(_("Show earlier turns ({n} more)"), {"n": format_number(hidden)})
+        )
         while len(self._widgets) > len(rows):
             self._widgets.pop().deleteLater()
         for position, row in enumerate(rows):
@@ -195,6 +221,14 @@ class RemoteConversationTab(QWidget):
             widget.set_branch_state(self.transcript.branch_state(row))
         connected = self.transcript.server.state == ConnectionState.CONNECTED
         self.send_button.setEnabled(connected and not self.transcript.running)
+        self.stop_button.setEnabled(connected and self.transcript.running)
+
+    def _show_earlier(self) -> None:
+        self.shown += PAGE_SIZE
+        for widget in self._widgets:  # rebuilt in order, the earlier page first
+            widget.deleteLater()
+        self._widgets = []
+        self.refresh()
 
     def close_tab(self) -> None:
         """Stop listening (the tab is going away)."""
@@ -216,6 +250,7 @@ class RemoteConversationTab(QWidget):
         server = self.transcript.server
         self.server_label.setText(fill(_("On the server {server}"), {"server": server.name}))
         self.send_button.setText(_("Send"))
+        self.stop_button.setText(_("Stop"))
 
 
 class RemoteServers(QObject):
@@ -395,6 +430,7 @@ class RemoteServers(QObject):
                     self._send(server, session_id, text), "send to a server"
                 ),
                 self.window,
+                lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
             )
             self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
             self.window.tabs.addTab(tab, tab.title)

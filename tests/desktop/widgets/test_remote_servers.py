@@ -15,7 +15,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import orjson
-from helpers.forking import children_per_operation
+from helpers.forking import children_per_operation, make_source
 from helpers.gui import BRANCH, WAIT_MS, App, run, seed_session
 from helpers.serve import serve_process, server_without_capabilities
 from helpers.sessions import commits_of
@@ -65,7 +65,7 @@ def test_connect_list_open_and_branch_on_a_server(
     served_store = SessionStore(served_root)
     sid = seed_session(served_store, ["what is a fork?", "and a branch?"], title="Lab notes")
     app = make_app()
-    with serve_process(served_root) as served:
+    with serve_process(served_root, args=["--delay-ms", "20"]) as served:
         app.window.remote_servers.connect_action.trigger()
         dialog = app.window.remote_servers.dialog
         assert dialog is not None and dialog.isVisible()
@@ -119,6 +119,20 @@ def test_connect_list_open_and_branch_on_a_server(
             lambda: child_tab.turn_widgets()[1].row.end_reason == "completed", timeout=WAIT_MS
         )
         assert len(served_store.read(child_tab.session_id).projection.turns) == 2
+        assert not child_tab.stop_button.isEnabled()
+        # Stop, while the server runs the next turn, ends it as cancelled.
+        child_tab.editor.setPlainText("and another")
+        child_tab.send_button.click()
+        qtbot.waitUntil(child_tab.stop_button.isEnabled, timeout=WAIT_MS)
+        child_tab.stop_button.click()
+        qtbot.waitUntil(
+            lambda: (
+                len(child_tab.turn_widgets()) == 3
+                and child_tab.turn_widgets()[2].row.end_reason == "cancelled"
+            ),
+            timeout=WAIT_MS,
+        )
+        qtbot.waitUntil(lambda: not child_tab.stop_button.isEnabled(), timeout=WAIT_MS)
         for tab_widget in app.window.remote_servers.remote_tabs():
             app.window.tabs.tabCloseRequested.emit(app.window.tabs.indexOf(tab_widget))
         assert app.window.remote_servers.remote_tabs() == []
@@ -172,3 +186,27 @@ def test_a_lost_server_is_reported_and_reconnected(
         )
         qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  Far away"], timeout=WAIT_MS)
         run(qtbot, servers.servers[0].stop())
+
+
+def test_a_long_remote_conversation_shows_its_last_page_then_earlier_ones(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    source = make_source(SessionStore(served_root), turns=120, title="long")
+    app = make_app()
+    with serve_process(served_root) as served:
+        servers = app.window.remote_servers
+        server = servers.add(Connection("workstation", served.url), served.token, **FAST)
+        qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  long"], timeout=WAIT_MS)
+        tab = run(qtbot, servers.open_remote(server, source.session_id))
+        qtbot.waitUntil(lambda: tab.transcript.complete, timeout=WAIT_MS)
+        assert len(tab.turn_widgets()) == 50
+        assert [w.row.index for w in tab.turn_widgets()][:1] == [71]
+        assert tab.earlier_button.isVisible()
+        assert tab.earlier_button.text() == "Show earlier turns (70 more)"
+        tab.earlier_button.click()
+        assert len(tab.turn_widgets()) == 100
+        assert [w.row.index for w in tab.turn_widgets()][:1] == [21]
+        tab.earlier_button.click()
+        assert len(tab.turn_widgets()) == 120 and not tab.earlier_button.isVisible()
+        run(qtbot, server.stop())
