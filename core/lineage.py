@@ -397,20 +397,17 @@ class LineageIndex:
         return sorted(found, key=creation_order, reverse=True)
 
     def branches_at(self, session_id: str, turn_id: str) -> list[Manifest]:
-        """Forks and children that start at one turn of a session, newest first."""
-        return [
-            m
-            for m in self.children(session_id)
-            if m.parent is not None and m.parent.turn_id == turn_id
-        ]
+        """Forks and children that start at one turn of a session, newest first.
+
+        An edit or a regenerate of turn N forks at the end of turn N-1 but
+        belongs to turn N: it is listed under the turn its origin names.
+        """
+        return [m for m in self.children(session_id) if _branch_turn(m) == turn_id]
 
     def turns_with_branches(self, session_id: str) -> set[str]:
         """The turns of a session that have at least one branch."""
-        return {
-            m.parent.turn_id
-            for m in self.children(session_id)
-            if m.parent is not None and m.parent.turn_id is not None
-        }
+        turns = {_branch_turn(m) for m in self.children(session_id)}
+        return {turn for turn in turns if turn is not None}
 
     def forest(self, *, newest_first: bool = True) -> list[TreeNode]:
         """The whole forest (the sidebar's is newest first at every level), at any depth.
@@ -424,6 +421,14 @@ class LineageIndex:
 
     def __len__(self) -> int:
         return len(self.by_id)
+
+
+def _branch_turn(manifest: Manifest) -> str | None:
+    """The parent's turn a branch is listed under (an edit's or regenerate's own turn)."""
+    parent = manifest.parent
+    if parent is None:
+        return None
+    return parent.origin.turn_id if parent.origin is not None else parent.turn_id
 
 
 def tree(store: SessionStore, session_id: str) -> TreeNode:

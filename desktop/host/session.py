@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from branchwise.core.ask_again import branch_turn, failed_turn, question_of
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -77,6 +79,8 @@ class _Loaded:
     rows: list[Row]
     error: BranchwiseError | None
     log_size: int
+    unasked: str | None = None
+    """The branch's first turn, published with its question and not answered yet."""
 
 
 class OpenSession(TurnListener):
@@ -201,8 +205,9 @@ class OpenSession(TurnListener):
         """Open as writer, else read-only; build rows. Runs on any thread."""
         writer: SessionWriter | None = None
         error: BranchwiseError | None = None
+        unasked = self._unasked_turn()
         try:
-            writer = self.store.open_writer(self.session_id)
+            writer = self.store.open_writer(self.session_id, continue_turn=unasked)
             manifest, projection = writer.manifest, writer.projection
         except (LeaseHeld, CorruptLog, ReadOnlyDataFolder) as exc:
             error = exc
@@ -210,7 +215,33 @@ class OpenSession(TurnListener):
             manifest, projection = snapshot.manifest, snapshot.projection
         size = self._current_log_size()
         rows = rows_from_projection(projection)
-        return _Loaded(manifest, writer, projection, rows, error, size)
+        if writer is None or writer.projection.open_turn is None:
+            unasked = None  # read-only (another process answers it), or answered since
+        return _Loaded(manifest, writer, projection, rows, error, size, unasked)
+
+    def _unasked_turn(self) -> str | None:
+        """An edit's or regenerate's turn, published with its question and nothing after it.
+
+        That question was never sent (the process that made the branch stopped
+        before asking, or this app opens the branch it just made), so opening
+        the branch asks it. A turn whose answer had started is left to the
+        writer, which closes it as ``interrupted`` (Retry asks it again).
+        """
+        parent = self.manifest.parent
+        if parent is None or parent.origin is None:
+            return None
+        try:
+            snapshot = self.store.read(self.session_id)
+        except BranchwiseError:
+            return None  # opening says what is wrong
+        projection = snapshot.projection
+        turn = branch_turn(projection, snapshot.manifest.seed_length)
+        if turn is None or not turn.is_open or projection.open_turn is not turn:
+            return None
+        question = projection.message(turn.user_message_id or "")
+        if question is None or question.seq != projection.last_seq:
+            return None
+        return turn.turn_id
 
     def _install(self, loaded: _Loaded) -> None:
         self.manifest = loaded.manifest
@@ -243,6 +274,8 @@ class OpenSession(TurnListener):
         if not self._loaded.done():
             self._loaded.set_result(None)
         self.refresh_targets()
+        if loaded.writer is not None and loaded.unasked is not None:
+            self._host.spawn(self.answer_unasked(), f"answer {self.session_id}")
 
     def _current_log_size(self) -> int:
         """How many bytes the session's log holds now, over all its files (0 if unreadable).
@@ -304,14 +337,39 @@ class OpenSession(TurnListener):
 
     async def send(self, text: str) -> TurnResult:
         """Run one turn for ``text``; returns how it ended (failures end it as ``error``)."""
+        return await self._run_turn(lambda runner: runner.run(text))
+
+    async def answer_unasked(self) -> TurnResult:
+        """Ask the question an edit or a regenerate published with this branch."""
+        return await self._run_turn(lambda runner: runner.answer())
+
+    async def retry(self, turn_id: str | None = None) -> TurnResult:
+        """Ask a failed turn's prompt again as a new turn (the failed one stays).
+
+        Raises:
+            UnknownTurn, TurnNotFailed: nothing to retry; ReadOnlySession,
+            TurnRunning: as :meth:`send`.
+        """
+        await self.wait_loaded()
+        projection = self.projection
+        if projection is None:
+            raise ReadOnlySession("this conversation is not loaded", sessionId=self.session_id)
+        prompt = question_of(projection, failed_turn(projection, self.session_id, turn_id))
+        return await self.send(prompt)
+
+    async def _run_turn(
+        self, start: Callable[[TurnRunner], Coroutine[Any, Any, TurnResult]]
+    ) -> TurnResult:
         await self.wait_loaded()
         if self.writer is None:
             raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
         if self._turn_task is not None and not self._turn_task.done():
-            raise BranchwiseError("a turn is already running in this conversation")
+            raise TurnRunning(
+                "a turn is already running in this conversation", sessionId=self.session_id
+            )
         provider, system = self._host.turn_provider(self.writer.projection.settings)
         self._runner = TurnRunner(self.writer, provider, self, system=system)
-        self._turn_task = asyncio.ensure_future(self._runner.run(text))
+        self._turn_task = asyncio.ensure_future(start(self._runner))
         try:
             return await asyncio.shield(self._turn_task)
         finally:

@@ -9,6 +9,7 @@ that already has branches shows a small "N branches" button listing them.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPalette, QPen, QPixmap
@@ -17,6 +18,8 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
+    QPlainTextEdit,
+    QPushButton,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
@@ -35,6 +38,41 @@ STREAM_REPAINT_MS = 50
 FLASH_MS = 1200
 BRANCH_BUTTON = "branchButton"
 BRANCHES_BUTTON = "branchesButton"
+EDIT_BUTTON = "editButton"
+REGENERATE_BUTTON = "regenerateButton"
+RETRY_BUTTON = "retryButton"
+EDIT_BOX = "editBox"
+SEND_AS_BRANCH_BUTTON = "sendAsBranchButton"
+EDIT_CANCEL_BUTTON = "editCancelButton"
+#: How many words of an edited prompt the branch menu shows.
+PREVIEW_WORDS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class AskAgain:
+    """What a turn's Edit, Regenerate and Retry actions call, with the turn's id.
+
+    Attributes:
+        edit: send an edited prompt of the turn as a branch.
+        regenerate: ask the turn's prompt again in a branch.
+        retry: ask a failed turn's prompt again in the same conversation.
+    """
+
+    edit: Callable[[str, str], None]
+    regenerate: Callable[[str], None]
+    retry: Callable[[str], None]
+
+
+def branch_label(manifest: Manifest) -> str:
+    """How the branch menu lists a branch: what an edit or a regenerate changed, else its title."""
+    origin = manifest.parent.origin if manifest.parent is not None else None
+    if origin is None:
+        return untitled(manifest.title)
+    if origin.kind == "regenerate":
+        return _("Regenerated")
+    words = origin.prompt.split()
+    preview = " ".join(words[:PREVIEW_WORDS]) + ("…" if len(words) > PREVIEW_WORDS else "")
+    return fill(_("Edited: {words}"), {"words": preview})
 
 
 def untitled(title: str) -> str:
@@ -109,6 +147,7 @@ class TurnWidget(QFrame):
         row: the turn to show.
         on_branch: called with the fork request the action carries when it is clicked.
         on_open: called with a session id to open a listed branch.
+        ask_again: the Edit, Regenerate and Retry actions (``None``: not offered).
     """
 
     def __init__(
@@ -117,8 +156,10 @@ class TurnWidget(QFrame):
         on_branch: Callable[[ForkRequest], None],
         on_open: Callable[[str], None],
         parent: QWidget | None = None,
+        ask_again: AskAgain | None = None,
     ) -> None:
         super().__init__(parent)
+        self._ask_again = ask_again
         self.setObjectName("turn")
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._on_branch = on_branch
@@ -149,6 +190,7 @@ class TurnWidget(QFrame):
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.status_label)
+        self._build_edit_box(layout)
 
         footer = QHBoxLayout()
         footer.setSpacing(6)
@@ -156,6 +198,11 @@ class TurnWidget(QFrame):
         self.number_label.setObjectName("turnNumber")
         footer.addWidget(self.number_label)
         footer.addStretch(1)
+        self.edit_button = self._action_button(EDIT_BUTTON, self._open_editor)
+        self.regenerate_button = self._action_button(REGENERATE_BUTTON, self._regenerate)
+        self.retry_button = self._action_button(RETRY_BUTTON, self._retry)
+        for button in (self.edit_button, self.regenerate_button, self.retry_button):
+            footer.addWidget(button)
         self.branches_button = QToolButton(self)
         self.branches_button.setObjectName(BRANCHES_BUTTON)
         self.branches_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -176,6 +223,101 @@ class TurnWidget(QFrame):
         self.row = row
         self.set_row(row)
 
+    # -- edit, regenerate, retry -------------------------------------------------
+
+    def _action_button(self, name: str, slot: Callable[[], None]) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName(name)
+        button.setAutoRaise(True)
+        button.clicked.connect(slot)
+        button.hide()
+        return button
+
+    def _build_edit_box(self, layout: QVBoxLayout) -> None:
+        """The in-place editor of the turn's prompt (hidden until Edit is clicked)."""
+        self.edit_box = QFrame(self)
+        self.edit_box.setObjectName(EDIT_BOX)
+        box = QVBoxLayout(self.edit_box)
+        box.setContentsMargins(0, 0, 0, 0)
+        self.edit_text = QPlainTextEdit(self.edit_box)
+        self.edit_text.setObjectName("editText")
+        self.edit_text.textChanged.connect(self._render_edit_box)
+        box.addWidget(self.edit_text)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        self.edit_cancel_button = QPushButton(self.edit_box)
+        self.edit_cancel_button.setObjectName(EDIT_CANCEL_BUTTON)
+        self.edit_cancel_button.clicked.connect(self.close_editor)
+        buttons.addWidget(self.edit_cancel_button)
+        self.send_as_branch_button = QPushButton(self.edit_box)
+        self.send_as_branch_button.setObjectName(SEND_AS_BRANCH_BUTTON)
+        self.send_as_branch_button.setDefault(True)
+        self.send_as_branch_button.clicked.connect(self._send_as_branch)
+        buttons.addWidget(self.send_as_branch_button)
+        box.addLayout(buttons)
+        self.edit_box.hide()
+        layout.addWidget(self.edit_box)
+
+    @property
+    def editing(self) -> bool:
+        """The prompt's editor is open."""
+        return not self.edit_box.isHidden()
+
+    def _open_editor(self) -> None:
+        self.edit_text.setPlainText(self.row.prompt)
+        self.edit_box.show()
+        self.edit_text.setFocus()
+        self._render_ask_again()
+
+    def close_editor(self) -> None:
+        """Close the editor; the conversation is left as it was."""
+        self.edit_box.hide()
+        self._render_ask_again()
+
+    def _send_as_branch(self) -> None:
+        text = self.edit_text.toPlainText()
+        turn_id = self.row.turn_id
+        if self._ask_again is None or turn_id is None or not text.strip():
+            return
+        self.close_editor()
+        self._ask_again.edit(turn_id, text)
+
+    def _regenerate(self) -> None:
+        if self._ask_again is not None and self.row.turn_id is not None:
+            self._ask_again.regenerate(self.row.turn_id)
+
+    def _retry(self) -> None:
+        if self._ask_again is not None and self.row.turn_id is not None:
+            self._ask_again.retry(self.row.turn_id)
+
+    def _render_edit_box(self) -> None:
+        self.send_as_branch_button.setEnabled(bool(self.edit_text.toPlainText().strip()))
+
+    def _render_ask_again(self) -> None:
+        """Which of Edit, Regenerate and Retry this turn offers, and their texts."""
+        row = self.row
+        finished = self._ask_again is not None and row.turn_id is not None and not row.running
+        self.edit_button.setVisible(finished and bool(row.prompt) and not self.editing)
+        self.regenerate_button.setVisible(finished and bool(row.prompt) and bool(row.answer))
+        self.retry_button.setVisible(finished and row.failed)
+        texts = (
+            (self.edit_button, _("Edit"), _("Edit this prompt and send it as a branch")),
+            (
+                self.regenerate_button,
+                _("Regenerate"),
+                _("Ask this prompt again in a new branch"),
+            ),
+            (self.retry_button, _("Retry"), _("Send this prompt again")),
+        )
+        for button, text, tip in texts:
+            button.setText(text)
+            button.setToolTip(tip)
+            button.setAccessibleName(tip)
+        self.send_as_branch_button.setText(_("Send as a branch"))
+        self.edit_cancel_button.setText(_("Cancel"))
+        self.edit_text.setAccessibleName(_("Edited prompt"))
+        self._render_edit_box()
+
     # -- content -------------------------------------------------------------
 
     def set_row(self, row: Row) -> None:
@@ -194,6 +336,7 @@ class TurnWidget(QFrame):
             elif label.content != entry.content:
                 label.set_content(entry.content)
         self._render_status()
+        self._render_ask_again()
 
     def append_text(self, message_id: str, chunk: str) -> None:
         """Append streamed text to the running answer (repainted at most every 50 ms)."""
@@ -322,7 +465,7 @@ class TurnWidget(QFrame):
         button.setAccessibleName(button.text())
         button.setAccessibleDescription(tip)
         for manifest in self._branches:
-            action = menu.addAction(untitled(manifest.title))
+            action = menu.addAction(branch_label(manifest))
             action.triggered.connect(
                 lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
             )
@@ -333,5 +476,6 @@ class TurnWidget(QFrame):
         for label in self._labels.values():
             label.retranslate_ui()
         self._render_status()
+        self._render_ask_again()
         self._render_branch_action()
         self._render_branches()
