@@ -44,7 +44,8 @@ def session_show(
     the first turn; ``limit`` without ``offset`` is the *last* ``limit``
     turns (the page a transcript shows first). A page carries the messages
     of its turns only (history without turns comes with the first page) and
-    a ``page`` field ``{"offset", "limit", "totalTurns"}``; without ``limit``
+    a ``page`` field ``{"offset", "limit", "totalTurns"}``, and its messages
+    carry their ``turnId``; without ``limit``
     the answer is the whole session, exactly as ``session show`` prints it.
     """
     snapshot = store.read(validate_session_id(session_id))
@@ -69,7 +70,10 @@ def session_show(
         "config": projection.settings.to_json(),
         "turns": [turn.to_json() for turn in turns],
         "messages": [
-            {"messageId": m.message_id, "role": m.role, "content": m.content} for m in messages
+            {"messageId": m.message_id, "role": m.role, "content": m.content}
+            # A page's messages name their turn, so a client can build its rows from it.
+            | ({"turnId": m.turn_id} if page is not None else {})
+            for m in messages
         ],
         "usage": {
             "inputTokens": projection.input_tokens,

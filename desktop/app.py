@@ -108,6 +108,7 @@ async def run_window(
     first_run = FirstRun(host)
     window = MainWindow(host, first_run=first_run)
     bridge.register(window)
+    window.remote_servers.connect_saved()
     state = load_window_state(root)
     if state is not None:
         window.restore_state(state)

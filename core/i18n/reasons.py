@@ -89,6 +89,8 @@ REASONS: Mapping[str, str] = {
     "request_too_large": N_("The request line or a header was too long for the Branchwise server."),
     "port_in_use": N_("Another program already uses this port. Choose another one with --port."),
     "invalid_server_url": N_("The server address must be an http:// or https:// URL."),
+    "server_disconnected": N_("Lost the connection to {server}. Reconnecting…"),
+    "server_reconnected": N_("Connected to {server} again."),
     # The command line.
     "invalid_argument": N_("A command-line argument is not valid."),
     # Search.

@@ -189,7 +189,7 @@ class RemoteStore:
         return body
 
     async def events(self, session_id: str, after: int, wait: int = 20) -> dict[str, Any]:
-        """``GET /sessions/{id}/events``: events after seq ``after``, waiting up to ``wait`` s."""
+        """``GET /sessions/{id}/events``: commits after seq ``after``, waiting up to ``wait`` s."""
         body = await self._object(
             "GET",
             f"/sessions/{validate_session_id(session_id)}/events",
@@ -197,7 +197,8 @@ class RemoteStore:
             params={"after": str(after), "wait": str(wait)},
             timeout=httpx.Timeout(self._timeout.connect, read=wait + 30.0),
         )
-        if not isinstance(body.get("events"), list):
+        commits = body.get("commits")
+        if not isinstance(commits, list) or not all(isinstance(c, list) for c in commits):
             raise RemoteUnavailable(f"{self.base_url} sent a malformed events reply")
         return body
 

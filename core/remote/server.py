@@ -69,6 +69,10 @@ from branchwise.core.views import (
 )
 
 TOKEN_FILE = "serve-token"
+FORK_SLOTS = max(1, os.cpu_count() or 1)
+"""Forks run at once; the others wait their turn in order."""
+SHUTDOWN_TIMEOUT = 2.0
+"""Seconds a stopping server lets open requests (long-polls, turn streams) finish."""
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +171,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     ``POST /sessions/{id}/turns`` (the demo responder when not given).
     """
     targets_cache = TargetsCache()
+    fork_slots = asyncio.Semaphore(FORK_SLOTS)
     served = turns or ServedTurns(store)
     expected = token.encode()
 
@@ -254,19 +259,23 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         while True:
             seen = _fingerprint(store, session_id)
             snapshot = await asyncio.to_thread(store.read, session_id)
+            # Whole commits, as committed: a turn's boundary is the end of its commit.
             fresh = [
-                event
+                [event for event in frame.events if int(event["seq"]) > after]
                 for frame in snapshot.scan.frames
-                for event in frame.events
-                if int(event["seq"]) > after
+                if frame.events and int(frame.events[-1]["seq"]) > after
             ]
             if fresh or loop.time() >= deadline:
                 running = served.is_running(session_id) or _being_written(store, session_id)
                 return _json(
-                    {"events": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
+                    {"commits": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
                 )
-            # Long-poll: wake when the session's files change (any writer, any process).
+            # Long-poll: wake when the session's files change (any writer, any process);
+            # a client that went away ends the wait (aiohttp does not cancel handlers).
             while _fingerprint(store, session_id) == seen and loop.time() < deadline:
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    return _json({"commits": [], "lastSeq": after, "running": False})  # unread
                 await asyncio.sleep(EVENTS_POLL)
 
     async def send_turn(request: web.Request) -> web.StreamResponse:
@@ -321,7 +330,9 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
             boundary_sequence=body["boundarySequence"],
             expected_generation=body["expectedGeneration"],
         )
-        result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
+        # Forks are CPU-bound Python: more threads than cores only add GIL contention.
+        async with fork_slots:
+            result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
         return _json({"childSessionId": result.child_session_id, "created": result.created})
 
     async def stop_turns(app: web.Application) -> None:
@@ -381,11 +392,9 @@ def query_params(request: web.Request, allowed: dict[str, int]) -> dict[str, int
 
 
 def _updated_at(store: SessionStore, session_id: str) -> float | None:
-    """When the session's folder last changed (a commit, a title), Unix seconds."""
-    try:
-        return max(entry.stat().st_mtime for entry in os.scandir(store.session_dir(session_id)))
-    except (OSError, ValueError, BranchwiseError):
-        return None
+    """When the session last changed (a commit, a title), Unix seconds."""
+    stamps = [mtime for _name, _size, mtime in _file_stats(store, session_id)]
+    return max(stamps) / 1e9 if stamps else None
 
 
 def _being_written(store: SessionStore, session_id: str) -> bool:
@@ -395,15 +404,38 @@ def _being_written(store: SessionStore, session_id: str) -> bool:
         return False
 
 
+def _file_stats(store: SessionStore, session_id: str) -> list[tuple[str, int, int]]:
+    """``(path, size, mtime_ns)`` of each file of a session, one folder level deep.
+
+    A format-2 session appends to segments in a subfolder, whose change does
+    not touch the session folder's own entries.
+    """
+    try:
+        top = store.session_dir(session_id)
+    except BranchwiseError:
+        return []
+    stats: list[tuple[str, int, int]] = []
+    folders, depth = [top], 0
+    while folders and depth < 2:
+        deeper: list[Path] = []
+        for folder in folders:
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            deeper.append(Path(entry.path))
+                            continue
+                        info = entry.stat(follow_symlinks=False)
+                        stats.append((entry.path, info.st_size, info.st_mtime_ns))
+            except OSError:
+                continue
+        folders, depth = deeper, depth + 1
+    return stats
+
+
 def _fingerprint(store: SessionStore, session_id: str) -> tuple[tuple[str, int, int], ...]:
     """Size and change time of each file of a session: a commit changes one of them."""
-    try:
-        directory = store.session_dir(session_id)
-        with os.scandir(directory) as entries:
-            stats = [(e.name, e.stat()) for e in entries]
-    except OSError:
-        return ()
-    return tuple(sorted((name, st.st_size, st.st_mtime_ns) for name, st in stats))
+    return tuple(sorted(_file_stats(store, session_id)))
 
 
 async def serve(
@@ -427,6 +459,7 @@ async def serve(
     runner = _Runner(
         build_app(store, token, turns),
         access_log=None,
+        shutdown_timeout=SHUTDOWN_TIMEOUT,
         max_line_size=MAX_REQUEST_LINE,
         max_field_size=MAX_HEADER_FIELD,
     )

@@ -58,6 +58,7 @@ from branchwise.desktop.host.window_state import WindowState, save_window_state
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.notice_area import NoticeArea
+from branchwise.desktop.widgets.remote_servers import RemoteServers
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
 from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
@@ -159,6 +160,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.provider_label)
         self._settings_dialog: SettingsDialog | None = None
         self._build_menus()
+        self.remote_servers = RemoteServers(self)
         self.language_chosen.connect(self.choose_language)
         self._unsubscribe = [host.subscribe(self.apply_changes), host.subscribe_text(self._text)]
         self.resize(1100, 720)
@@ -848,6 +850,7 @@ class MainWindow(QMainWindow):
         self._render_language_menu()
         self._render_provider()
         self.sidebar.retranslate_ui()
+        self.remote_servers.retranslate_ui()
         self.search_panel.retranslate_ui()
         self.notice_area.retranslate_ui()
         for tab in self.conversation_tabs():

@@ -33,6 +33,12 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
         (
+            "bench_serve.py",
+            ["--turns", "20", "--targets", "10", "--forks", "5", "--retries", "5"]
+            + ["--sequential", "3", "--page-turns", "60", "--repeat", "1"],
+            "zero errors, one child per operation",
+        ),
+        (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],
             "alsoIn 10",

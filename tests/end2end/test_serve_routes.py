@@ -137,14 +137,15 @@ def test_new_session_turn_stream_events_and_stop(root: Path, served: Served) -> 
         assert shown["turns"][-1]["boundarySequence"] == ended["result"]["boundarySequence"]
 
         everything = client.get(f"/sessions/{sid}/events", params={"after": 0}).json()
-        seqs = [e["seq"] for e in everything["events"]]
+        seqs = [e["seq"] for commit in everything["commits"] for e in commit]
         assert seqs == list(range(1, everything["lastSeq"] + 1))
-        assert everything["events"][-1]["type"] == "turn/end"
+        assert everything["commits"][-1][-1]["type"] == "turn/end"
+        assert len(everything["commits"]) == len(SessionStore(root).read(sid).scan.frames)
         started = time.monotonic()
         quiet = client.get(
             f"/sessions/{sid}/events", params={"after": everything["lastSeq"], "wait": 1}
         ).json()
-        assert quiet["events"] == [] and time.monotonic() - started >= 0.9
+        assert quiet["commits"] == [] and time.monotonic() - started >= 0.9
 
         # A long-poll wakes for a turn another client starts; stop ends it as cancelled.
         with client.stream("POST", f"/sessions/{sid}/turns", json={"text": "x " * 50}) as reply:
@@ -153,7 +154,14 @@ def test_new_session_turn_stream_events_and_stop(root: Path, served: Served) -> 
             woke = client.get(
                 f"/sessions/{sid}/events", params={"after": everything["lastSeq"], "wait": 30}
             ).json()
-            assert woke["events"][0]["type"] == "turn/start" and woke["running"] is True
+            assert woke["commits"][0][0]["type"] == "turn/start" and woke["running"] is True
+            # Only the log's files change now (no lease, no title): the long-poll still wakes.
+            started = time.monotonic()
+            later = client.get(
+                f"/sessions/{sid}/events", params={"after": woke["lastSeq"], "wait": 30}
+            ).json()
+            assert later["commits"] and time.monotonic() - started < 10
+            assert later["commits"][0][0]["seq"] == woke["lastSeq"] + 1
             assert client.get("/sessions").json()["sessions"][0]["running"] is True
             assert client.post(f"/sessions/{sid}/stop").json() == {"stopped": True}
             rest = [orjson.loads(line) for line in lines if line.strip()]

@@ -26,9 +26,11 @@ class Served:
 
 @contextmanager
 def serve_process(
-    root: Path, log: Path | None = None, args: Sequence[str] = ()
+    root: Path, log: Path | None = None, args: Sequence[str] = (), port: int = 0
 ) -> Iterator[Served]:
-    """Run ``branchwise serve --port 0 args…`` on ``root`` until the block ends (then SIGINT).
+    """Run ``branchwise serve --port PORT args…`` on ``root`` until the block ends (then SIGINT).
+
+    ``port`` 0 picks a free one; a restarted server reuses its predecessor's.
 
     ``log`` receives the server's stderr (its log), for tests that read it.
     A test may SIGKILL ``pid`` inside the block.
@@ -37,7 +39,7 @@ def serve_process(
         stderr = stack.enter_context(log.open("wb")) if log is not None else None
         proc = subprocess.Popen(
             [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(root)]
-            + ["serve", "--port", "0", *args],
+            + ["serve", "--port", str(port), *args],
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
@@ -55,13 +57,20 @@ def serve_process(
 
 @asynccontextmanager
 async def server_without_capabilities() -> AsyncIterator[str]:
-    """An HTTP server on 127.0.0.1 whose ``/capabilities`` lists nothing; yields its URL."""
+    """An HTTP server on 127.0.0.1 whose ``/capabilities`` lists nothing; yields its URL.
+
+    Its ``/sessions`` lists no conversation (an older server a desktop can still list).
+    """
 
     async def no_capabilities(request: web.Request) -> web.Response:
         return web.json_response({"capabilities": []})
 
+    async def no_sessions(request: web.Request) -> web.Response:
+        return web.json_response({"sessions": [], "damaged": []})
+
     app = web.Application()
     app.router.add_get("/capabilities", no_capabilities)
+    app.router.add_get("/sessions", no_sessions)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

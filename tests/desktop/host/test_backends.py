@@ -8,14 +8,22 @@ any backend, and each ``Test…`` class only says how to make one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Iterator
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from helpers.forking import Tabs, make_source, request_for
+from helpers.cli import cli_command
+from helpers.forking import Tabs, children_per_operation, make_source, request_for
 from helpers.serve import serve_process, server_without_capabilities
-from helpers.sessions import visible_sessions
+from helpers.sessions import visible_sessions, write_big_session
 
 from branchwise.core.errors import BranchwiseError, ServerUnsupported, SessionNotFound, error_class
 from branchwise.core.fork.operations import ForkRequest
@@ -23,7 +31,12 @@ from branchwise.core.i18n.reasons import reason_text
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.remote.client import RemoteStore
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.backends import ForkBackend, LocalForkBackend, RemoteForkBackend
+from branchwise.desktop.host.backends import (
+    ForkBackend,
+    LocalForkBackend,
+    RemoteForkBackend,
+    remote_fork_fields,
+)
 from branchwise.desktop.host.branching import BranchStatus, ForkCoordinator
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import NoticeCenter
@@ -41,12 +54,63 @@ def _stale(request: ForkRequest) -> ForkRequest:
     return dataclasses.replace(request, expected_generation=request.expected_generation + 1)
 
 
+KILL_DELAYS = (0.0, 0.01, 0.05)
+"""Seconds after the operation id is reserved at which the forking process is killed
+(the first lands inside the fork; a later one may find it done: both must hold)."""
+
+CrashThenRestart = Callable[[ForkRequest, str, float], ForkBackend]
+"""Start ``fork(request, operation id)`` in the backend's own process, SIGKILL that
+process ``delay`` seconds after the id is reserved, and return a backend that works
+again (the process restarted, as the desktop's next start or a restarted server)."""
+
+
+def _wait_for_reservation(root: Path, before: int, proc_alive: Callable[[], bool]) -> None:
+    """Until ``fork-index/`` holds more than ``before`` entries (the fork has begun)."""
+    index = root / "fork-index"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc_alive():
+        if index.exists() and len(os.listdir(index)) > before:
+            return
+        time.sleep(0.001)
+
+
+def _index_size(root: Path) -> int:
+    index = root / "fork-index"
+    return len(os.listdir(index)) if index.exists() else 0
+
+
 class ForkBackendContract:
-    """What every fork backend does (subclasses provide the ``backend`` fixture)."""
+    """What every fork backend does (subclasses provide ``backend`` and ``crash_then_restart``)."""
 
     @pytest.fixture
     def backend(self, store: SessionStore) -> Iterator[ForkBackend]:
         raise NotImplementedError
+
+    @pytest.fixture
+    def crash_then_restart(self, store: SessionStore) -> Iterator[CrashThenRestart]:
+        raise NotImplementedError
+
+    def test_a_fork_killed_midway_then_retried_makes_exactly_one_child(
+        self, store: SessionStore, crash_then_restart: CrashThenRestart
+    ) -> None:
+        # Big enough that the fork takes a while, so the kill can land inside it.
+        session_id = write_big_session(store, 4000, 20)
+        snapshot = store.read(session_id)
+        turn = snapshot.projection.turns[-1]
+        assert turn.boundary_sequence is not None
+        request = ForkRequest(
+            session_id, turn.turn_id, turn.boundary_sequence, snapshot.manifest.generation
+        )
+        for n, delay in enumerate(KILL_DELAYS):
+            operation_id = f"op_killed_{n}"
+            backend = crash_then_restart(request, operation_id, delay)
+            result = asyncio.run(backend.fork(request, operation_id))
+            again = asyncio.run(backend.fork(request, operation_id))
+            assert again.child_session_id == result.child_session_id and not again.created
+            assert children_per_operation(store)[operation_id] == 1
+            child = store.read(result.child_session_id)
+            assert len(child.projection.turns) == 4000
+        assert not [p for p in store.sessions_dir.iterdir() if p.name.startswith(".")]
 
     def test_fork_is_idempotent_per_operation_id(
         self, store: SessionStore, backend: ForkBackend
@@ -123,6 +187,29 @@ class TestLocalForkBackend(ForkBackendContract):
     def backend(self, store: SessionStore) -> Iterator[ForkBackend]:
         yield LocalForkBackend(store)
 
+    @pytest.fixture
+    def crash_then_restart(self, store: SessionStore) -> Iterator[CrashThenRestart]:
+        """The fork runs in a real ``branchwise session fork`` process, killed midway."""
+
+        def crash(request: ForkRequest, operation_id: str, delay: float) -> ForkBackend:
+            before = _index_size(store.root)
+            proc = subprocess.Popen(
+                [*cli_command(store.root), "session", "fork", request.source_session_id]
+                + ["--turn", request.turn_id, "--boundary", str(request.boundary_sequence)]
+                + ["--generation", str(request.expected_generation)]
+                + ["--operation-id", operation_id],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            _wait_for_reservation(store.root, before, lambda: proc.poll() is None)
+            time.sleep(delay)
+            proc.kill()
+            proc.wait(timeout=30)
+            store.sweep_temporary()  # what the desktop's next start does
+            return LocalForkBackend(store)
+
+        yield crash
+
 
 @pytest.fixture(scope="module")
 def served_root(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str, str]]:
@@ -144,6 +231,35 @@ class TestRemoteForkBackend(ForkBackendContract):
     def backend(self, served_root: tuple[Path, str, str]) -> Iterator[ForkBackend]:
         _, url, token = served_root
         yield RemoteForkBackend(RemoteStore(url, token))
+
+    @pytest.fixture
+    def crash_then_restart(self, served_root: tuple[Path, str, str]) -> Iterator[CrashThenRestart]:
+        """A server of its own gets ``POST /fork-session``, is SIGKILLed midway and restarted."""
+        root = served_root[0]
+        restarted = contextlib.ExitStack()
+
+        def crash(request: ForkRequest, operation_id: str, delay: float) -> ForkBackend:
+            before = _index_size(root)
+            with serve_process(root) as doomed:
+                remote = RemoteStore(doomed.url, doomed.token, timeout=60)
+                call = remote.fork(*remote_fork_fields(request), operation_id)
+                worker = threading.Thread(target=_swallow, args=(call,))
+                worker.start()
+                _wait_for_reservation(root, before, worker.is_alive)
+                time.sleep(delay)
+                os.kill(doomed.pid, signal.SIGKILL)
+                worker.join(timeout=60)
+            again = restarted.enter_context(serve_process(root))
+            return RemoteForkBackend(RemoteStore(again.url, again.token))
+
+        with restarted:
+            yield crash
+
+
+def _swallow(call: Coroutine[Any, Any, object]) -> None:
+    """Run a request whose server is about to be killed; its outcome is unknown by design."""
+    with contextlib.suppress(BranchwiseError):
+        asyncio.run(call)
 
 
 def test_a_server_that_cannot_branch_turns_branch_actions_off(tmp_path: Path) -> None:

@@ -1,0 +1,470 @@
+"""Conversations on ``branchwise serve`` servers: "Connect to server…", the sidebar's
+server section, and a tab for a remote conversation.
+
+The window owns one :class:`RemoteServers`; it adds the File menu action, puts
+the server section under the local conversation tree, reconnects the saved
+servers at start, and opens remote conversations in tabs of their own. What
+happens is decided by :mod:`branchwise.desktop.host.remote` (no Qt); this
+module only shows it: a remote transcript uses the same turn widgets and
+branch action a local one does, and a branch click goes through the server's
+operations journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QScrollArea,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from branchwise.core.errors import BranchwiseError
+from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.i18n.language import _, format_number
+from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.desktop.host.notices import Level
+from branchwise.desktop.host.remote import (
+    Connection,
+    ConnectionState,
+    RemoteServer,
+    RemoteTranscript,
+    load_connections,
+    read_token,
+    save_connection,
+)
+from branchwise.desktop.host.rows import PAGE_SIZE
+from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
+
+if TYPE_CHECKING:
+    from branchwise.desktop.widgets.window import MainWindow
+
+SERVER_ROLE = Qt.ItemDataRole.UserRole
+SESSION_ROLE = Qt.ItemDataRole.UserRole + 1
+
+
+class ConnectDialog(QDialog):
+    """ "Connect to server…": a name, the server's address and its token (masked).
+
+    Args:
+        parent: the window.
+    """
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("connectDialog")
+        self.name_edit = QLineEdit(self)
+        self.name_edit.setObjectName("serverName")
+        self.url_edit = QLineEdit(self)
+        self.url_edit.setObjectName("serverUrl")
+        self.url_edit.setPlaceholderText("http://127.0.0.1:8765")
+        self.token_edit = QLineEdit(self)
+        self.token_edit.setObjectName("serverToken")
+        self.token_edit.setEchoMode(QLineEdit.EchoMode.Password)  # never shown on screen
+        self.error_label = QLabel(self)
+        self.error_label.setObjectName("connectError")
+        self.error_label.setWordWrap(True)
+        self.error_label.hide()
+        self.buttons = QDialogButtonBox(
+            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
+        )
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        self.form = QFormLayout()
+        self.form.addRow("", self.name_edit)
+        self.form.addRow("", self.url_edit)
+        self.form.addRow("", self.token_edit)
+        layout = QVBoxLayout(self)
+        layout.addLayout(self.form)
+        layout.addWidget(self.error_label)
+        layout.addWidget(self.buttons)
+        self.retranslate_ui()
+
+    def show_error(self, code: str) -> None:
+        """Say why the input cannot be used (the dialog stays open)."""
+        self.error_label.setText(reason_text(code))
+        self.error_label.show()
+
+    def retranslate_ui(self) -> None:
+        """Render the dialog's texts in the current language."""
+        self.setWindowTitle(_("Connect to server"))
+        labels = (_("Name"), _("Server address"), _("Token"))
+        for row, text in enumerate(labels):
+            label = self.form.itemAt(row, QFormLayout.ItemRole.LabelRole)
+            if label is not None and isinstance(label.widget(), QLabel):
+                label.widget().setText(text)  # type: ignore[union-attr]
+        self.name_edit.setPlaceholderText(_("Shown in the sidebar (optional)"))
+        self.token_edit.setPlaceholderText(_("The contents of serve-token on the server"))
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText(_("Connect"))
+        self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setText(_("Cancel"))
+
+
+class RemoteConversationTab(QWidget):
+    """A conversation kept on a server: its transcript, branch actions and a composer.
+
+    Args:
+        transcript: the loaded remote transcript.
+        on_branch: called with the fork request of a clicked branch action.
+        on_send: called with the text of a prompt to send.
+        on_stop: called when "Stop" is clicked while a turn runs there.
+    """
+
+    def __init__(
+        self,
+        transcript: RemoteTranscript,
+        on_branch: Callable[[ForkRequest], object],
+        on_send: Callable[[str], object],
+        parent: QWidget | None = None,
+        on_stop: Callable[[], object] = lambda: None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("remoteConversationTab")
+        self.transcript = transcript
+        self._on_branch = on_branch
+        self._on_send = on_send
+        self._on_stop = on_stop
+        self.server_label = QLabel(self)
+        self.server_label.setObjectName("remoteServerLabel")
+        self.scroll_area = QScrollArea(self)
+        self.scroll_area.setWidgetResizable(True)
+        self._body = QWidget(self.scroll_area)
+        self._rows = QVBoxLayout(self._body)
+        self.earlier_button = QPushButton(self._body)
+        self.earlier_button.setObjectName("earlierTurnsButton")
+        self.earlier_button.clicked.connect(self._show_earlier)
+        self.earlier_button.hide()
+        self._rows.addWidget(self.earlier_button)
+        self._rows.addStretch(1)
+        self.scroll_area.setWidget(self._body)
+        self.editor = QPlainTextEdit(self)
+        self.editor.setObjectName("remoteComposer")
+        self.editor.setMaximumHeight(90)
+        self.send_button = QPushButton(self)
+        self.send_button.setObjectName("remoteSendButton")
+        self.send_button.clicked.connect(self._send)
+        self.stop_button = QPushButton(self)
+        self.stop_button.setObjectName("remoteStopButton")
+        self.stop_button.clicked.connect(lambda _checked=False: self._on_stop())
+        composer = QHBoxLayout()
+        composer.addWidget(self.editor, 1)
+        composer.addWidget(self.send_button)
+        composer.addWidget(self.stop_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.server_label)
+        layout.addWidget(self.scroll_area, 1)
+        layout.addLayout(composer)
+        self._widgets: list[TurnWidget] = []
+        self.shown = PAGE_SIZE
+        self._seen: int | None = None
+        self._unsubscribe = [
+            transcript.subscribe(self.refresh),
+            transcript.server.subscribe(self.refresh),
+        ]
+        self.retranslate_ui()
+        self.refresh()
+
+    @property
+    def session_id(self) -> str:
+        """The conversation's id on its server."""
+        return self.transcript.session_id
+
+    @property
+    def title(self) -> str:
+        """The conversation's title for the tab."""
+        return untitled(self.transcript.title)
+
+    def turn_widgets(self) -> list[TurnWidget]:
+        """The turn widgets, in order."""
+        return list(self._widgets)
+
+    def refresh(self) -> None:
+        """Show the transcript's rows and each row's branch action as they are now."""
+        every = self.transcript.rows
+        # Like a local transcript: widgets for the last pages only (a server's
+        # conversation may hold 10,000 turns); new turns extend the window.
+        if self._seen is not None and self.transcript.complete and len(every) > self._seen:
+            self.shown += len(every) - self._seen
+        self._seen = len(every) if self.transcript.complete else None
+        hidden = max(0, len(every) - self.shown)
+        rows = every[hidden:]
+        self.earlier_button.setVisible(hidden > 0)
+        self.earlier_button.setText(
+            fill(_("Show earlier turns ({n} more)"), {"n": format_number(hidden)})
+        )
+        while len(self._widgets) > len(rows):
+            self._widgets.pop().deleteLater()
+        for position, row in enumerate(rows):
+            if position < len(self._widgets):
+                widget = self._widgets[position]
+                if widget.row != row:
+                    widget.set_row(row)
+            else:
+                widget = TurnWidget(row, self._branch, lambda _sid: None, self._body)
+                self._rows.insertWidget(self._rows.count() - 1, widget)
+                self._widgets.append(widget)
+            widget.set_branch_state(self.transcript.branch_state(row))
+        connected = self.transcript.server.state == ConnectionState.CONNECTED
+        self.send_button.setEnabled(connected and not self.transcript.running)
+        self.stop_button.setEnabled(connected and self.transcript.running)
+
+    def _show_earlier(self) -> None:
+        self.shown += PAGE_SIZE
+        for widget in self._widgets:  # rebuilt in order, the earlier page first
+            widget.deleteLater()
+        self._widgets = []
+        self.refresh()
+
+    def close_tab(self) -> None:
+        """Stop listening (the tab is going away)."""
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe = []
+
+    def _branch(self, request: ForkRequest) -> None:
+        self._on_branch(request)
+
+    def _send(self) -> None:
+        text = self.editor.toPlainText().strip()
+        if text:
+            self.editor.clear()
+            self._on_send(text)
+
+    def retranslate_ui(self) -> None:
+        """Render the tab's texts in the current language."""
+        server = self.transcript.server
+        self.server_label.setText(fill(_("On the server {server}"), {"server": server.name}))
+        self.send_button.setText(_("Send"))
+        self.stop_button.setText(_("Stop"))
+
+
+class RemoteServers(QObject):
+    """The window's servers: the menu action, the sidebar section and the remote tabs.
+
+    Args:
+        window: the main window (its host, notices, tabs and sidebar are used).
+    """
+
+    def __init__(self, window: MainWindow) -> None:
+        super().__init__(window)
+        self.window = window
+        self.host = window.host
+        self.servers: list[RemoteServer] = []
+        self.dialog: ConnectDialog | None = None
+        self._follow: dict[RemoteConversationTab, asyncio.Task[None]] = {}
+        self.connect_action = QAction(window)
+        self.connect_action.setObjectName("connectServerAction")
+        self.connect_action.triggered.connect(lambda _checked=False: self.show_connect())
+        window.file_menu.insertAction(window.settings_action, self.connect_action)
+        self.tree = QTreeWidget(window.sidebar)
+        self.tree.setObjectName("serverTree")
+        self.tree.setHeaderHidden(True)
+        self.tree.itemActivated.connect(self._activated)
+        self.tree.itemClicked.connect(self._activated)
+        self.tree.hide()
+        sidebar_layout = window.sidebar.layout()
+        if sidebar_layout is not None:
+            sidebar_layout.addWidget(self.tree)
+        window.tabs.tabCloseRequested.connect(self._close_tab_at)
+        window.closed.connect(self._stop_all)
+        self.retranslate_ui()
+
+    # -- servers ------------------------------------------------------------------------------
+
+    def connect_saved(self) -> None:
+        """Reconnect every saved server (at start)."""
+        for connection in load_connections(self.host.root):
+            self.add(connection, read_token(self.host.root, connection))
+
+    def add(self, connection: Connection, token: str, **options: object) -> RemoteServer:
+        """Show a server in the sidebar and connect to it in the background."""
+        for old in [s for s in self.servers if s.connection.url == connection.url]:
+            self.servers.remove(old)
+            self.host.spawn(old.stop(), "disconnect from a server")
+        server = RemoteServer(
+            self.host.root,
+            connection,
+            token,
+            self.host.notices,
+            **options,  # type: ignore[arg-type]
+        )
+        server.navigator = self._navigate
+        server.subscribe(self.render_tree)
+        self.servers.append(server)
+        server.start()
+        self.render_tree()
+        return server
+
+    def show_connect(self) -> ConnectDialog:
+        """Open "Connect to server…"; a valid entry is saved and connected."""
+        dialog = ConnectDialog(self.window)
+        self.dialog = dialog
+
+        def accepted() -> None:
+            try:
+                connection = save_connection(
+                    self.host.root,
+                    dialog.name_edit.text(),
+                    dialog.url_edit.text(),
+                    dialog.token_edit.text(),
+                )
+            except BranchwiseError as exc:
+                dialog.show_error(exc.code)
+                dialog.open()  # keep what was typed; say what is wrong
+                return
+            self.add(connection, dialog.token_edit.text().strip())
+
+        dialog.accepted.connect(accepted)
+        dialog.open()
+        return dialog
+
+    def _stop_all(self) -> None:
+        for server in self.servers:
+            self.host.spawn(server.stop(), "disconnect from a server")
+
+    # -- the sidebar section ------------------------------------------------------------------
+
+    def server_item(self, server: RemoteServer) -> QTreeWidgetItem | None:
+        """The top-level item of a server."""
+        for index in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(index)
+            if item is not None and item.data(0, SERVER_ROLE) == server.connection.url:
+                return item
+        return None
+
+    def render_tree(self) -> None:
+        """Show each server under its name, its conversations nested by lineage."""
+        self.tree.clear()
+        for server in self.servers:
+            top = QTreeWidgetItem([self._server_text(server)])
+            top.setData(0, SERVER_ROLE, server.connection.url)
+            top.setToolTip(0, server.connection.url)
+            items: dict[str, QTreeWidgetItem] = {}
+            for entry in server.entries:
+                item = QTreeWidgetItem([("● " if entry.running else "") + untitled(entry.title)])
+                item.setData(0, SERVER_ROLE, server.connection.url)
+                item.setData(0, SESSION_ROLE, entry.session_id)
+                items[entry.session_id] = item
+            for entry in server.entries:
+                parent = items.get(entry.parent_id or "")
+                (parent or top).addChild(items[entry.session_id])
+            self.tree.addTopLevelItem(top)
+        self.tree.expandAll()
+        self.tree.setVisible(bool(self.servers))
+
+    def _server_text(self, server: RemoteServer) -> str:
+        if server.state == ConnectionState.CONNECTED:
+            return server.name
+        if server.state == ConnectionState.CONNECTING:
+            return fill(_("{server} (connecting…)"), {"server": server.name})
+        return fill(_("{server} (disconnected)"), {"server": server.name})
+
+    def _activated(self, item: QTreeWidgetItem, _column: int = 0) -> None:
+        session_id = item.data(0, SESSION_ROLE)
+        server = self._server_of(item.data(0, SERVER_ROLE))
+        if session_id and server is not None:
+            self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
+
+    def _server_of(self, url: str | None) -> RemoteServer | None:
+        return next((s for s in self.servers if s.connection.url == url), None)
+
+    # -- tabs ---------------------------------------------------------------------------------
+
+    def remote_tabs(self) -> list[RemoteConversationTab]:
+        """Every open remote conversation tab, in tab order."""
+        tabs = self.window.tabs
+        return [
+            tab
+            for i in range(tabs.count())
+            if isinstance(tab := tabs.widget(i), RemoteConversationTab)
+        ]
+
+    def tab_for(self, server: RemoteServer, session_id: str) -> RemoteConversationTab | None:
+        """The open tab of a server's conversation."""
+        return next(
+            (
+                t
+                for t in self.remote_tabs()
+                if t.session_id == session_id and t.transcript.server is server
+            ),
+            None,
+        )
+
+    async def open_remote(self, server: RemoteServer, session_id: str) -> RemoteConversationTab:
+        """Open (or bring forward) a server conversation's tab; a failure is a notice."""
+        try:
+            return await self._open_tab(server, session_id)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            raise
+
+    async def _navigate(self, server: RemoteServer, session_id: str) -> None:
+        """The server's navigator: a new branch opens in a tab (raises if it cannot)."""
+        await self._open_tab(server, session_id)
+
+    async def _open_tab(self, server: RemoteServer, session_id: str) -> RemoteConversationTab:
+        tab = self.tab_for(server, session_id)
+        if tab is None:
+            transcript = await server.open_transcript(session_id)
+            tab = RemoteConversationTab(
+                transcript,
+                lambda request: self.host.spawn(
+                    server.request_branch(request), "branch a server conversation"
+                ),
+                lambda text: self.host.spawn(
+                    self._send(server, session_id, text), "send to a server"
+                ),
+                self.window,
+                lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
+            )
+            self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
+            self.window.tabs.addTab(tab, tab.title)
+            index = self.window.tabs.indexOf(tab)
+            self.window.tabs.setTabToolTip(
+                index, fill(_("{title} on {server}"), {"title": tab.title, "server": server.name})
+            )
+        self.window.tabs.setCurrentWidget(tab)
+        self.window._render_empty_state()
+        return tab
+
+    async def _send(self, server: RemoteServer, session_id: str, text: str) -> None:
+        try:
+            await server.send(session_id, text)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+
+    def _close_tab_at(self, index: int) -> None:
+        tab = self.window.tabs.widget(index)
+        if not isinstance(tab, RemoteConversationTab):
+            return
+        tab.close_tab()
+        follow = self._follow.pop(tab, None)
+        if follow is not None:
+            follow.cancel()
+        self.window.tabs.removeTab(index)
+        tab.deleteLater()
+        self.window._render_empty_state()
+
+    def retranslate_ui(self) -> None:
+        """Render every text in the current language."""
+        self.connect_action.setText(_("Connect to server…"))
+        self.render_tree()
+        for tab in self.remote_tabs():
+            tab.retranslate_ui()
+        if self.dialog is not None:
+            self.dialog.retranslate_ui()

@@ -1,0 +1,220 @@
+"""``branchwise serve`` under load from a client on loopback (issue 17), side by side with
+the in-process calls it wraps.
+
+    python tests/benchmarks/bench_serve.py [--turns 2000] [--targets 200] [--forks 50]
+        [--retries 50] [--page-turns 10000]
+
+On one ``--turns`` session served by a real ``branchwise serve`` subprocess:
+
+(a) ``--targets`` concurrent ``GET /sessions/{id}/fork-targets``;
+(b) ``--forks`` concurrent ``POST /fork-session`` at the last turn, distinct
+    operation ids, then ``--retries`` concurrent retries of one operation id;
+    checked: zero errors, exactly one child per operation id, every retry
+    answering the same child. p50/p99 latencies; the p99 fork latency is set
+    against the in-process ``fork()`` of the same request (median of 5), and
+    so is a sequential remote fork (the per-request overhead without queueing);
+(c) a ``--page-turns`` session: the first transcript page over HTTP
+    (``GET /sessions/{id}?limit=50``) and the desktop's remote transcript
+    (``RemoteTranscript.load``: every commit, then fork targets) vs. the local
+    first page (``SessionStore.read`` + the last 50 rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import build_session
+from helpers.forking import children_per_operation
+from helpers.serve import serve_process
+
+from branchwise.core import ForkRequest, SessionStore, fork, fork_targets
+from branchwise.desktop.host.notices import NoticeCenter
+from branchwise.desktop.host.remote import Connection, RemoteServer
+from branchwise.desktop.host.rows import PAGE_SIZE, rows_from_projection
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The ``share`` (0..1) percentile, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * len(ordered)) - 1))]
+
+
+def line(name: str, latencies: list[float], errors: int) -> None:
+    """Print one load result."""
+    print(
+        f"{name:<44} n {len(latencies):4d}  errors {errors}  "
+        f"p50 {percentile(latencies, 0.5) * 1000:8.2f} ms  "
+        f"p99 {percentile(latencies, 0.99) * 1000:8.2f} ms"
+    )
+
+
+async def timed(client: httpx.AsyncClient, method: str, path: str, **kwargs: Any) -> tuple:
+    """``(seconds, status, body)`` of one request."""
+    start = time.perf_counter()
+    reply = await client.request(method, path, **kwargs)
+    return time.perf_counter() - start, reply.status_code, reply.content
+
+
+async def load(url: str, token: str, session_id: str, request: ForkRequest, args: Any) -> dict:
+    """Run (a) and (b) against the server; the latencies, statuses and answers."""
+    limits = httpx.Limits(max_connections=max(args.targets, args.forks, args.retries))
+    auth = {"Authorization": f"Bearer {token}"}
+    async with httpx.AsyncClient(base_url=url, headers=auth, timeout=600, limits=limits) as client:
+        headers = {"X-Expected-Session": session_id}
+        targets = await asyncio.gather(
+            *(
+                timed(client, "GET", f"/sessions/{session_id}/fork-targets", headers=headers)
+                for _ in range(args.targets)
+            )
+        )
+
+        def body(op: str) -> bytes:
+            return orjson.dumps(
+                {
+                    "sourceSessionId": request.source_session_id,
+                    "turnId": request.turn_id,
+                    "boundarySequence": request.boundary_sequence,
+                    "expectedGeneration": request.expected_generation,
+                    "operationId": op,
+                }
+            )
+
+        forks = await asyncio.gather(
+            *(
+                timed(client, "POST", "/fork-session", content=body(f"op_bench_{n}"))
+                for n in range(args.forks)
+            )
+        )
+        retries = await asyncio.gather(
+            *(
+                timed(client, "POST", "/fork-session", content=body("op_bench_retry"))
+                for _ in range(args.retries)
+            )
+        )
+        sequential = [
+            await timed(client, "POST", "/fork-session", content=body(f"op_bench_seq_{n}"))
+            for n in range(args.sequential)
+        ]
+    return {"targets": targets, "forks": forks, "retries": retries, "sequential": sequential}
+
+
+def in_process_fork(root: Path, request: ForkRequest, runs: int = 5) -> float:
+    """Median in-process ``fork()`` time of the same request (fresh operation ids)."""
+    store = SessionStore(root)
+    times = []
+    for n in range(runs):
+        start = time.perf_counter()
+        fork(store, request, f"op_inprocess_{n}")
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def first_page(root: Path, url: str, token: str, session_id: str, repeat: int) -> None:
+    """(c): the first transcript page over HTTP and in the desktop vs. a local one."""
+    store = SessionStore(root)
+
+    def local() -> None:
+        rows = rows_from_projection(store.read(session_id).projection)
+        assert len(rows[-PAGE_SIZE:]) == PAGE_SIZE
+
+    def paged() -> None:
+        reply = httpx.get(
+            f"{url}/sessions/{session_id}",
+            params={"limit": PAGE_SIZE},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=600,
+        )
+        assert len(reply.json()["turns"]) == PAGE_SIZE
+
+    async def desktop() -> None:
+        with tempfile.TemporaryDirectory() as here:
+            server = RemoteServer(Path(here), Connection("bench", url), token, NoticeCenter())
+            transcript = await server.open_transcript(session_id)
+            assert len(transcript.rows[-PAGE_SIZE:]) == PAGE_SIZE
+
+    times: dict[str, list[float]] = {"local": [], "paged": [], "desktop": []}
+    for _ in range(repeat):
+        for name, call in (
+            ("local", local),
+            ("paged", paged),
+            ("desktop", lambda: asyncio.run(desktop())),
+        ):
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    best = {name: min(values) for name, values in times.items()}
+    for name in ("paged", "desktop"):
+        ratio = best[name] / best["local"]
+        verdict = "ok" if ratio <= 3 else "OVER TARGET"
+        print(
+            f"first page, {name:<8} {best[name] * 1000:9.2f} ms  local {best['local'] * 1000:9.2f}"
+            f" ms  ratio {ratio:5.2f} (target <= 3)  {verdict}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--targets", type=int, default=200)
+    parser.add_argument("--forks", type=int, default=50)
+    parser.add_argument("--retries", type=int, default=50)
+    parser.add_argument("--sequential", type=int, default=20)
+    parser.add_argument("--page-turns", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "root"
+        store = SessionStore(root)
+        session_id = build_session(root, args.turns)
+        answer = fork_targets(store, session_id)
+        last = answer.targets[-1]
+        assert last.boundary_sequence is not None
+        request = ForkRequest(session_id, last.turn_id, last.boundary_sequence, answer.generation)
+        big = build_session(root, args.page_turns, "long")
+        with serve_process(root) as served:
+            results = asyncio.run(load(served.url, served.token, session_id, request, args))
+            inprocess = in_process_fork(root, request)
+            first_page(root, served.url, served.token, big, args.repeat)
+        errors = {
+            name: sum(1 for _, status, _ in replies if status != 200)
+            for name, replies in results.items()
+        }
+        for name, replies in results.items():
+            line(f"{name} ({len(replies)} requests)", [r[0] for r in replies], errors[name])
+        per_op = children_per_operation(SessionStore(root))
+        lost = [n for n in range(args.forks) if per_op[f"op_bench_{n}"] != 1]
+        retry_children = {orjson.loads(body)["childSessionId"] for _, _, body in results["retries"]}
+        duplicates = {op: count for op, count in per_op.items() if count != 1}
+        print(
+            f"children: {sum(per_op.values())}  lost or duplicated: {len(lost)}  "
+            f"retry answers: {len(retry_children)} child(ren)  duplicates: {duplicates}"
+        )
+        p99_fork = percentile([r[0] for r in results["forks"]], 0.99)
+        p99_seq = percentile([r[0] for r in results["sequential"]], 0.99)
+        for name, value in (("p99 of concurrent forks", p99_fork), ("p99 sequential", p99_seq)):
+            ratio = value / inprocess
+            verdict = "ok" if ratio <= 3 else "OVER TARGET"
+            print(
+                f"{name:<26} {value * 1000:9.2f} ms  in-process fork {inprocess * 1000:8.2f} ms"
+                f"  ratio {ratio:6.2f} (target <= 3)  {verdict}"
+            )
+        ok = not any(errors.values()) and not lost and len(retry_children) == 1 and not duplicates
+        print("zero errors, one child per operation" if ok else "FAILED: errors or lost children")
+        if not ok:
+            sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

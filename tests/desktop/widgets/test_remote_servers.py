@@ -1,0 +1,212 @@
+"""Connect to a real ``branchwise serve``, list, open, branch; an unsupported and a lost server.
+
+The server is a real subprocess on 127.0.0.1; the window is the real one,
+offscreen. Tests read what the user sees (tree texts, tooltips, notices) and
+wait with ``qtbot.waitUntil``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+from helpers.forking import children_per_operation, make_source
+from helpers.gui import BRANCH, WAIT_MS, App, run, seed_session
+from helpers.serve import serve_process, server_without_capabilities
+from helpers.sessions import commits_of
+from PySide6.QtWidgets import QLineEdit, QTreeWidgetItem
+from pytestqt.qtbot import QtBot
+
+from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.remote import TOKENS_DIR, Connection, RemoteTranscript
+from branchwise.desktop.widgets.remote_servers import RemoteConversationTab
+
+FAST = {"backoff": (0.05, 0.1, 0.2), "refresh_interval": 0.1, "timeout": 5.0}
+UNSUPPORTED = "This server does not support branching conversations."
+
+
+def _tree_texts(app: App) -> list[str]:
+    """Every line of the server section, indented by depth."""
+    tree = app.window.remote_servers.tree
+    lines: list[str] = []
+
+    def walk(item: QTreeWidgetItem, depth: int) -> None:
+        lines.append("  " * depth + item.text(0))
+        for index in range(item.childCount()):
+            walk(item.child(index), depth + 1)
+
+    for index in range(tree.topLevelItemCount()):
+        walk(tree.topLevelItem(index), 0)
+    return lines
+
+
+def _item(app: App, text: str) -> QTreeWidgetItem:
+    tree = app.window.remote_servers.tree
+    found = tree.findItems(text, __import__("PySide6.QtCore").QtCore.Qt.MatchFlag.MatchRecursive)
+    assert found, (text, _tree_texts(app))
+    return found[0]
+
+
+def _remote_tab(app: App) -> RemoteConversationTab:
+    widget = app.window.tabs.currentWidget()
+    assert isinstance(widget, RemoteConversationTab), widget
+    return widget
+
+
+def test_connect_list_open_and_branch_on_a_server(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    served_store = SessionStore(served_root)
+    sid = seed_session(served_store, ["what is a fork?", "and a branch?"], title="Lab notes")
+    app = make_app()
+    with serve_process(served_root, args=["--delay-ms", "20"]) as served:
+        app.window.remote_servers.connect_action.trigger()
+        dialog = app.window.remote_servers.dialog
+        assert dialog is not None and dialog.isVisible()
+        assert dialog.token_edit.echoMode() == QLineEdit.EchoMode.Password
+        dialog.name_edit.setText("workstation")
+        dialog.url_edit.setText(served.url)
+        dialog.token_edit.setText(served.token)
+        dialog.accept()
+        qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  Lab notes"], timeout=WAIT_MS)
+        saved = orjson.loads((app.root / "servers.json").read_bytes())
+        assert saved["servers"] == [{"name": "workstation", "url": served.url}]
+        assert served.token not in (app.root / "servers.json").read_text()
+        [token_file] = (app.root / TOKENS_DIR).iterdir()
+        assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+
+        app.window.remote_servers._activated(_item(app, "Lab notes"))
+        qtbot.waitUntil(
+            lambda: isinstance(app.window.tabs.currentWidget(), RemoteConversationTab),
+            timeout=WAIT_MS,
+        )
+        tab = _remote_tab(app)
+        assert app.window.tabs.tabText(app.window.tabs.currentIndex()) == "Lab notes"
+        qtbot.waitUntil(
+            lambda: (
+                len(tab.turn_widgets()) == 2
+                and all(w.branch_button.isEnabled() for w in tab.turn_widgets())
+            ),
+            timeout=WAIT_MS,
+        )
+        first = tab.turn_widgets()[0]
+        assert first.branch_button.toolTip() == BRANCH
+        assert "what is a fork?" in first.row.entries[0].content
+
+        first.branch_button.click()
+        qtbot.waitUntil(lambda: _remote_tab(app) is not tab, timeout=WAIT_MS)
+        child_tab = _remote_tab(app)
+        qtbot.waitUntil(lambda: len(child_tab.turn_widgets()) == 1, timeout=WAIT_MS)
+        assert child_tab.session_id != sid
+        assert children_per_operation(served_store).total() == 1
+        qtbot.waitUntil(lambda: len(_tree_texts(app)) == 3, timeout=WAIT_MS)
+        assert _tree_texts(app)[:2] == ["workstation", "  Lab notes"]
+        assert _tree_texts(app)[2].startswith("    ")  # the branch nests under its parent
+        server = app.window.remote_servers.servers[0]
+        assert server.coordinator.records() == ()
+
+        # A prompt sent from the remote composer runs on the server and streams in.
+        child_tab.editor.setPlainText("one more")
+        child_tab.send_button.click()
+        qtbot.waitUntil(lambda: len(child_tab.turn_widgets()) == 2, timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda: child_tab.turn_widgets()[1].row.end_reason == "completed", timeout=WAIT_MS
+        )
+        assert len(served_store.read(child_tab.session_id).projection.turns) == 2
+        assert not child_tab.stop_button.isEnabled()
+        # Stop, while the server runs the next turn, ends it as cancelled.
+        child_tab.editor.setPlainText("and another")
+        child_tab.send_button.click()
+        qtbot.waitUntil(child_tab.stop_button.isEnabled, timeout=WAIT_MS)
+        child_tab.stop_button.click()
+        qtbot.waitUntil(
+            lambda: (
+                len(child_tab.turn_widgets()) == 3
+                and child_tab.turn_widgets()[2].row.end_reason == "cancelled"
+            ),
+            timeout=WAIT_MS,
+        )
+        qtbot.waitUntil(lambda: not child_tab.stop_button.isEnabled(), timeout=WAIT_MS)
+        for tab_widget in app.window.remote_servers.remote_tabs():
+            app.window.tabs.tabCloseRequested.emit(app.window.tabs.indexOf(tab_widget))
+        assert app.window.remote_servers.remote_tabs() == []
+
+
+def test_a_server_without_fork_targets_shows_server_unsupported(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    app = make_app()
+    sid = seed_session(app.host.store, ["local only"])
+    context = server_without_capabilities()
+    url = run(qtbot, context.__aenter__())
+    try:
+        servers = app.window.remote_servers
+        server = servers.add(Connection("old box", url), "token", **FAST)
+        qtbot.waitUntil(lambda: _tree_texts(app) == ["old box"], timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: UNSUPPORTED in app.notice_texts(), timeout=WAIT_MS)
+        transcript = RemoteTranscript(server, sid)
+        transcript.apply_commits(commits_of(app.host.store, sid))
+        tab = RemoteConversationTab(transcript, lambda _r: None, lambda _t: None)
+        qtbot.addWidget(tab)
+        [widget] = tab.turn_widgets()
+        assert not widget.branch_button.isEnabled()
+        assert widget.branch_button.toolTip() == UNSUPPORTED
+    finally:
+        run(qtbot, context.__aexit__(None, None, None))
+
+
+def test_a_lost_server_is_reported_and_reconnected(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    seed_session(SessionStore(served_root), ["hello"], title="Far away")
+    app = make_app()
+    with serve_process(served_root) as served:
+        port = urlsplit(served.url).port
+        servers = app.window.remote_servers
+        servers.add(Connection("workstation", served.url), served.token, **FAST)
+        qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  Far away"], timeout=WAIT_MS)
+        os.kill(served.pid, signal.SIGKILL)
+        qtbot.waitUntil(
+            lambda: "Lost the connection to workstation. Reconnecting…" in app.notice_texts(),
+            timeout=WAIT_MS,
+        )
+        qtbot.waitUntil(
+            lambda: _tree_texts(app)[0] == "workstation (disconnected)", timeout=WAIT_MS
+        )
+    with serve_process(served_root, port=port or 0):
+        qtbot.waitUntil(
+            lambda: "Connected to workstation again." in app.notice_texts(), timeout=WAIT_MS
+        )
+        qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  Far away"], timeout=WAIT_MS)
+        run(qtbot, servers.servers[0].stop())
+
+
+def test_a_long_remote_conversation_shows_its_last_page_then_earlier_ones(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    source = make_source(SessionStore(served_root), turns=120, title="long")
+    app = make_app()
+    with serve_process(served_root) as served:
+        servers = app.window.remote_servers
+        server = servers.add(Connection("workstation", served.url), served.token, **FAST)
+        qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  long"], timeout=WAIT_MS)
+        tab = run(qtbot, servers.open_remote(server, source.session_id))
+        qtbot.waitUntil(lambda: tab.transcript.complete, timeout=WAIT_MS)
+        assert len(tab.turn_widgets()) == 50
+        assert [w.row.index for w in tab.turn_widgets()][:1] == [71]
+        assert tab.earlier_button.isVisible()
+        assert tab.earlier_button.text() == "Show earlier turns (70 more)"
+        tab.earlier_button.click()
+        assert len(tab.turn_widgets()) == 100
+        assert [w.row.index for w in tab.turn_widgets()][:1] == [21]
+        tab.earlier_button.click()
+        assert len(tab.turn_widgets()) == 120 and not tab.earlier_button.isVisible()
+        run(qtbot, server.stop())
