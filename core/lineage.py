@@ -397,20 +397,16 @@ class LineageIndex:
         return sorted(found, key=creation_order, reverse=True)
 
     def branches_at(self, session_id: str, turn_id: str) -> list[Manifest]:
-        """Forks and children that start at one turn of a session, newest first."""
-        return [
-            m
-            for m in self.children(session_id)
-            if m.parent is not None and m.parent.turn_id == turn_id
-        ]
+        """Forks and children that start at one turn of a session, newest first.
+
+        An edit or a regenerate of turn N forks at the end of turn N-1, but is
+        listed under turn N, the turn it asks again (its ``origin``).
+        """
+        return [m for m in self.children(session_id) if _listed_at(m) == turn_id]
 
     def turns_with_branches(self, session_id: str) -> set[str]:
-        """The turns of a session that have at least one branch."""
-        return {
-            m.parent.turn_id
-            for m in self.children(session_id)
-            if m.parent is not None and m.parent.turn_id is not None
-        }
+        """The turns of a session that have at least one branch (as :meth:`branches_at` lists)."""
+        return {turn for m in self.children(session_id) if (turn := _listed_at(m)) is not None}
 
     def forest(self, *, newest_first: bool = True) -> list[TreeNode]:
         """The whole forest (the sidebar's is newest first at every level), at any depth.
@@ -424,6 +420,14 @@ class LineageIndex:
 
     def __len__(self) -> int:
         return len(self.by_id)
+
+
+def _listed_at(manifest: Manifest) -> str | None:
+    """The parent's turn a branch is listed under: the turn it asks again, else its fork point."""
+    link = manifest.parent
+    if link is None:
+        return None
+    return link.origin.turn_id if link.origin is not None else link.turn_id
 
 
 def tree(store: SessionStore, session_id: str) -> TreeNode:

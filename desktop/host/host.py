@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from branchwise.core.ask_again import ask_again_request
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, InvalidTitle, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
@@ -443,6 +444,45 @@ class Host:
             self._in_flight.discard(key)
             self.emit(Changes(targets=frozenset({request.source_session_id})))
         return outcome.child_session_id if outcome.opened else None
+
+    async def request_ask_again(
+        self, session_id: str, turn_id: str, kind: str, prompt: str | None = None
+    ) -> str | None:
+        """Edit (``kind`` ``edit``, with ``prompt``) or regenerate a turn, as a branch.
+
+        The branch forks at the end of the turn before and is published with
+        the prompt as its first own turn; it then goes through the same
+        journalled protocol as the branch button (one click, at most one
+        branch, never lost) and opens in a new tab, where the turn is
+        answered. Returns the branch's id, or ``None`` when it was refused
+        (the notice says why) or is uncertain.
+        """
+        session = self._open.get(session_id)
+        projection = session.projection if session is not None else None
+        if session is None or projection is None:
+            return None
+        try:
+            request = ask_again_request(
+                projection, session_id, session.manifest.generation, turn_id, kind, prompt
+            )
+        except BranchwiseError as exc:
+            self.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return None
+        return await self.request_branch(request)
+
+    async def retry(self, session_id: str, turn_id: str) -> TurnResult | None:
+        """Ask a failed turn's prompt again as a new turn of the same conversation.
+
+        A refusal (the turn did not fail, a turn is running) goes to the notices.
+        """
+        session = self._open.get(session_id)
+        if session is None:
+            session = self.open_session(session_id)
+        try:
+            return await session.retry(turn_id)
+        except BranchwiseError as exc:
+            self.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return None
 
     def branch_title(self, request: ForkRequest) -> str | None:
         """The title a new branch of ``request``'s source gets, in the user's language.

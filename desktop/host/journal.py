@@ -34,10 +34,11 @@ from typing import Any, TypeGuard
 
 import orjson
 
-from branchwise.core.errors import InvalidSessionId
+from branchwise.core.errors import InvalidManifest, InvalidSessionId
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import validate_session_id
 from branchwise.core.store.atomic import atomic_write_bytes, fsync_dir
+from branchwise.core.store.manifest import BranchOrigin
 
 JOURNAL_NAME = "fork-operations.json"
 JOURNAL_VERSION = 1
@@ -60,12 +61,15 @@ def request_to_json(request: ForkRequest) -> dict[str, Any]:
     """
     if request.child_session_id is not None:
         raise ValueError("the journal keeps requests for a new child only")
-    return {
+    stored: dict[str, Any] = {
         "sourceSessionId": request.source_session_id,
         "generation": request.expected_generation,
         "turnId": request.turn_id,
         "boundarySequence": request.boundary_sequence,
     }
+    if request.origin is not None:  # an edit or regenerate: the prompt goes with the click
+        stored["origin"] = request.origin.to_json()
+    return stored
 
 
 def request_hash(request: ForkRequest) -> str:
@@ -88,17 +92,23 @@ def request_from_json(data: object) -> ForkRequest:
         validate_session_id(source)
     except InvalidSessionId as exc:
         raise InvalidRecord("request names a malformed source session") from exc
-    if not isinstance(turn, str) or not 0 < len(turn) <= MAX_ID_LENGTH:
+    at_start = turn is None  # an edit or regenerate of the first turn forks at the start
+    if not at_start and (not isinstance(turn, str) or not 0 < len(turn) <= MAX_ID_LENGTH):
         raise InvalidRecord("request turnId is malformed")
     if not _is_int(generation) or generation < 1:
         raise InvalidRecord("request generation is malformed")
-    if not _is_int(boundary) or boundary < 1:
+    if not _is_int(boundary) or (boundary != 0 if at_start else boundary < 1):
         raise InvalidRecord("request boundarySequence is malformed")
+    try:
+        origin = BranchOrigin.from_json(data.get("origin"))
+    except InvalidManifest as exc:
+        raise InvalidRecord("request origin is malformed") from exc
     return ForkRequest(
         source_session_id=str(source),
         turn_id=turn,
         boundary_sequence=boundary,
         expected_generation=generation,
+        origin=origin,
     )
 
 

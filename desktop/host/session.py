@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from branchwise.core.ask_again import failed_turn, question_of, unanswered_branch_turn
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -77,6 +79,7 @@ class _Loaded:
     rows: list[Row]
     error: BranchwiseError | None
     log_size: int
+    unanswered: str | None = None
 
 
 class OpenSession(TurnListener):
@@ -201,8 +204,9 @@ class OpenSession(TurnListener):
         """Open as writer, else read-only; build rows. Runs on any thread."""
         writer: SessionWriter | None = None
         error: BranchwiseError | None = None
+        unanswered = self._unanswered_question()
         try:
-            writer = self.store.open_writer(self.session_id)
+            writer = self.store.open_writer(self.session_id, continue_turn=unanswered)
             manifest, projection = writer.manifest, writer.projection
         except (LeaseHeld, CorruptLog, ReadOnlyDataFolder) as exc:
             error = exc
@@ -210,7 +214,24 @@ class OpenSession(TurnListener):
             manifest, projection = snapshot.manifest, snapshot.projection
         size = self._current_log_size()
         rows = rows_from_projection(projection)
-        return _Loaded(manifest, writer, projection, rows, error, size)
+        if writer is None or projection.open_turn is None:
+            unanswered = None
+        return _Loaded(manifest, writer, projection, rows, error, size, unanswered)
+
+    def _unanswered_question(self) -> str | None:
+        """The prompt an edit or regenerate published with this branch, still unanswered.
+
+        Only a branch made by an edit or a regenerate can have one, so other
+        sessions are not read twice.
+        """
+        if self.manifest.parent is None or self.manifest.parent.origin is None:
+            return None
+        try:
+            snapshot = self.store.read(self.session_id)
+        except BranchwiseError:
+            return None  # the writer's open says what is wrong
+        turn = unanswered_branch_turn(snapshot.manifest, snapshot.projection)
+        return turn.turn_id if turn is not None else None
 
     def _install(self, loaded: _Loaded) -> None:
         self.manifest = loaded.manifest
@@ -243,6 +264,9 @@ class OpenSession(TurnListener):
         if not self._loaded.done():
             self._loaded.set_result(None)
         self.refresh_targets()
+        if loaded.writer is not None and loaded.unanswered is not None:
+            # The branch's question is saved; its answer runs here, in its own tab.
+            self._host.spawn(self._run_turn(lambda runner: runner.answer()), "answer branch")
 
     def _current_log_size(self) -> int:
         """How many bytes the session's log holds now, over all its files (0 if unreadable).
@@ -305,13 +329,32 @@ class OpenSession(TurnListener):
     async def send(self, text: str) -> TurnResult:
         """Run one turn for ``text``; returns how it ended (failures end it as ``error``)."""
         await self.wait_loaded()
+        return await self._run_turn(lambda runner: runner.run(text))
+
+    async def retry(self, turn_id: str) -> TurnResult:
+        """Ask a failed turn's prompt again as a new turn of this conversation.
+
+        Raises:
+            UnknownTurn, TurnNotFailed: ``turn_id`` is not a failed turn here.
+        """
+        await self.wait_loaded()
+        projection = self.projection
+        if projection is None:
+            raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
+        prompt = question_of(projection, failed_turn(projection, self.session_id, turn_id))
+        return await self._run_turn(lambda runner: runner.run(prompt))
+
+    async def _run_turn(
+        self, start: Callable[[TurnRunner], Coroutine[Any, Any, TurnResult]]
+    ) -> TurnResult:
+        """Run a turn with this conversation's provider; ``start`` picks run or answer."""
         if self.writer is None:
             raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
         if self._turn_task is not None and not self._turn_task.done():
             raise BranchwiseError("a turn is already running in this conversation")
         provider, system = self._host.turn_provider(self.writer.projection.settings)
         self._runner = TurnRunner(self.writer, provider, self, system=system)
-        self._turn_task = asyncio.ensure_future(self._runner.run(text))
+        self._turn_task = asyncio.ensure_future(start(self._runner))
         try:
             return await asyncio.shield(self._turn_task)
         finally:

@@ -3,7 +3,14 @@
 Each turn carries a real "Branch into a new conversation" button whose
 tooltip and accessible name say so when it can be clicked, and whose tooltip
 and accessible description give the localized reason when it cannot. A turn
-that already has branches shows a small "N branches" button listing them.
+that already has branches shows a small "N branches" button listing them,
+edits and regenerations of the turn included, each saying what differs.
+
+The everyday actions sit beside it: Edit opens the prompt in place in an
+editable box whose "Send as a branch" asks the edited prompt in a new branch;
+Regenerate asks for another answer in a new branch; Retry asks a failed
+turn's prompt again. Nothing is overwritten: the widget only reports the
+action (``on_ask_again``); the host makes the branch or runs the turn.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMenu,
+    QPlainTextEdit,
+    QPushButton,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
@@ -35,6 +44,38 @@ STREAM_REPAINT_MS = 50
 FLASH_MS = 1200
 BRANCH_BUTTON = "branchButton"
 BRANCHES_BUTTON = "branchesButton"
+EDIT_BUTTON = "editButton"
+REGENERATE_BUTTON = "regenerateButton"
+RETRY_BUTTON = "retryButton"
+EDIT_BOX = "editBox"
+SEND_EDIT_BUTTON = "sendEditButton"
+CANCEL_EDIT_BUTTON = "cancelEditButton"
+#: How much of an edited prompt the branch menu shows.
+EXCERPT_CHARS = 40
+
+#: ``on_ask_again(kind, turn_id, prompt)``: kind ``edit`` (with the edited prompt),
+#: ``regenerate`` or ``retry`` (``None``).
+AskAgain = Callable[[str, str, "str | None"], None]
+
+
+def no_ask_again(kind: str, turn_id: str, prompt: str | None) -> None:
+    """Default ``on_ask_again``: a transcript without the everyday actions."""
+
+
+def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
+    """The start of a prompt on one line, cut with "…" (characters, so Chinese reads too)."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def branch_label(manifest: Manifest) -> str:
+    """A branch as a turn's menu lists it: what an edit or regenerate changed, else its title."""
+    origin = manifest.parent.origin if manifest.parent is not None else None
+    if origin is None:
+        return untitled(manifest.title)
+    if origin.kind == "edit":
+        return fill(_("Edited: {prompt}"), {"prompt": excerpt(origin.prompt)})
+    return fill(_("Regenerated: {title}"), {"title": untitled(manifest.title)})
 
 
 def untitled(title: str) -> str:
@@ -109,6 +150,7 @@ class TurnWidget(QFrame):
         row: the turn to show.
         on_branch: called with the fork request the action carries when it is clicked.
         on_open: called with a session id to open a listed branch.
+        on_ask_again: called for Edit's "Send as a branch", Regenerate and Retry.
     """
 
     def __init__(
@@ -117,12 +159,17 @@ class TurnWidget(QFrame):
         on_branch: Callable[[ForkRequest], None],
         on_open: Callable[[str], None],
         parent: QWidget | None = None,
+        *,
+        on_ask_again: AskAgain = no_ask_again,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("turn")
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._on_branch = on_branch
         self._on_open = on_open
+        self._on_ask_again = on_ask_again
+        self.edit_box: QFrame | None = None
+        self.edit_field: QPlainTextEdit | None = None
         self._state = BranchState(None, None)
         self._branches: list[Manifest] = []
         self._labels: dict[str, MessageLabel] = {}
@@ -156,6 +203,12 @@ class TurnWidget(QFrame):
         self.number_label.setObjectName("turnNumber")
         footer.addWidget(self.number_label)
         footer.addStretch(1)
+        self.edit_button = self._action_button(EDIT_BUTTON, self.start_edit)
+        footer.addWidget(self.edit_button)
+        self.regenerate_button = self._action_button(REGENERATE_BUTTON, self._regenerate)
+        footer.addWidget(self.regenerate_button)
+        self.retry_button = self._action_button(RETRY_BUTTON, self._retry)
+        footer.addWidget(self.retry_button)
         self.branches_button = QToolButton(self)
         self.branches_button.setObjectName(BRANCHES_BUTTON)
         self.branches_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -250,6 +303,135 @@ class TurnWidget(QFrame):
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
         else:
             self.number_label.setText(_("Imported history"))
+        self._render_actions()
+
+    # -- edit, regenerate, retry ------------------------------------------------
+
+    def _action_button(self, name: str, slot: Callable[[], None]) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName(name)
+        button.setAutoRaise(True)
+        button.clicked.connect(slot)
+        button.hide()
+        return button
+
+    def _prompt(self) -> str | None:
+        """The turn's prompt as the user wrote it."""
+        return next((e.content for e in self.row.entries if e.role == "user"), None)
+
+    def _render_actions(self) -> None:
+        """Edit on a prompt, Regenerate on a finished answer, Retry on a failed turn."""
+        row = self.row
+        finished = row.turn_id is not None and row.end_reason is not None
+        texts = (
+            (
+                self.edit_button,
+                _("Edit"),
+                _("Edit this prompt and send it as a new branch"),
+                finished and self._prompt() is not None and self.edit_box is None,
+            ),
+            (
+                self.regenerate_button,
+                _("Regenerate"),
+                _("Ask for another answer in a new branch"),
+                finished and row.answer_id is not None and self._prompt() is not None,
+            ),
+            (
+                self.retry_button,
+                _("Retry"),
+                _("Ask this prompt again"),
+                row.end_reason == "error" and self._prompt() is not None,
+            ),
+        )
+        for button, text, tip, shown in texts:
+            button.setText(text)
+            button.setToolTip(tip)
+            button.setAccessibleName(text)
+            button.setAccessibleDescription(tip)
+            button.setVisible(shown)
+        if self.edit_box is not None:
+            self._render_edit_box()
+
+    def start_edit(self) -> None:
+        """Open the prompt in place in an editable box ("Send as a branch", Cancel)."""
+        prompt, turn_id = self._prompt(), self.row.turn_id
+        if prompt is None or turn_id is None or self.edit_box is not None:
+            return
+        box = QFrame(self)
+        box.setObjectName(EDIT_BOX)
+        layout = QVBoxLayout(box)
+        layout.setContentsMargins(0, 0, 0, 0)
+        field = QPlainTextEdit(box)
+        field.setObjectName("editField")
+        field.setPlainText(prompt)
+        field.textChanged.connect(self._render_edit_box)
+        layout.addWidget(field)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        cancel = QPushButton(box)
+        cancel.setObjectName(CANCEL_EDIT_BUTTON)
+        cancel.clicked.connect(self.cancel_edit)
+        buttons.addWidget(cancel)
+        send = QPushButton(box)
+        send.setObjectName(SEND_EDIT_BUTTON)
+        send.setDefault(True)
+        send.clicked.connect(self._send_edit)
+        buttons.addWidget(send)
+        layout.addLayout(buttons)
+        self.edit_box, self.edit_field = box, field
+        user = self._user_label()
+        position = self._messages.indexOf(user) if user is not None else 0
+        if user is not None:
+            user.hide()
+        self._messages.insertWidget(max(position, 0), box)
+        box.show()
+        self._render_actions()
+        field.setFocus()
+        field.selectAll()
+
+    def cancel_edit(self) -> None:
+        """Close the edit box; the prompt shows as it was."""
+        if self.edit_box is not None:
+            self.edit_box.hide()
+            self.edit_box.deleteLater()
+        self.edit_box = self.edit_field = None
+        user = self._user_label()
+        if user is not None:
+            user.show()
+        self._render_actions()
+
+    def _render_edit_box(self) -> None:
+        box, field = self.edit_box, self.edit_field
+        if box is None or field is None:
+            return
+        send = box.findChild(QPushButton, SEND_EDIT_BUTTON)
+        cancel = box.findChild(QPushButton, CANCEL_EDIT_BUTTON)
+        field.setAccessibleName(_("Edited prompt"))
+        if send is not None:
+            send.setText(_("Send as a branch"))
+            send.setToolTip(_("Ask the edited prompt in a new branch; this conversation stays"))
+            send.setEnabled(bool(field.toPlainText().strip()))
+        if cancel is not None:
+            cancel.setText(_("Cancel"))
+
+    def _send_edit(self) -> None:
+        field, turn_id = self.edit_field, self.row.turn_id
+        if field is None or turn_id is None or not field.toPlainText().strip():
+            return
+        text = field.toPlainText()
+        self.cancel_edit()
+        self._on_ask_again("edit", turn_id, text)
+
+    def _regenerate(self) -> None:
+        if self.row.turn_id is not None:
+            self._on_ask_again("regenerate", self.row.turn_id, None)
+
+    def _retry(self) -> None:
+        if self.row.turn_id is not None:
+            self._on_ask_again("retry", self.row.turn_id, None)
+
+    def _user_label(self) -> MessageLabel | None:
+        return next((label for label in self._labels.values() if label.role == "user"), None)
 
     def message_label(self, message_id: str) -> MessageLabel | None:
         """The label showing one message of this turn."""
@@ -322,7 +504,7 @@ class TurnWidget(QFrame):
         button.setAccessibleName(button.text())
         button.setAccessibleDescription(tip)
         for manifest in self._branches:
-            action = menu.addAction(untitled(manifest.title))
+            action = menu.addAction(branch_label(manifest))
             action.triggered.connect(
                 lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
             )

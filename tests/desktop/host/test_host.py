@@ -80,9 +80,11 @@ def test_a_branch_is_published_titled_and_the_click_opens_it_once(
     writers: list[str] = []
     open_writer = SessionStore.open_writer
 
-    def counting_open_writer(store: SessionStore, session_id: str) -> SessionWriter:
+    def counting_open_writer(
+        store: SessionStore, session_id: str, **options: str | None
+    ) -> SessionWriter:
         writers.append(session_id)
-        return open_writer(store, session_id)
+        return open_writer(store, session_id, **options)
 
     monkeypatch.setattr(SessionStore, "open_writer", counting_open_writer)
 
