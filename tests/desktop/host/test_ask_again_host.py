@@ -5,12 +5,22 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from helpers.gui import seed_session
 
+from branchwise.core.ask_again import ask_again_request
+from branchwise.core.fork.engine import fork
+from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.projection import events as ev
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.manifest import BranchOrigin
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.journal import read_journal_document
+from branchwise.desktop.host.journal import (
+    InvalidRecord,
+    read_journal_document,
+    request_from_json,
+    request_to_json,
+)
 
 
 def _host(root: Path) -> Host:
@@ -91,3 +101,44 @@ async def _until(condition: object) -> None:
     assert callable(condition)
     while not condition():
         await asyncio.sleep(0.01)
+
+
+def test_the_journal_keeps_an_edit_request_whole(tmp_path: Path) -> None:
+    start = ForkRequest(
+        "0000000000-source", None, 0, 3, origin=BranchOrigin("edit", "t1", "new words")
+    )
+    middle = ForkRequest(
+        "0000000000-source", "t1", 9, 3, origin=BranchOrigin("regenerate", "t2", "q")
+    )
+    for request in (start, middle, ForkRequest("0000000000-source", "t1", 9, 3)):
+        assert request_from_json(request_to_json(request)) == request
+    plain = request_to_json(ForkRequest("0000000000-source", "t1", 9, 3))
+    assert "origin" not in plain  # records of plain branches keep their shape and hash
+    bad = [
+        {**request_to_json(start), "boundarySequence": 4},  # at the start is boundary 0
+        {**request_to_json(middle), "origin": {"kind": "rewrite", "turnId": "t", "prompt": ""}},
+        {**request_to_json(middle), "turnId": None},
+    ]
+    for data in bad:
+        with pytest.raises(InvalidRecord):
+            request_from_json(data)
+
+
+def test_a_branch_left_unanswered_by_a_dead_process_is_answered_when_opened(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        host = _host(tmp_path)
+        sid = seed_session(host.store, ["one", "two"])
+        source = host.store.read(sid).projection
+        request = ask_again_request(source, sid, 1, source.turns[1].turn_id, "edit", "two?")
+        child = fork(host.store, request, "op-dead").child_session_id  # then the process died
+        branch = host.open_session(child)
+        await asyncio.wait_for(
+            _until(lambda: bool(branch.rows) and branch.rows[-1].end_reason == "completed"), 10
+        )
+        assert branch.rows[-1].entries[0].content == "two?"
+        assert branch.rows[-1].entries[1].content  # answered here
+        await host.shutdown()
+
+    asyncio.run(scenario())
