@@ -16,7 +16,6 @@ from helpers import HELPERS_DIR
 from helpers.sessions import session_with_turns
 
 from branchwise.core.cli.main import main as cli
-from branchwise.core.log.scan import scan_log
 from branchwise.core.store.store import SessionStore
 
 WORKER = HELPERS_DIR / "ask_again_worker.py"
@@ -28,7 +27,7 @@ def _check_whole(store: SessionStore, child: str, source: str) -> str:
     manifest = store.manifest(child)
     operation = str(manifest.created_by_operation)
     assert manifest.parent is not None and manifest.parent.origin is not None
-    scan = scan_log(store.session_dir(child) / "events.log")
+    scan = store.read(child).scan
     assert scan.corruption is None
     commits = [frame.events for frame in scan.frames]
     own = next(c for c in commits if c[0]["type"] == "session/fork")
