@@ -351,7 +351,9 @@ class OpenSession(TurnListener):
         if self.writer is None:
             raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
         if self._turn_task is not None and not self._turn_task.done():
-            raise BranchwiseError("a turn is already running in this conversation")
+            raise TurnRunning(
+                "a turn is already running in this conversation", sessionId=self.session_id
+            )
         provider, system = self._host.turn_provider(self.writer.projection.settings)
         self._runner = TurnRunner(self.writer, provider, self, system=system)
         self._turn_task = asyncio.ensure_future(start(self._runner))
