@@ -33,7 +33,7 @@ from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.events import EndReason
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn
-from branchwise.core.store.manifest import BranchOrigin, Manifest
+from branchwise.core.store.manifest import BranchOrigin
 from branchwise.core.store.store import SessionStore
 
 EDIT = "edit"
@@ -50,8 +50,10 @@ def edit_request(store: SessionStore, session_id: str, turn_id: str, prompt: str
         TurnRunning: the turn is still running.
         EmptyPrompt: ``prompt`` has no text.
     """
-    projection, generation = _read_source(store, session_id)
-    return ask_again_request(projection, session_id, generation, turn_id, EDIT, prompt)
+    projection, generation, turn = _finished_turn(store, session_id, turn_id)
+    if not prompt.strip():
+        raise EmptyPrompt("the edited prompt is empty", turnId=turn_id)
+    return _branch_request(session_id, generation, projection, turn, EDIT, prompt)
 
 
 def regenerate_request(store: SessionStore, session_id: str, turn_id: str) -> ForkRequest:
@@ -60,36 +62,9 @@ def regenerate_request(store: SessionStore, session_id: str, turn_id: str) -> Fo
     Raises:
         InvalidSessionId, SourceNotFound, UnknownTurn, TurnRunning: as :func:`edit_request`.
     """
-    projection, generation = _read_source(store, session_id)
-    return ask_again_request(projection, session_id, generation, turn_id, REGENERATE)
-
-
-def ask_again_request(
-    projection: Projection,
-    session_id: str,
-    generation: int,
-    turn_id: str,
-    kind: str,
-    prompt: str | None = None,
-) -> ForkRequest:
-    """The branch that asks turn ``turn_id`` again, from a projection the caller holds.
-
-    An edit asks ``prompt``; a regenerate asks the turn's own prompt. The
-    branch point is the end of the turn before (the start for the first turn).
-
-    Raises:
-        UnknownTurn, TurnRunning, EmptyPrompt: as :func:`edit_request`.
-    """
-    turn = projection.turn(turn_id)
-    if turn is None:
-        raise UnknownTurn(f"session {session_id} has no turn {turn_id}", turnId=turn_id)
-    if turn.is_open:
-        raise TurnRunning(f"turn {turn_id} is still running", turnId=turn_id)
-    if kind == REGENERATE:
-        prompt = question_of(projection, turn)
-    elif prompt is None or not prompt.strip():
-        raise EmptyPrompt("the edited prompt is empty", turnId=turn_id)
-    return _branch_request(session_id, generation, projection, turn, kind, prompt)
+    projection, generation, turn = _finished_turn(store, session_id, turn_id)
+    prompt = question_of(projection, turn)
+    return _branch_request(session_id, generation, projection, turn, REGENERATE, prompt)
 
 
 def question_of(projection: Projection, turn: Turn) -> str:
@@ -146,22 +121,6 @@ def branch_turn(projection: Projection, seed_length: int) -> Turn | None:
     return next((t for t in projection.turns if t.start_seq > seed_length), None)
 
 
-def unanswered_branch_turn(manifest: Manifest, projection: Projection) -> Turn | None:
-    """An edit's or regenerate's first own turn, published with its prompt and not yet answered.
-
-    Whoever opens such a branch as writer answers it (the process that made
-    it died before it could, or is the one opening it now). A turn with some
-    answer text was being answered when its process died: it is left to be
-    closed as ``interrupted``, keeping that text.
-    """
-    if manifest.parent is None or manifest.parent.origin is None:
-        return None
-    turn = branch_turn(projection, manifest.seed_length)
-    if turn is None or not turn.is_open or turn.message_id is not None:
-        return None
-    return turn
-
-
 def asked_json(
     child_session_id: str | None,
     turn_id: str,
@@ -183,8 +142,10 @@ def asked_json(
     }
 
 
-def _read_source(store: SessionStore, session_id: str) -> tuple[Projection, int]:
-    """The source's projection and generation, read without a lease."""
+def _finished_turn(
+    store: SessionStore, session_id: str, turn_id: str
+) -> tuple[Projection, int, Turn]:
+    """The source's projection, generation and finished turn ``turn_id``."""
     validate_session_id(session_id)
     try:
         snapshot = store.read(session_id)
@@ -192,7 +153,13 @@ def _read_source(store: SessionStore, session_id: str) -> tuple[Projection, int]
         if isinstance(exc, SourceNotFound):
             raise
         raise SourceNotFound(f"session {session_id} does not exist", sessionId=session_id) from None
-    return snapshot.projection, snapshot.manifest.generation
+    projection = snapshot.projection
+    turn = projection.turn(turn_id)
+    if turn is None:
+        raise UnknownTurn(f"session {session_id} has no turn {turn_id}", turnId=turn_id)
+    if turn.is_open:
+        raise TurnRunning(f"turn {turn_id} is still running", turnId=turn_id)
+    return projection, snapshot.manifest.generation, turn
 
 
 def _branch_request(

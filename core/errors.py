@@ -385,6 +385,20 @@ class NotRelated(BranchwiseError):
     definitive = True
 
 
+class NotAncestor(BranchwiseError):
+    """A merge names a conversation that the branch does not descend from."""
+
+    code = "not_ancestor"
+    definitive = True
+
+
+class InvalidMerge(BranchwiseError):
+    """What to bring back is empty, too large, of an unknown kind, or badly named."""
+
+    code = "invalid_merge"
+    definitive = True
+
+
 class InvalidConversationSettings(BranchwiseError):
     """A conversation's model, system prompt or temperature that cannot be used."""
 

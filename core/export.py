@@ -295,7 +295,12 @@ def message_markdown(role: str, content: str) -> str:
     Also what "Copy message" puts on the clipboard, so a copied message and
     an exported one read the same.
     """
-    labels = {"user": _("You"), "assistant": _("Assistant"), "tool": _("Tool")}
+    labels = {
+        "user": _("You"),
+        "assistant": _("Assistant"),
+        "tool": _("Tool"),
+        "merge": _("Brought back from a branch"),
+    }
     return f"**{labels.get(role, role)}**\n\n{_verbatim(content)}"
 
 

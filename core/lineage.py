@@ -399,14 +399,15 @@ class LineageIndex:
     def branches_at(self, session_id: str, turn_id: str) -> list[Manifest]:
         """Forks and children that start at one turn of a session, newest first.
 
-        An edit or a regenerate of turn N forks at the end of turn N-1, but is
-        listed under turn N, the turn it asks again (its ``origin``).
+        An edit or a regenerate of turn N forks at the end of turn N-1 but
+        belongs to turn N: it is listed under the turn its origin names.
         """
-        return [m for m in self.children(session_id) if _listed_at(m) == turn_id]
+        return [m for m in self.children(session_id) if _branch_turn(m) == turn_id]
 
     def turns_with_branches(self, session_id: str) -> set[str]:
-        """The turns of a session that have at least one branch (as :meth:`branches_at` lists)."""
-        return {turn for m in self.children(session_id) if (turn := _listed_at(m)) is not None}
+        """The turns of a session that have at least one branch."""
+        turns = {_branch_turn(m) for m in self.children(session_id)}
+        return {turn for turn in turns if turn is not None}
 
     def forest(self, *, newest_first: bool = True) -> list[TreeNode]:
         """The whole forest (the sidebar's is newest first at every level), at any depth.
@@ -422,12 +423,12 @@ class LineageIndex:
         return len(self.by_id)
 
 
-def _listed_at(manifest: Manifest) -> str | None:
-    """The parent's turn a branch is listed under: the turn it asks again, else its fork point."""
-    link = manifest.parent
-    if link is None:
+def _branch_turn(manifest: Manifest) -> str | None:
+    """The parent's turn a branch is listed under (an edit's or regenerate's own turn)."""
+    parent = manifest.parent
+    if parent is None:
         return None
-    return link.origin.turn_id if link.origin is not None else link.turn_id
+    return parent.origin.turn_id if parent.origin is not None else parent.turn_id
 
 
 def tree(store: SessionStore, session_id: str) -> TreeNode:

@@ -23,6 +23,7 @@ from branchwise.core.cli import (
     doctor,
     export,
     forking,
+    merge,
     models,
     remote,
     search,
@@ -65,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     trash.register(session_sub)
     export.register(session_sub)
     compare.register(session_sub)
+    merge.register(session_sub)
     models.register_top(top)
     serve.register_top(top)
     doctor.register_top(top)

@@ -51,6 +51,10 @@ REASONS: Mapping[str, str] = {
     "invalid_conversation_settings": N_(
         "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
     ),
+    "not_ancestor": N_("That conversation is not one this branch was made from."),
+    "invalid_merge": N_(
+        "There is nothing to bring back, or it is too long (at most 64,000 characters)."
+    ),
     "not_related": N_("These conversations are not branches of one another."),
     "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(

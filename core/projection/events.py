@@ -24,6 +24,7 @@ class EventType(StrEnum):
     SESSION_CHILD = "session/child"
     SESSION_TITLE = "session/title"
     SESSION_CONFIG = "session/config"
+    SESSION_MERGE = "session/merge"
     TURN_START = "turn/start"
     TURN_END = "turn/end"
     MESSAGE_USER = "message/user"
@@ -61,6 +62,13 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     EventType.SESSION_CHILD: ("parentSessionId", "childSessionId", "rootSessionId", "spawnedFrom"),
     EventType.SESSION_TITLE: ("title",),
     EventType.SESSION_CONFIG: ("model", "system", "temperature"),
+    EventType.SESSION_MERGE: (
+        "childSessionId",
+        "childBoundarySequence",
+        "operationId",
+        "content",
+        "kind",
+    ),
     EventType.TURN_START: ("turnId",),
     EventType.TURN_END: ("turnId", "reason"),
     EventType.MESSAGE_USER: ("messageId", "content"),
@@ -109,6 +117,25 @@ def session_config(model: str | None, system: str | None, temperature: float | N
         "model": model,
         "system": system,
         "temperature": temperature,
+    }
+
+
+def session_merge(
+    *,
+    child_session_id: str,
+    child_boundary_sequence: int,
+    operation_id: str,
+    content: str,
+    kind: str,
+) -> Event:
+    """What a branch brought back into this conversation (``answer``, ``summary`` or ``note``)."""
+    return {
+        "type": EventType.SESSION_MERGE.value,
+        "childSessionId": child_session_id,
+        "childBoundarySequence": child_boundary_sequence,
+        "operationId": operation_id,
+        "content": content,
+        "kind": kind,
     }
 
 

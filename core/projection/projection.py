@@ -22,6 +22,9 @@ from branchwise.core.conversation_settings import ConversationSettings, from_eve
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.turns import Hook, Turn, TurnTracker
 
+MERGE_PREFIX = "Context I brought back from a side conversation (a branch of this one):\n\n"
+"""How a merged item reads to the model (fixed English: it frames data, not UI)."""
+
 
 @dataclass(slots=True)
 class Message:
@@ -64,6 +67,7 @@ class Projection(TurnTracker):
         checkpoints: checkpoint id -> the blobs it names.
         settings: the conversation's own model, system prompt and temperature
             (the latest ``session/config``).
+        merges: the ``session/merge`` records (what branches brought back), with ``seq``.
         seed_length: the seq a fork inherited through: ``usage`` up to it
             was paid by the parent, so it is not counted again (STORAGE.md).
     """
@@ -77,6 +81,7 @@ class Projection(TurnTracker):
     children: list[dict[str, Any]] = field(default_factory=list)
     checkpoints: dict[str, list[str]] = field(default_factory=dict)
     settings: ConversationSettings = field(default_factory=ConversationSettings)
+    merges: list[dict[str, Any]] = field(default_factory=list)
     seed_length: int = 0
     _by_message: dict[str, Message] = field(default_factory=dict, repr=False)
 
@@ -90,17 +95,21 @@ class Projection(TurnTracker):
         A turn that failed before any answer arrived (ended ``error`` with no
         assistant text) is left out: the transcript still shows it, with
         Retry, but its unanswered prompt is not sent again with every later
-        message.
+        message. What a branch brought back goes to the model as the user's
+        message, introduced as such (:data:`MERGE_PREFIX`).
         """
         unanswered = {
             t.turn_id for t in self.turns if t.end_reason == "error" and t.message_id is None
         }
-        return [
-            {"role": m.role, "content": m.content}
-            for m in self.messages
-            if m.role in ("user", "assistant")
-            and (m.turn_id is None or m.turn_id not in unanswered)
-        ]
+        context = []
+        for m in self.messages:
+            if m.turn_id is not None and m.turn_id in unanswered:
+                continue
+            if m.role in ("user", "assistant"):
+                context.append({"role": m.role, "content": m.content})
+            elif m.role == "merge":
+                context.append({"role": "user", "content": MERGE_PREFIX + m.content})
+        return context
 
     # -- hooks: what the turn rules leave to the projection ----------------
 
@@ -131,6 +140,19 @@ class Projection(TurnTracker):
 
     def _config(self, event: dict[str, Any], turn: Turn | None) -> None:
         self.settings = from_event(event)
+
+    def _merge(self, event: dict[str, Any], turn: Turn | None) -> None:
+        """A branch's conclusion: its own transcript item, and context for later turns."""
+        self.merges.append({k: v for k, v in event.items() if k not in ("ts", "type")})
+        self._put(
+            {
+                "messageId": f"merge-{event['seq']}",
+                "content": event["content"],
+                "seq": event["seq"],
+            },
+            "merge",
+            None,
+        )
 
     def _fork(self, event: dict[str, Any], turn: Turn | None) -> None:
         self.fork = {k: v for k, v in event.items() if k not in ("seq", "ts", "type")}
@@ -202,6 +224,7 @@ class Projection(TurnTracker):
         EventType.SESSION_CREATED.value: _created,
         EventType.SESSION_TITLE.value: _title,
         EventType.SESSION_CONFIG.value: _config,
+        EventType.SESSION_MERGE.value: _merge,
         EventType.SESSION_FORK.value: _fork,
         EventType.SESSION_CHILD.value: _child,
         EventType.TOOL_CALL.value: _tool_call,

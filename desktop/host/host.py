@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from branchwise.core.ask_again import ask_again_request
+from branchwise.core.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, InvalidTitle, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
@@ -393,6 +393,13 @@ class Host:
             session = self.open_session(session_id)
         return await session.send(text)
 
+    async def retry(self, session_id: str, turn_id: str | None = None) -> TurnResult:
+        """Ask a failed turn's prompt again as a new turn of the same conversation."""
+        session = self._open.get(session_id)
+        if session is None:
+            session = self.open_session(session_id)
+        return await session.retry(turn_id)
+
     def stop(self, session_id: str) -> None:
         """Stop the running turn of a conversation, if any."""
         session = self._open.get(session_id)
@@ -445,44 +452,27 @@ class Host:
             self.emit(Changes(targets=frozenset({request.source_session_id})))
         return outcome.child_session_id if outcome.opened else None
 
-    async def request_ask_again(
-        self, session_id: str, turn_id: str, kind: str, prompt: str | None = None
-    ) -> str | None:
-        """Edit (``kind`` ``edit``, with ``prompt``) or regenerate a turn, as a branch.
+    async def edit(self, session_id: str, turn_id: str, prompt: str) -> str | None:
+        """Send an edited prompt of a turn as a branch, opened in a new tab where it runs.
 
-        The branch forks at the end of the turn before and is published with
-        the prompt as its first own turn; it then goes through the same
-        journalled protocol as the branch button (one click, at most one
-        branch, never lost) and opens in a new tab, where the turn is
-        answered. Returns the branch's id, or ``None`` when it was refused
-        (the notice says why) or is uncertain.
+        The branch is made through the operations journal like a branch click
+        (one click, at most one child, never lost) and is published with the
+        edited prompt; opening it asks that prompt. Returns the branch, or
+        ``None`` when it was refused (a notice says why) or is uncertain.
         """
-        session = self._open.get(session_id)
-        projection = session.projection if session is not None else None
-        if session is None or projection is None:
-            return None
+        return await self._ask_again(lambda: edit_request(self.store, session_id, turn_id, prompt))
+
+    async def regenerate(self, session_id: str, turn_id: str) -> str | None:
+        """Ask a turn's prompt again in a branch at the turn before it (see :meth:`edit`)."""
+        return await self._ask_again(lambda: regenerate_request(self.store, session_id, turn_id))
+
+    async def _ask_again(self, make: Callable[[], ForkRequest]) -> str | None:
         try:
-            request = ask_again_request(
-                projection, session_id, session.manifest.generation, turn_id, kind, prompt
-            )
+            request = await asyncio.to_thread(make)
         except BranchwiseError as exc:
             self.notices.post(exc.code, Level.ERROR, detail=exc.message)
             return None
         return await self.request_branch(request)
-
-    async def retry(self, session_id: str, turn_id: str) -> TurnResult | None:
-        """Ask a failed turn's prompt again as a new turn of the same conversation.
-
-        A refusal (the turn did not fail, a turn is running) goes to the notices.
-        """
-        session = self._open.get(session_id)
-        if session is None:
-            session = self.open_session(session_id)
-        try:
-            return await session.retry(turn_id)
-        except BranchwiseError as exc:
-            self.notices.post(exc.code, Level.ERROR, detail=exc.message)
-            return None
 
     def branch_title(self, request: ForkRequest) -> str | None:
         """The title a new branch of ``request``'s source gets, in the user's language.

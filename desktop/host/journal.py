@@ -67,7 +67,7 @@ def request_to_json(request: ForkRequest) -> dict[str, Any]:
         "turnId": request.turn_id,
         "boundarySequence": request.boundary_sequence,
     }
-    if request.origin is not None:  # an edit or regenerate: the prompt goes with the click
+    if request.origin is not None:  # an edit or a regenerate (kept out of plain forks' hash)
         stored["origin"] = request.origin.to_json()
     return stored
 
@@ -97,12 +97,14 @@ def request_from_json(data: object) -> ForkRequest:
         raise InvalidRecord("request turnId is malformed")
     if not _is_int(generation) or generation < 1:
         raise InvalidRecord("request generation is malformed")
-    if not _is_int(boundary) or (boundary != 0 if at_start else boundary < 1):
+    if not _is_int(boundary) or boundary < (0 if at_start else 1) or (at_start and boundary):
         raise InvalidRecord("request boundarySequence is malformed")
     try:
         origin = BranchOrigin.from_json(data.get("origin"))
     except InvalidManifest as exc:
         raise InvalidRecord("request origin is malformed") from exc
+    if at_start and origin is None:
+        raise InvalidRecord("a request at the start must be an edit or a regenerate")
     return ForkRequest(
         source_session_id=str(source),
         turn_id=turn,

@@ -99,6 +99,21 @@ class Row:
         return self.turn_id is not None and self.end_reason is None
 
     @property
+    def prompt(self) -> str:
+        """The user's question that opened the turn ("" if it has none)."""
+        return next((e.content for e in self.entries if e.role == "user"), "")
+
+    @property
+    def answer(self) -> str:
+        """The answer's text so far ("" while nothing arrived)."""
+        return "".join(e.content for e in self.entries if e.role == "assistant")
+
+    @property
+    def failed(self) -> bool:
+        """The turn ended in error with no answer text: the one Retry asks again."""
+        return self.end_reason == "error" and not self.answer
+
+    @property
     def imported(self) -> bool:
         """History imported without turn records (never branchable)."""
         return self.turn_id is None
@@ -123,7 +138,7 @@ def rows_from_projection(
     imported: list[list[Message]] = []
     for message in projection.messages:
         if message.turn_id is None:
-            if message.role == "user" or not imported:
+            if message.role in ("user", "merge") or not imported:
                 imported.append([])
                 order.append(f"\0{len(imported) - 1}")
             imported[-1].append(message)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from branchwise.core.ask_again import failed_turn, question_of, unanswered_branch_turn
+from branchwise.core.ask_again import branch_turn, failed_turn, question_of
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -79,7 +79,8 @@ class _Loaded:
     rows: list[Row]
     error: BranchwiseError | None
     log_size: int
-    unanswered: str | None = None
+    unasked: str | None = None
+    """The branch's first turn, published with its question and not answered yet."""
 
 
 class OpenSession(TurnListener):
@@ -204,9 +205,9 @@ class OpenSession(TurnListener):
         """Open as writer, else read-only; build rows. Runs on any thread."""
         writer: SessionWriter | None = None
         error: BranchwiseError | None = None
-        unanswered = self._unanswered_question()
+        unasked = self._unasked_turn()
         try:
-            writer = self.store.open_writer(self.session_id, continue_turn=unanswered)
+            writer = self.store.open_writer(self.session_id, continue_turn=unasked)
             manifest, projection = writer.manifest, writer.projection
         except (LeaseHeld, CorruptLog, ReadOnlyDataFolder) as exc:
             error = exc
@@ -214,24 +215,33 @@ class OpenSession(TurnListener):
             manifest, projection = snapshot.manifest, snapshot.projection
         size = self._current_log_size()
         rows = rows_from_projection(projection)
-        if writer is None or projection.open_turn is None:
-            unanswered = None
-        return _Loaded(manifest, writer, projection, rows, error, size, unanswered)
+        if writer is None or writer.projection.open_turn is None:
+            unasked = None  # read-only (another process answers it), or answered since
+        return _Loaded(manifest, writer, projection, rows, error, size, unasked)
 
-    def _unanswered_question(self) -> str | None:
-        """The prompt an edit or regenerate published with this branch, still unanswered.
+    def _unasked_turn(self) -> str | None:
+        """An edit's or regenerate's turn, published with its question and nothing after it.
 
-        Only a branch made by an edit or a regenerate can have one, so other
-        sessions are not read twice.
+        That question was never sent (the process that made the branch stopped
+        before asking, or this app opens the branch it just made), so opening
+        the branch asks it. A turn whose answer had started is left to the
+        writer, which closes it as ``interrupted`` (Retry asks it again).
         """
-        if self.manifest.parent is None or self.manifest.parent.origin is None:
+        parent = self.manifest.parent
+        if parent is None or parent.origin is None:
             return None
         try:
             snapshot = self.store.read(self.session_id)
         except BranchwiseError:
-            return None  # the writer's open says what is wrong
-        turn = unanswered_branch_turn(snapshot.manifest, snapshot.projection)
-        return turn.turn_id if turn is not None else None
+            return None  # opening says what is wrong
+        projection = snapshot.projection
+        turn = branch_turn(projection, snapshot.manifest.seed_length)
+        if turn is None or not turn.is_open or projection.open_turn is not turn:
+            return None
+        question = projection.message(turn.user_message_id or "")
+        if question is None or question.seq != projection.last_seq:
+            return None
+        return turn.turn_id
 
     def _install(self, loaded: _Loaded) -> None:
         self.manifest = loaded.manifest
@@ -264,9 +274,8 @@ class OpenSession(TurnListener):
         if not self._loaded.done():
             self._loaded.set_result(None)
         self.refresh_targets()
-        if loaded.writer is not None and loaded.unanswered is not None:
-            # The branch's question is saved; its answer runs here, in its own tab.
-            self._host.spawn(self._run_turn(lambda runner: runner.answer()), "answer branch")
+        if loaded.writer is not None and loaded.unasked is not None:
+            self._host.spawn(self.answer_unasked(), f"answer {self.session_id}")
 
     def _current_log_size(self) -> int:
         """How many bytes the session's log holds now, over all its files (0 if unreadable).
@@ -328,26 +337,30 @@ class OpenSession(TurnListener):
 
     async def send(self, text: str) -> TurnResult:
         """Run one turn for ``text``; returns how it ended (failures end it as ``error``)."""
-        await self.wait_loaded()
         return await self._run_turn(lambda runner: runner.run(text))
 
-    async def retry(self, turn_id: str) -> TurnResult:
-        """Ask a failed turn's prompt again as a new turn of this conversation.
+    async def answer_unasked(self) -> TurnResult:
+        """Ask the question an edit or a regenerate published with this branch."""
+        return await self._run_turn(lambda runner: runner.answer())
+
+    async def retry(self, turn_id: str | None = None) -> TurnResult:
+        """Ask a failed turn's prompt again as a new turn (the failed one stays).
 
         Raises:
-            UnknownTurn, TurnNotFailed: ``turn_id`` is not a failed turn here.
+            UnknownTurn, TurnNotFailed: nothing to retry; ReadOnlySession,
+            TurnRunning: as :meth:`send`.
         """
         await self.wait_loaded()
         projection = self.projection
         if projection is None:
-            raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
+            raise ReadOnlySession("this conversation is not loaded", sessionId=self.session_id)
         prompt = question_of(projection, failed_turn(projection, self.session_id, turn_id))
-        return await self._run_turn(lambda runner: runner.run(prompt))
+        return await self.send(prompt)
 
     async def _run_turn(
         self, start: Callable[[TurnRunner], Coroutine[Any, Any, TurnResult]]
     ) -> TurnResult:
-        """Run a turn with this conversation's provider; ``start`` picks run or answer."""
+        await self.wait_loaded()
         if self.writer is None:
             raise ReadOnlySession("this conversation is open read-only", sessionId=self.session_id)
         if self._turn_task is not None and not self._turn_task.done():

@@ -53,9 +53,7 @@ class ConversationTab(QWidget):
         self.state_label.setWordWrap(True)
         self.state_label.setTextFormat(Qt.TextFormat.PlainText)
         self.state_label.setContentsMargins(12, 4, 12, 4)
-        self.transcript = TranscriptView(
-            host, session_id, self._branch, open_session, parent=self, on_ask_again=self._ask_again
-        )
+        self.transcript = TranscriptView(host, session_id, self._branch, open_session, parent=self)
         self.find_bar = FindBar(self._rows, self._reveal_match, self)
         self.find_bar.closed.connect(self._find_closed)
         self.composer = Composer(self._send, self._stop, self)
@@ -132,15 +130,6 @@ class ConversationTab(QWidget):
 
     def _branch(self, request: ForkRequest) -> None:
         self.host.spawn(self.host.request_branch(request), "branch")
-
-    def _ask_again(self, kind: str, turn_id: str, prompt: str | None) -> None:
-        """Edit's "Send as a branch" and Regenerate branch; Retry runs here."""
-        if kind == "retry":
-            self.host.spawn(self.host.retry(self.session_id, turn_id), "retry")
-        else:
-            self.host.spawn(
-                self.host.request_ask_again(self.session_id, turn_id, kind, prompt), kind
-            )
 
     # -- refreshing ------------------------------------------------------------
 

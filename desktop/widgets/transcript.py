@@ -30,7 +30,7 @@ from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
-from branchwise.desktop.widgets.turn_widget import AskAgain, TurnWidget, no_ask_again
+from branchwise.desktop.widgets.turn_widget import AskAgain, TurnWidget
 
 #: Pixels from the bottom that still count as "at the bottom".
 STICK_SLACK = 24
@@ -51,7 +51,6 @@ class TranscriptView(QScrollArea):
         on_branch: a branch action was clicked (with the fork request it carries).
         on_open: a listed branch should be opened.
         page_size: rows per page.
-        on_ask_again: a turn's Edit ("Send as a branch"), Regenerate or Retry was used.
     """
 
     def __init__(
@@ -62,12 +61,9 @@ class TranscriptView(QScrollArea):
         on_open: Callable[[str], None],
         page_size: int = PAGE_SIZE,
         parent: QWidget | None = None,
-        *,
-        on_ask_again: AskAgain = no_ask_again,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("transcript")
-        self._on_ask_again = on_ask_again
         self.host = host
         self.session_id = session_id
         self.page_size = page_size
@@ -268,12 +264,20 @@ class TranscriptView(QScrollArea):
     # -- building widgets --------------------------------------------------------
 
     def _make(self, row: Row) -> TurnWidget:
-        widget = TurnWidget(
-            row, self._on_branch, self._on_open, self.widget(), on_ask_again=self._on_ask_again
-        )
+        widget = TurnWidget(row, self._on_branch, self._on_open, self.widget(), self._ask_again)
         widget.set_branch_state(self.host.branch_state(self.session_id, row))
         self._widgets[row.row_id] = widget
         return widget
+
+    @property
+    def _ask_again(self) -> AskAgain:
+        """Edit and Regenerate open a branch in a new tab; Retry runs here."""
+        host, sid = self.host, self.session_id
+        return AskAgain(
+            edit=lambda turn, text: host.spawn(host.edit(sid, turn, text), "edit as a branch"),
+            regenerate=lambda turn: host.spawn(host.regenerate(sid, turn), "regenerate"),
+            retry=lambda turn: host.spawn(host.retry(sid, turn), "retry"),
+        )
 
     def _insert(self, position: int, widget: TurnWidget) -> None:
         """Put a widget in the layout in row order (1 skips the "earlier" button)."""

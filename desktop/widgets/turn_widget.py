@@ -3,19 +3,13 @@
 Each turn carries a real "Branch into a new conversation" button whose
 tooltip and accessible name say so when it can be clicked, and whose tooltip
 and accessible description give the localized reason when it cannot. A turn
-that already has branches shows a small "N branches" button listing them,
-edits and regenerations of the turn included, each saying what differs.
-
-The everyday actions sit beside it: Edit opens the prompt in place in an
-editable box whose "Send as a branch" asks the edited prompt in a new branch;
-Regenerate asks for another answer in a new branch; Retry asks a failed
-turn's prompt again. Nothing is overwritten: the widget only reports the
-action (``on_ask_again``); the host makes the branch or runs the turn.
+that already has branches shows a small "N branches" button listing them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer
 from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPalette, QPen, QPixmap
@@ -48,34 +42,37 @@ EDIT_BUTTON = "editButton"
 REGENERATE_BUTTON = "regenerateButton"
 RETRY_BUTTON = "retryButton"
 EDIT_BOX = "editBox"
-SEND_EDIT_BUTTON = "sendEditButton"
-CANCEL_EDIT_BUTTON = "cancelEditButton"
-#: How much of an edited prompt the branch menu shows.
-EXCERPT_CHARS = 40
-
-#: ``on_ask_again(kind, turn_id, prompt)``: kind ``edit`` (with the edited prompt),
-#: ``regenerate`` or ``retry`` (``None``).
-AskAgain = Callable[[str, str, "str | None"], None]
+SEND_AS_BRANCH_BUTTON = "sendAsBranchButton"
+EDIT_CANCEL_BUTTON = "editCancelButton"
+#: How many words of an edited prompt the branch menu shows.
+PREVIEW_WORDS = 6
 
 
-def no_ask_again(kind: str, turn_id: str, prompt: str | None) -> None:
-    """Default ``on_ask_again``: a transcript without the everyday actions."""
+@dataclass(frozen=True, slots=True)
+class AskAgain:
+    """What a turn's Edit, Regenerate and Retry actions call, with the turn's id.
 
+    Attributes:
+        edit: send an edited prompt of the turn as a branch.
+        regenerate: ask the turn's prompt again in a branch.
+        retry: ask a failed turn's prompt again in the same conversation.
+    """
 
-def excerpt(text: str, limit: int = EXCERPT_CHARS) -> str:
-    """The start of a prompt on one line, cut with "…" (characters, so Chinese reads too)."""
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    edit: Callable[[str, str], None]
+    regenerate: Callable[[str], None]
+    retry: Callable[[str], None]
 
 
 def branch_label(manifest: Manifest) -> str:
-    """A branch as a turn's menu lists it: what an edit or regenerate changed, else its title."""
+    """How the branch menu lists a branch: what an edit or a regenerate changed, else its title."""
     origin = manifest.parent.origin if manifest.parent is not None else None
     if origin is None:
         return untitled(manifest.title)
-    if origin.kind == "edit":
-        return fill(_("Edited: {prompt}"), {"prompt": excerpt(origin.prompt)})
-    return fill(_("Regenerated: {title}"), {"title": untitled(manifest.title)})
+    if origin.kind == "regenerate":
+        return _("Regenerated")
+    words = origin.prompt.split()
+    preview = " ".join(words[:PREVIEW_WORDS]) + ("…" if len(words) > PREVIEW_WORDS else "")
+    return fill(_("Edited: {words}"), {"words": preview})
 
 
 def untitled(title: str) -> str:
@@ -150,7 +147,7 @@ class TurnWidget(QFrame):
         row: the turn to show.
         on_branch: called with the fork request the action carries when it is clicked.
         on_open: called with a session id to open a listed branch.
-        on_ask_again: called for Edit's "Send as a branch", Regenerate and Retry.
+        ask_again: the Edit, Regenerate and Retry actions (``None``: not offered).
     """
 
     def __init__(
@@ -159,17 +156,14 @@ class TurnWidget(QFrame):
         on_branch: Callable[[ForkRequest], None],
         on_open: Callable[[str], None],
         parent: QWidget | None = None,
-        *,
-        on_ask_again: AskAgain = no_ask_again,
+        ask_again: AskAgain | None = None,
     ) -> None:
         super().__init__(parent)
+        self._ask_again = ask_again
         self.setObjectName("turn")
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._on_branch = on_branch
         self._on_open = on_open
-        self._on_ask_again = on_ask_again
-        self.edit_box: QFrame | None = None
-        self.edit_field: QPlainTextEdit | None = None
         self._state = BranchState(None, None)
         self._branches: list[Manifest] = []
         self._labels: dict[str, MessageLabel] = {}
@@ -196,6 +190,7 @@ class TurnWidget(QFrame):
         self.status_label.setTextFormat(Qt.TextFormat.PlainText)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout.addWidget(self.status_label)
+        self._build_edit_box(layout)
 
         footer = QHBoxLayout()
         footer.setSpacing(6)
@@ -203,12 +198,11 @@ class TurnWidget(QFrame):
         self.number_label.setObjectName("turnNumber")
         footer.addWidget(self.number_label)
         footer.addStretch(1)
-        self.edit_button = self._action_button(EDIT_BUTTON, self.start_edit)
-        footer.addWidget(self.edit_button)
+        self.edit_button = self._action_button(EDIT_BUTTON, self._open_editor)
         self.regenerate_button = self._action_button(REGENERATE_BUTTON, self._regenerate)
-        footer.addWidget(self.regenerate_button)
         self.retry_button = self._action_button(RETRY_BUTTON, self._retry)
-        footer.addWidget(self.retry_button)
+        for button in (self.edit_button, self.regenerate_button, self.retry_button):
+            footer.addWidget(button)
         self.branches_button = QToolButton(self)
         self.branches_button.setObjectName(BRANCHES_BUTTON)
         self.branches_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
@@ -229,6 +223,101 @@ class TurnWidget(QFrame):
         self.row = row
         self.set_row(row)
 
+    # -- edit, regenerate, retry -------------------------------------------------
+
+    def _action_button(self, name: str, slot: Callable[[], None]) -> QToolButton:
+        button = QToolButton(self)
+        button.setObjectName(name)
+        button.setAutoRaise(True)
+        button.clicked.connect(slot)
+        button.hide()
+        return button
+
+    def _build_edit_box(self, layout: QVBoxLayout) -> None:
+        """The in-place editor of the turn's prompt (hidden until Edit is clicked)."""
+        self.edit_box = QFrame(self)
+        self.edit_box.setObjectName(EDIT_BOX)
+        box = QVBoxLayout(self.edit_box)
+        box.setContentsMargins(0, 0, 0, 0)
+        self.edit_text = QPlainTextEdit(self.edit_box)
+        self.edit_text.setObjectName("editText")
+        self.edit_text.textChanged.connect(self._render_edit_box)
+        box.addWidget(self.edit_text)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        self.edit_cancel_button = QPushButton(self.edit_box)
+        self.edit_cancel_button.setObjectName(EDIT_CANCEL_BUTTON)
+        self.edit_cancel_button.clicked.connect(self.close_editor)
+        buttons.addWidget(self.edit_cancel_button)
+        self.send_as_branch_button = QPushButton(self.edit_box)
+        self.send_as_branch_button.setObjectName(SEND_AS_BRANCH_BUTTON)
+        self.send_as_branch_button.setDefault(True)
+        self.send_as_branch_button.clicked.connect(self._send_as_branch)
+        buttons.addWidget(self.send_as_branch_button)
+        box.addLayout(buttons)
+        self.edit_box.hide()
+        layout.addWidget(self.edit_box)
+
+    @property
+    def editing(self) -> bool:
+        """The prompt's editor is open."""
+        return not self.edit_box.isHidden()
+
+    def _open_editor(self) -> None:
+        self.edit_text.setPlainText(self.row.prompt)
+        self.edit_box.show()
+        self.edit_text.setFocus()
+        self._render_ask_again()
+
+    def close_editor(self) -> None:
+        """Close the editor; the conversation is left as it was."""
+        self.edit_box.hide()
+        self._render_ask_again()
+
+    def _send_as_branch(self) -> None:
+        text = self.edit_text.toPlainText()
+        turn_id = self.row.turn_id
+        if self._ask_again is None or turn_id is None or not text.strip():
+            return
+        self.close_editor()
+        self._ask_again.edit(turn_id, text)
+
+    def _regenerate(self) -> None:
+        if self._ask_again is not None and self.row.turn_id is not None:
+            self._ask_again.regenerate(self.row.turn_id)
+
+    def _retry(self) -> None:
+        if self._ask_again is not None and self.row.turn_id is not None:
+            self._ask_again.retry(self.row.turn_id)
+
+    def _render_edit_box(self) -> None:
+        self.send_as_branch_button.setEnabled(bool(self.edit_text.toPlainText().strip()))
+
+    def _render_ask_again(self) -> None:
+        """Which of Edit, Regenerate and Retry this turn offers, and their texts."""
+        row = self.row
+        finished = self._ask_again is not None and row.turn_id is not None and not row.running
+        self.edit_button.setVisible(finished and bool(row.prompt) and not self.editing)
+        self.regenerate_button.setVisible(finished and bool(row.prompt) and bool(row.answer))
+        self.retry_button.setVisible(finished and row.failed)
+        texts = (
+            (self.edit_button, _("Edit"), _("Edit this prompt and send it as a branch")),
+            (
+                self.regenerate_button,
+                _("Regenerate"),
+                _("Ask this prompt again in a new branch"),
+            ),
+            (self.retry_button, _("Retry"), _("Send this prompt again")),
+        )
+        for button, text, tip in texts:
+            button.setText(text)
+            button.setToolTip(tip)
+            button.setAccessibleName(tip)
+        self.send_as_branch_button.setText(_("Send as a branch"))
+        self.edit_cancel_button.setText(_("Cancel"))
+        self.edit_text.setAccessibleName(_("Edited prompt"))
+        self._render_edit_box()
+
     # -- content -------------------------------------------------------------
 
     def set_row(self, row: Row) -> None:
@@ -247,6 +336,7 @@ class TurnWidget(QFrame):
             elif label.content != entry.content:
                 label.set_content(entry.content)
         self._render_status()
+        self._render_ask_again()
 
     def append_text(self, message_id: str, chunk: str) -> None:
         """Append streamed text to the running answer (repainted at most every 50 ms)."""
@@ -303,135 +393,6 @@ class TurnWidget(QFrame):
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
         else:
             self.number_label.setText(_("Imported history"))
-        self._render_actions()
-
-    # -- edit, regenerate, retry ------------------------------------------------
-
-    def _action_button(self, name: str, slot: Callable[[], None]) -> QToolButton:
-        button = QToolButton(self)
-        button.setObjectName(name)
-        button.setAutoRaise(True)
-        button.clicked.connect(slot)
-        button.hide()
-        return button
-
-    def _prompt(self) -> str | None:
-        """The turn's prompt as the user wrote it."""
-        return next((e.content for e in self.row.entries if e.role == "user"), None)
-
-    def _render_actions(self) -> None:
-        """Edit on a prompt, Regenerate on a finished answer, Retry on a failed turn."""
-        row = self.row
-        finished = row.turn_id is not None and row.end_reason is not None
-        texts = (
-            (
-                self.edit_button,
-                _("Edit"),
-                _("Edit this prompt and send it as a new branch"),
-                finished and self._prompt() is not None and self.edit_box is None,
-            ),
-            (
-                self.regenerate_button,
-                _("Regenerate"),
-                _("Ask for another answer in a new branch"),
-                finished and row.answer_id is not None and self._prompt() is not None,
-            ),
-            (
-                self.retry_button,
-                _("Retry"),
-                _("Ask this prompt again"),
-                row.end_reason == "error" and self._prompt() is not None,
-            ),
-        )
-        for button, text, tip, shown in texts:
-            button.setText(text)
-            button.setToolTip(tip)
-            button.setAccessibleName(text)
-            button.setAccessibleDescription(tip)
-            button.setVisible(shown)
-        if self.edit_box is not None:
-            self._render_edit_box()
-
-    def start_edit(self) -> None:
-        """Open the prompt in place in an editable box ("Send as a branch", Cancel)."""
-        prompt, turn_id = self._prompt(), self.row.turn_id
-        if prompt is None or turn_id is None or self.edit_box is not None:
-            return
-        box = QFrame(self)
-        box.setObjectName(EDIT_BOX)
-        layout = QVBoxLayout(box)
-        layout.setContentsMargins(0, 0, 0, 0)
-        field = QPlainTextEdit(box)
-        field.setObjectName("editField")
-        field.setPlainText(prompt)
-        field.textChanged.connect(self._render_edit_box)
-        layout.addWidget(field)
-        buttons = QHBoxLayout()
-        buttons.addStretch(1)
-        cancel = QPushButton(box)
-        cancel.setObjectName(CANCEL_EDIT_BUTTON)
-        cancel.clicked.connect(self.cancel_edit)
-        buttons.addWidget(cancel)
-        send = QPushButton(box)
-        send.setObjectName(SEND_EDIT_BUTTON)
-        send.setDefault(True)
-        send.clicked.connect(self._send_edit)
-        buttons.addWidget(send)
-        layout.addLayout(buttons)
-        self.edit_box, self.edit_field = box, field
-        user = self._user_label()
-        position = self._messages.indexOf(user) if user is not None else 0
-        if user is not None:
-            user.hide()
-        self._messages.insertWidget(max(position, 0), box)
-        box.show()
-        self._render_actions()
-        field.setFocus()
-        field.selectAll()
-
-    def cancel_edit(self) -> None:
-        """Close the edit box; the prompt shows as it was."""
-        if self.edit_box is not None:
-            self.edit_box.hide()
-            self.edit_box.deleteLater()
-        self.edit_box = self.edit_field = None
-        user = self._user_label()
-        if user is not None:
-            user.show()
-        self._render_actions()
-
-    def _render_edit_box(self) -> None:
-        box, field = self.edit_box, self.edit_field
-        if box is None or field is None:
-            return
-        send = box.findChild(QPushButton, SEND_EDIT_BUTTON)
-        cancel = box.findChild(QPushButton, CANCEL_EDIT_BUTTON)
-        field.setAccessibleName(_("Edited prompt"))
-        if send is not None:
-            send.setText(_("Send as a branch"))
-            send.setToolTip(_("Ask the edited prompt in a new branch; this conversation stays"))
-            send.setEnabled(bool(field.toPlainText().strip()))
-        if cancel is not None:
-            cancel.setText(_("Cancel"))
-
-    def _send_edit(self) -> None:
-        field, turn_id = self.edit_field, self.row.turn_id
-        if field is None or turn_id is None or not field.toPlainText().strip():
-            return
-        text = field.toPlainText()
-        self.cancel_edit()
-        self._on_ask_again("edit", turn_id, text)
-
-    def _regenerate(self) -> None:
-        if self.row.turn_id is not None:
-            self._on_ask_again("regenerate", self.row.turn_id, None)
-
-    def _retry(self) -> None:
-        if self.row.turn_id is not None:
-            self._on_ask_again("retry", self.row.turn_id, None)
-
-    def _user_label(self) -> MessageLabel | None:
-        return next((label for label in self._labels.values() if label.role == "user"), None)
 
     def message_label(self, message_id: str) -> MessageLabel | None:
         """The label showing one message of this turn."""
@@ -515,5 +476,6 @@ class TurnWidget(QFrame):
         for label in self._labels.values():
             label.retranslate_ui()
         self._render_status()
+        self._render_ask_again()
         self._render_branch_action()
         self._render_branches()

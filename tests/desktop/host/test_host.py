@@ -81,10 +81,10 @@ def test_a_branch_is_published_titled_and_the_click_opens_it_once(
     open_writer = SessionStore.open_writer
 
     def counting_open_writer(
-        store: SessionStore, session_id: str, **options: str | None
+        store: SessionStore, session_id: str, *, continue_turn: str | None = None
     ) -> SessionWriter:
         writers.append(session_id)
-        return open_writer(store, session_id, **options)
+        return open_writer(store, session_id, continue_turn=continue_turn)
 
     monkeypatch.setattr(SessionStore, "open_writer", counting_open_writer)
 

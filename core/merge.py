@@ -1,0 +1,269 @@
+"""Bring a branch's conclusion back into its parent: one ``session/merge`` commit.
+
+A side exploration ends in something worth keeping (an answer, several, or a
+summary). ``merge_back`` appends it to an ancestor conversation as its own
+transcript item, which later turns of that conversation send to the model as
+context the user brought back. The branch records nothing and stays
+independent; the parent's history is only ever appended to.
+
+Idempotent per operation id, like a fork: the same request again returns the
+merge already written (``created: false``); another request under the same id
+is ``operation_conflict``. The commit is one frame under the parent's writer
+lease, so a crash leaves either no merge or one whole merge, and a retry with
+the same operation id never writes a second one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from branchwise.core.errors import (
+    InvalidMerge,
+    NotAncestor,
+    OperationConflict,
+    SessionNotFound,
+    SessionTrashed,
+    TurnRunning,
+    UnknownTurn,
+)
+from branchwise.core.i18n.language import ngettext
+from branchwise.core.i18n.reasons import fill
+from branchwise.core.ids import validate_session_id
+from branchwise.core.lineage import lineage
+from branchwise.core.projection import events as ev
+from branchwise.core.projection.projection import Projection
+from branchwise.core.providers.base import Provider, TextChunk
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.store import SessionStore, SessionWriter
+from branchwise.core.store.trash import Trash
+
+MergeKind = Literal["answer", "summary", "note"]
+MERGE_KINDS: tuple[str, ...] = get_args(MergeKind)
+MAX_MERGE_CHARS = 64_000
+MAX_OPERATION_ID = 200
+
+
+@dataclass(frozen=True, slots=True)
+class MergeResult:
+    """A merge in the parent's log.
+
+    Attributes:
+        parent_session_id: where it was written.
+        merge_sequence: the seq of its ``session/merge`` event.
+        created: ``False`` when an earlier call with the same operation id wrote it.
+    """
+
+    parent_session_id: str
+    merge_sequence: int
+    created: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"parentSessionId", "mergeSequence", "created"}``."""
+        return {
+            "parentSessionId": self.parent_session_id,
+            "mergeSequence": self.merge_sequence,
+            "created": self.created,
+        }
+
+
+def merge_back(
+    store: SessionStore,
+    child_id: str,
+    parent_id: str | None,
+    content: str,
+    kind: str,
+    operation_id: str,
+    *,
+    writer: SessionWriter | None = None,
+) -> MergeResult:
+    """Append ``content`` from branch ``child_id`` to its ancestor ``parent_id``.
+
+    Args:
+        parent_id: an ancestor of the branch; ``None`` is its direct parent.
+        writer: the parent's writer when the caller holds it (the desktop);
+            otherwise the lease is taken for the one commit.
+
+    Raises:
+        InvalidMerge: empty or oversized content, unknown kind, bad operation id.
+        SessionNotFound, SessionTrashed: the branch or the parent is gone or trashed.
+        NotAncestor: ``parent_id`` is not an ancestor of the branch.
+        TurnRunning: the parent is answering in this process (retry when it ends).
+        LeaseHeld: another process writes the parent (retry later).
+        OperationConflict: the operation id was used for a different merge.
+    """
+    _validate(content, kind, operation_id)
+    child_id = validate_session_id(child_id)
+    chain = _live_lineage(store, child_id)
+    ancestors = [m.session_id for m in chain[1:]]
+    if parent_id is None:
+        if not ancestors:
+            raise NotAncestor(f"{child_id} has no parent to bring anything back to", child=child_id)
+        parent_id = ancestors[0]
+    parent_id = validate_session_id(parent_id)
+    if parent_id not in ancestors:
+        if Trash(store).contains(parent_id):
+            raise SessionTrashed(f"{parent_id} is in the Trash", sessionId=parent_id)
+        raise NotAncestor(
+            f"{parent_id} is not an ancestor of {child_id}", child=child_id, parent=parent_id
+        )
+    child_boundary = _last_boundary(store.read(child_id).projection)
+    request = {
+        "childSessionId": child_id,
+        "childBoundarySequence": child_boundary,
+        "operationId": operation_id,
+        "content": content,
+        "kind": kind,
+    }
+    if writer is not None:
+        return _commit(writer, request)
+    with store.open_writer(parent_id) as own:
+        return _commit(own, request)
+
+
+def _validate(content: object, kind: object, operation_id: object) -> None:
+    if not isinstance(content, str) or not content.strip():
+        raise InvalidMerge("there is nothing to bring back", field="content")
+    if len(content) > MAX_MERGE_CHARS:
+        raise InvalidMerge(
+            f"what is brought back is limited to {MAX_MERGE_CHARS} characters", field="content"
+        )
+    if kind not in MERGE_KINDS:
+        raise InvalidMerge(f"kind must be one of {', '.join(MERGE_KINDS)}", field="kind")
+    if not isinstance(operation_id, str) or not 0 < len(operation_id) <= MAX_OPERATION_ID:
+        raise InvalidMerge(
+            f"operation id must be 1-{MAX_OPERATION_ID} characters", field="operationId"
+        )
+
+
+def _live_lineage(store: SessionStore, child_id: str) -> tuple[Any, ...]:
+    try:
+        return lineage(store, child_id).chain
+    except SessionNotFound:
+        if Trash(store).contains(child_id):
+            raise SessionTrashed(f"{child_id} is in the Trash", sessionId=child_id) from None
+        raise
+
+
+def _last_boundary(projection: Projection) -> int:
+    """Where the branch stood: the end of its last finished turn (0 before any)."""
+    closed = [t.boundary_sequence for t in projection.turns if t.boundary_sequence is not None]
+    return max(closed, default=0)
+
+
+def _commit(writer: SessionWriter, request: dict[str, Any]) -> MergeResult:
+    projection = writer.projection
+    for merge in projection.merges:
+        if merge["operationId"] != request["operationId"]:
+            continue
+        same = all(merge[k] == request[k] for k in ("childSessionId", "content", "kind"))
+        if not same:
+            raise OperationConflict(
+                f"operation {request['operationId']} already merged something else",
+                operationId=request["operationId"],
+            )
+        return MergeResult(writer.session_id, int(merge["seq"]), False)
+    if projection.open_turn is not None:
+        raise TurnRunning(
+            "the conversation is answering; bring it back when the answer ends",
+            sessionId=writer.session_id,
+        )
+    (event,) = writer.commit([ev.session_merge(**_snake(request))])
+    return MergeResult(writer.session_id, int(event["seq"]), True)
+
+
+def _snake(request: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "child_session_id": request["childSessionId"],
+        "child_boundary_sequence": request["childBoundarySequence"],
+        "operation_id": request["operationId"],
+        "content": request["content"],
+        "kind": request["kind"],
+    }
+
+
+# -- what to bring back ------------------------------------------------------------
+
+
+def answers_of(store: SessionStore, child_id: str, turn_ids: list[str]) -> str:
+    """The answers of the branch's chosen turns, in the order given, as one text.
+
+    Raises:
+        UnknownTurn: a turn is not in the branch or has no answer.
+    """
+    projection = store.read(validate_session_id(child_id)).projection
+    by_id = {t.turn_id: t for t in projection.turns}
+    parts = []
+    for turn_id in turn_ids:
+        turn = by_id.get(turn_id)
+        message = projection.message(turn.message_id) if turn and turn.message_id else None
+        if message is None or not message.content.strip():
+            raise UnknownTurn(
+                f"turn {turn_id} of {child_id} has no answer to bring back",
+                sessionId=child_id,
+                turnId=turn_id,
+            )
+        parts.append(message.content)
+    return "\n\n---\n\n".join(parts)
+
+
+def own_turns(projection: Projection) -> list[tuple[str, str]]:
+    """``(prompt, answer)`` of the branch's turns since its fork point."""
+    pairs = []
+    for turn in projection.turns:
+        if turn.start_seq <= projection.seed_length:
+            continue
+        prompt = projection.message(turn.user_message_id) if turn.user_message_id else None
+        answer = projection.message(turn.message_id) if turn.message_id else None
+        pairs.append((prompt.content if prompt else "", answer.content if answer else ""))
+    return pairs
+
+
+SUMMARY_REQUEST = (
+    "Summarize the conversation above for someone who did not read it: what was asked, "
+    "what was found or decided, in a few sentences. Write only the summary."
+)
+
+
+async def write_summary(projection: Projection, provider: Provider) -> str:
+    """A summary of the branch since its fork point, written by ``provider``.
+
+    The demo responder writes a deterministic one from the turns themselves,
+    so offline use and tests know what to expect.
+
+    Raises:
+        InvalidMerge: the branch has no turns of its own yet.
+        ProviderError: the model failed.
+    """
+    pairs = own_turns(projection)
+    if not pairs:
+        raise InvalidMerge("the branch has no turns of its own to summarize", field="content")
+    if isinstance(provider, DemoProvider):
+        return demo_summary(pairs)
+    messages: list[dict[str, str]] = []
+    for prompt, answer in pairs:
+        messages.append({"role": "user", "content": prompt})
+        if answer:
+            messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": SUMMARY_REQUEST})
+    parts = [item.text async for item in provider.stream(messages) if isinstance(item, TextChunk)]
+    return "".join(parts).strip()
+
+
+def demo_summary(pairs: list[tuple[str, str]]) -> str:
+    """The demo responder's summary: each prompt and its answer's first sentence."""
+    lines = [
+        fill(
+            ngettext(
+                "Summary of the branch ({n} turn):",
+                "Summary of the branch ({n} turns):",
+                len(pairs),
+            ),
+            {"n": len(pairs)},
+        )
+    ]
+    for prompt, answer in pairs:
+        first = answer.strip().split("\n", 1)[0]
+        first = first if len(first) <= 160 else first[:157] + "..."
+        lines.append(f"- {prompt.strip()[:120]} → {first}")
+    return "\n".join(lines)
