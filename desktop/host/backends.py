@@ -24,6 +24,7 @@ from branchwise.core.errors import (
     BranchwiseError,
     InvalidSessionId,
     RemoteRefusal,
+    ServerUnsupported,
     SessionNotFound,
     error_class,
 )
@@ -168,6 +169,13 @@ class RemoteForkBackend:
         ``title`` is not sent: ``session-fork-v1`` has no field for it, so a
         remote branch keeps its parent's title until renamed.
         """
+        if request.origin is not None or request.turn_id is None:
+            # session-fork-v1 has no field for a prompt or a fork at the start: a plain
+            # fork there would make a branch without the edited prompt.
+            raise ServerUnsupported(
+                "this server cannot branch an edited or regenerated prompt",
+                operationId=operation_id,
+            )
         await self.check_support()
         return await self.remote.fork(*remote_fork_fields(request), operation_id)
 
