@@ -26,13 +26,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.compare import compare
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _, format_datetime
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import TreeNode, creation_order
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.compare_rows import split_turn
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level
+from branchwise.desktop.widgets.compare_view import CompareView, PickConversationDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 SESSION_ROLE = Qt.ItemDataRole.UserRole
@@ -106,6 +109,8 @@ class Sidebar(QWidget):
         layout.addWidget(self.new_button)
         layout.addWidget(self.tree, 1)
         self._items: dict[str, QTreeWidgetItem] = {}
+        self.pick_dialog: PickConversationDialog | None = None
+        self.compare_view: CompareView | None = None
         self.retranslate_ui()
 
     # -- what the UI exposes -------------------------------------------------
@@ -285,14 +290,59 @@ class Sidebar(QWidget):
         self.context_menu(sid).popup(self.tree.viewport().mapToGlobal(pos))
 
     def context_menu(self, session_id: str) -> QMenu:
-        """The menu of one conversation: Rename…, Delete."""
+        """The menu of one conversation: Rename…, Compare with… (in a tree), Delete."""
         menu = QMenu(self)
         menu.setObjectName("conversationMenu")
         menu.addAction(_("Rename…"), lambda: self.ask_rename(session_id))
+        if self.tree_mates(session_id):
+            menu.addAction(_("Compare with…"), lambda: self.ask_compare(session_id))
         if self._delete_session is not None:
             delete = menu.addAction(_("Delete"), lambda: self.delete(session_id))
             delete.setToolTip(_("Move the conversation to the Trash (it can be restored)"))
         return menu
+
+    def tree_mates(self, session_id: str) -> list[tuple[str, str]]:
+        """``(id, title)`` of the other conversations of ``session_id``'s tree, oldest first."""
+        index = self.host.index
+        root = session_id
+        seen = {root}
+        while True:
+            manifest = index.by_id.get(root)
+            parent = manifest.parent.session_id if manifest and manifest.parent else None
+            if parent is None or parent not in index.by_id or parent in seen:
+                break
+            seen.add(parent)
+            root = parent
+        found: list[tuple[str, str]] = []
+        pending, visited = [root], {root}
+        while pending:  # no recursion: a chain of forks may be thousands deep
+            current = pending.pop()
+            if current != session_id:
+                found.append((current, index.by_id[current].title))
+            for child in index.children(current):
+                if child.session_id not in visited:
+                    visited.add(child.session_id)
+                    pending.append(child.session_id)
+        return found
+
+    def ask_compare(self, session_id: str) -> None:
+        """Pick another conversation of the tree, then show the two side by side."""
+        dialog = PickConversationDialog(self.tree_mates(session_id), self)
+        dialog.accepted.connect(lambda: self._compare(session_id, dialog.chosen()))
+        self.pick_dialog = dialog
+        dialog.open()
+
+    def _compare(self, session_id: str, other_id: str | None) -> None:
+        if other_id is None:
+            return
+        try:
+            comparison = compare(self.host.store, session_id, other_id)
+            title, turn = split_turn(self.host.store, comparison)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, **exc.details)
+            return
+        self.compare_view = CompareView(comparison, title, turn, self)
+        self.compare_view.show()
 
     def delete(self, session_id: str) -> None:
         """Move a conversation to the Trash (the window stops and closes it first)."""
