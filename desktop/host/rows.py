@@ -54,15 +54,17 @@ class Entry:
 
     Attributes:
         message_id: the message's stable id.
-        role: ``user``, ``assistant`` or ``tool``.
+        role: ``user``, ``assistant``, ``tool`` or ``merge`` (brought back from a branch).
         content: its text (Markdown for assistant answers).
         partial: the text is still streaming or was cut short.
+        source_id: for a ``merge``, the branch it was brought back from.
     """
 
     message_id: str
     role: str
     content: str
     partial: bool = False
+    source_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +121,18 @@ class Row:
         return self.turn_id is None
 
 
-def _entry(message: Message) -> Entry:
-    return Entry(message.message_id, message.role, message.content, message.partial)
+def _entry(message: Message, sources: Mapping[str, str] | None = None) -> Entry:
+    source = sources.get(message.message_id) if sources else None
+    return Entry(message.message_id, message.role, message.content, message.partial, source)
+
+
+def _merge_sources(projection: Projection) -> dict[str, str]:
+    """Merge message id -> the branch it came from (the projection names merges by seq)."""
+    return {
+        f"merge-{merge['seq']}": str(merge.get("childSessionId", ""))
+        for merge in projection.merges
+        if "seq" in merge
+    }
 
 
 def rows_from_projection(
@@ -149,6 +161,7 @@ def rows_from_projection(
             order.append(message.turn_id)
         bucket.append(message)
     turn_positions = {turn.turn_id: turn for turn in projection.turns}
+    sources = _merge_sources(projection)
     rows: list[Row] = []
     for name in order:
         if name.startswith("\0"):
@@ -160,7 +173,7 @@ def rows_from_projection(
                     turn_id=None,
                     index=None,
                     answer_id=answer.message_id if answer else None,
-                    entries=tuple(_entry(m) for m in messages),
+                    entries=tuple(_entry(m, sources) for m in messages),
                     end_reason="completed",
                 )
             )

@@ -288,6 +288,11 @@ class OpenSession(TurnListener):
         except (OSError, BranchwiseError):
             return 0
 
+    def rebuild_rows(self) -> None:
+        """Re-derive the rows from the writer's projection (after a commit no turn made)."""
+        if self.writer is not None:
+            self._set_rows(rows_from_projection(self.writer.projection))
+
     def _set_rows(self, rows: list[Row]) -> None:
         self.rows = rows
         self._row_pos = {row.row_id: position for position, row in enumerate(rows)}

@@ -1,6 +1,7 @@
 """The banner of a branched conversation: where it came from, and a way back.
 
-"Branched from <title>, turn N" with an "Open parent conversation" button.
+"Branched from <title>, turn N" with an "Open parent conversation" button
+and, on a branch, "Bring back to parent…".
 Hidden for conversations that were not branched from another.
 """
 
@@ -24,7 +25,10 @@ class ForkBanner(QFrame):
     """
 
     def __init__(
-        self, on_open_parent: Callable[[str], None], parent: QWidget | None = None
+        self,
+        on_open_parent: Callable[[str], None],
+        parent: QWidget | None = None,
+        on_bring_back: Callable[[], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("forkBanner")
@@ -41,9 +45,15 @@ class ForkBanner(QFrame):
         self.open_button = QPushButton(self)
         self.open_button.setObjectName("openParentButton")
         self.open_button.clicked.connect(self._open)
+        self.bring_back_button = QPushButton(self)
+        self.bring_back_button.setObjectName("bringBackButton")
+        if on_bring_back is not None:
+            self.bring_back_button.clicked.connect(on_bring_back)
+        self._can_bring_back = on_bring_back is not None
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 6)
         layout.addWidget(self.label, 1)
+        layout.addWidget(self.bring_back_button)
         layout.addWidget(self.open_button)
         self.hide()
 
@@ -62,6 +72,8 @@ class ForkBanner(QFrame):
         self._turn = turn
         self._parent_exists = parent_exists
         self.retranslate_ui()
+        # A branch brings its conclusion back; a child (sub-agent) conversation does not.
+        self.bring_back_button.setVisible(self._can_bring_back and kind == "fork" and parent_exists)
         self.setVisible(parent_id is not None)
 
     def _open(self) -> None:
@@ -87,3 +99,7 @@ class ForkBanner(QFrame):
         self.label.setText(text)
         self.open_button.setText(_("Open parent conversation"))
         self.open_button.setEnabled(self._parent_exists)
+        self.bring_back_button.setText(_("Bring back to parent…"))
+        self.bring_back_button.setToolTip(
+            _("Carry answers or a summary of this branch into the conversation it came from")
+        )

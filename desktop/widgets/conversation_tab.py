@@ -22,6 +22,7 @@ from branchwise.desktop.host.session import SessionMode
 from branchwise.desktop.widgets.banner import ForkBanner
 from branchwise.desktop.widgets.composer import Composer
 from branchwise.desktop.widgets.find_bar import FindBar, Match
+from branchwise.desktop.widgets.merge_dialog import BringBackDialog
 from branchwise.desktop.widgets.transcript import TranscriptView
 from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
@@ -47,7 +48,8 @@ class ConversationTab(QWidget):
         self.host = host
         self.session_id = session_id
         self._open_session = open_session
-        self.banner = ForkBanner(open_session, self)
+        self.banner = ForkBanner(open_session, self, self.bring_back)
+        self.bring_back_dialog: BringBackDialog | None = None
         self.state_label = QLabel(self)
         self.state_label.setObjectName("sessionState")
         self.state_label.setWordWrap(True)
@@ -127,6 +129,11 @@ class ConversationTab(QWidget):
 
     def _stop(self) -> None:
         self.host.stop(self.session_id)
+
+    def bring_back(self) -> None:
+        """Open "Bring back to parent…" for this branch."""
+        self.bring_back_dialog = BringBackDialog(self.host, self.session_id, self)
+        self.bring_back_dialog.open()
 
     def _branch(self, request: ForkRequest) -> None:
         self.host.spawn(self.host.request_branch(request), "branch")

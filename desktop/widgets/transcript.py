@@ -264,7 +264,14 @@ class TranscriptView(QScrollArea):
     # -- building widgets --------------------------------------------------------
 
     def _make(self, row: Row) -> TurnWidget:
-        widget = TurnWidget(row, self._on_branch, self._on_open, self.widget(), self._ask_again)
+        widget = TurnWidget(
+            row,
+            self._on_branch,
+            self._on_open,
+            self.widget(),
+            self._ask_again,
+            title_of=self.host.title,
+        )
         widget.set_branch_state(self.host.branch_state(self.session_id, row))
         self._widgets[row.row_id] = widget
         return widget

@@ -111,10 +111,17 @@ def branch_icon(color: QColor, size: int = 16) -> QIcon:
 class MessageLabel(MarkdownView):
     """One message: user and assistant text rendered as Markdown, tool calls as plain text."""
 
-    def __init__(self, entry: Entry, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        entry: Entry,
+        parent: QWidget | None = None,
+        title_of: Callable[[str], str] | None = None,
+    ) -> None:
         super().__init__(parent, plain=entry.role == "tool", breaks=entry.role == "user")
         self.role = entry.role
         self.message_id = entry.message_id
+        self.source_id = entry.source_id
+        self._title_of = title_of
         self.content = ""
         self.setObjectName(f"{entry.role}Message")
         self.set_content(entry.content)
@@ -125,14 +132,24 @@ class MessageLabel(MarkdownView):
         self.content = text
         if self.role == "tool":
             self.set_markdown(fill(_("Tool call: {call}"), {"call": text}))
+        elif self.role == "merge":
+            title = self._title_of(self.source_id) if self._title_of and self.source_id else ""
+            # TRANSLATORS: heads what a branch brought back; {title} is the branch's title.
+            heading = fill(_("From branch {title}:"), {"title": untitled(title)})
+            self.set_markdown(f"**{_escape_markdown(heading)}**\n\n{text}")
         else:
             self.set_markdown(text)
 
     def retranslate_ui(self) -> None:
         """Re-render the localized prefix of tool calls and the code blocks' labels."""
         super().retranslate_ui()
-        if self.role == "tool":
+        if self.role in ("tool", "merge"):
             self.set_content(self.content)
+
+
+def _escape_markdown(text: str) -> str:
+    """A title shown as text inside Markdown (its punctuation is not markup)."""
+    return "".join("\\" + c if c in "\\`*_{}[]()<>#+-.!|~" else c for c in text)
 
 
 class TurnWidget(QFrame):
@@ -152,9 +169,11 @@ class TurnWidget(QFrame):
         on_open: Callable[[str], None],
         parent: QWidget | None = None,
         ask_again: AskAgain | None = None,
+        title_of: Callable[[str], str] | None = None,
     ) -> None:
         super().__init__(parent)
         self._ask_again = ask_again
+        self._title_of = title_of
         self.setObjectName("turn")
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._on_branch = on_branch
@@ -325,7 +344,7 @@ class TurnWidget(QFrame):
         for position, entry in enumerate(row.entries):
             label = self._labels.get(entry.message_id)
             if label is None:
-                label = MessageLabel(entry, self)
+                label = MessageLabel(entry, self, self._title_of)
                 self._labels[entry.message_id] = label
                 self._messages.insertWidget(position, label)
             elif label.content != entry.content:
