@@ -232,6 +232,9 @@ class TurnWidget(QFrame):
         self.branch_button.setIcon(branch_icon(self.palette().color(QPalette.ColorRole.Link)))
         self.branch_button.clicked.connect(self._clicked)
         footer.addWidget(self.branch_button)
+        # A merge brought back from a branch opens that branch.
+        self.open_source_button = self._action_button("openSourceButton", self._open_source)
+        footer.addWidget(self.open_source_button)
         layout.addLayout(footer)
 
         self.row = row
@@ -327,6 +330,7 @@ class TurnWidget(QFrame):
             button.setText(text)
             button.setToolTip(tip)
             button.setAccessibleName(tip)
+        self.open_source_button.setText(_("Open branch"))
         self.send_as_branch_button.setText(_("Send as a branch"))
         self.edit_cancel_button.setText(_("Cancel"))
         self.edit_text.setAccessibleName(_("Edited prompt"))
@@ -351,6 +355,16 @@ class TurnWidget(QFrame):
                 label.set_content(entry.content)
         self._render_status()
         self._render_ask_again()
+        self.open_source_button.setVisible(self._source_id() is not None)
+
+    def _source_id(self) -> str | None:
+        """The branch a merge in this row came from."""
+        return next((e.source_id for e in self.row.entries if e.role == "merge"), None)
+
+    def _open_source(self) -> None:
+        source = self._source_id()
+        if source is not None:
+            self._on_open(source)
 
     def append_text(self, message_id: str, chunk: str) -> None:
         """Append streamed text to the running answer (repainted at most every 50 ms, less

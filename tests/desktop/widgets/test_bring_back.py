@@ -75,6 +75,14 @@ def test_bring_back_an_answer_into_the_open_parent(
     qtbot.waitUntil(lambda: len(merged()) == 1, timeout=WAIT_MS)
     assert merged()[0].startswith("From branch Side trip:")
     assert "answer to and Nara?" in merged()[0]
+    # The merge opens the branch it came from.
+    app.window.tabs.setCurrentWidget(app.tab(root))
+    qtbot.waitUntil(lambda: app.tab(root).isVisible(), timeout=WAIT_MS)
+    card = next(w for w in app.turns(root) if w.open_source_button.isVisible())
+    assert card.open_source_button.text() == "Open branch"
+    assert all(not w.open_source_button.isVisible() for w in app.turns(root) if w is not card)
+    qtbot.mouseClick(card.open_source_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: app.window.tabs.currentWidget() is app.tab(child), timeout=WAIT_MS)
 
 
 def test_a_running_parent_refuses_and_nothing_is_written(
