@@ -24,10 +24,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.compare import Comparison, SideTurn
+from branchwise.core.compare import Comparison, SideTurn, compare
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
-from branchwise.desktop.host.compare_rows import CompareRow, Span, compare_rows
+from branchwise.desktop.host.compare_rows import CompareRow, Span, compare_rows, split_turn
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.notices import Level
 from branchwise.desktop.widgets.turn_widget import untitled
 
 HIGHLIGHT = "#ffe08a"
@@ -149,6 +152,21 @@ class CompareView(QDialog):
             other.verticalScrollBar().setValue(value)
         finally:
             self._syncing = False
+
+
+def show_comparison(
+    host: Host, session_id: str, other_id: str, parent: QWidget | None = None
+) -> CompareView | None:
+    """Open the Compare view of two conversations (a refusal becomes a notice)."""
+    try:
+        comparison = compare(host.store, session_id, other_id)
+        title, turn = split_turn(host.store, comparison)
+    except BranchwiseError as exc:
+        host.notices.post(exc.code, Level.ERROR, **exc.details)
+        return None
+    view = CompareView(comparison, title, turn, parent)
+    view.show()
+    return view
 
 
 def _row_html(row: CompareRow, turn: SideTurn | None, spans: tuple[Span, ...]) -> str:

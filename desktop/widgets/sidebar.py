@@ -26,16 +26,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.compare import compare
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _, format_datetime
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import TreeNode, creation_order
 from branchwise.desktop.host.changes import Changes
-from branchwise.desktop.host.compare_rows import split_turn
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level
-from branchwise.desktop.widgets.compare_view import CompareView, PickConversationDialog
+from branchwise.desktop.widgets.compare_view import (
+    CompareView,
+    PickConversationDialog,
+    show_comparison,
+)
 from branchwise.desktop.widgets.turn_widget import untitled
 
 SESSION_ROLE = Qt.ItemDataRole.UserRole
@@ -333,16 +335,8 @@ class Sidebar(QWidget):
         dialog.open()
 
     def _compare(self, session_id: str, other_id: str | None) -> None:
-        if other_id is None:
-            return
-        try:
-            comparison = compare(self.host.store, session_id, other_id)
-            title, turn = split_turn(self.host.store, comparison)
-        except BranchwiseError as exc:
-            self.host.notices.post(exc.code, Level.ERROR, **exc.details)
-            return
-        self.compare_view = CompareView(comparison, title, turn, self)
-        self.compare_view.show()
+        if other_id is not None:
+            self.compare_view = show_comparison(self.host, session_id, other_id, self)
 
     def delete(self, session_id: str) -> None:
         """Move a conversation to the Trash (the window stops and closes it first)."""

@@ -30,6 +30,7 @@ from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
+from branchwise.desktop.widgets.compare_view import CompareView, show_comparison
 from branchwise.desktop.widgets.turn_widget import AskAgain, TurnWidget
 
 #: Pixels from the bottom that still count as "at the bottom".
@@ -65,6 +66,7 @@ class TranscriptView(QScrollArea):
         super().__init__(parent)
         self.setObjectName("transcript")
         self.host = host
+        self.compare_view: CompareView | None = None
         self.session_id = session_id
         self.page_size = page_size
         self._on_branch = on_branch
@@ -263,6 +265,10 @@ class TranscriptView(QScrollArea):
 
     # -- building widgets --------------------------------------------------------
 
+    def compare_with(self, other_id: str) -> None:
+        """Show this conversation beside one of its branches (a turn's branch menu)."""
+        self.compare_view = show_comparison(self.host, self.session_id, other_id, self)
+
     def _make(self, row: Row) -> TurnWidget:
         widget = TurnWidget(
             row,
@@ -271,6 +277,7 @@ class TranscriptView(QScrollArea):
             self.widget(),
             self._ask_again,
             title_of=self.host.title,
+            on_compare=self.compare_with,
         )
         widget.set_branch_state(self.host.branch_state(self.session_id, row))
         self._widgets[row.row_id] = widget

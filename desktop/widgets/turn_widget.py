@@ -170,10 +170,12 @@ class TurnWidget(QFrame):
         parent: QWidget | None = None,
         ask_again: AskAgain | None = None,
         title_of: Callable[[str], str] | None = None,
+        on_compare: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self._ask_again = ask_again
         self._title_of = title_of
+        self._on_compare = on_compare
         self.setObjectName("turn")
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._on_branch = on_branch
@@ -504,7 +506,18 @@ class TurnWidget(QFrame):
             action.triggered.connect(
                 lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
             )
+        if self._on_compare is not None:
+            compare_menu = menu.addMenu(_("Compare with…"))
+            for manifest in self._branches:
+                action = compare_menu.addAction(branch_label(manifest))
+                action.triggered.connect(
+                    lambda _checked=False, sid=manifest.session_id: self._compare(sid)
+                )
         button.show()
+
+    def _compare(self, session_id: str) -> None:
+        if self._on_compare is not None:
+            self._on_compare(session_id)
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text of this turn."""

@@ -32,7 +32,9 @@ def _answered(app: App, sid: str) -> bool:
 
 
 def _menu_texts(widget: TurnWidget) -> list[str]:
-    return [action.text() for action in widget.branches_button.menu().actions()]
+    """The branches listed (not the "Compare with…" submenu after them)."""
+    actions = widget.branches_button.menu().actions()
+    return [action.text() for action in actions if action.menu() is None]
 
 
 def test_edit_opens_in_place_and_sends_the_prompt_as_a_branch_in_a_new_tab(

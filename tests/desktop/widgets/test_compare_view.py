@@ -108,3 +108,26 @@ def test_a_conversation_alone_in_its_tree_offers_no_compare(
     app = make_app()
     texts = [a.text() for a in app.window.sidebar.context_menu(alone).actions()]
     assert "Compare with…" not in texts
+
+
+def test_a_turns_branch_menu_compares_the_conversation_with_a_branch(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    root, left, _right = _seed(SessionStore(tmp_path / "root"))
+    app = make_app()
+    app.window.open_tab(root)
+    qtbot.waitUntil(lambda: len(app.turns(root)) == 2, timeout=WAIT_MS)
+    first = app.turns(root)[0]
+    qtbot.waitUntil(first.branches_button.isVisible, timeout=WAIT_MS)
+    compare_menu = next(
+        a.menu() for a in first.branches_button.menu().actions() if a.text() == "Compare with…"
+    )
+    action = next(a for a in compare_menu.actions() if "Paint red" in a.text())
+    action.trigger()
+    view = app.tab(root).transcript.compare_view
+    assert view is not None
+    qtbot.waitUntil(view.isVisible, timeout=WAIT_MS)
+    assert view.header.text() == "Split after turn 1 of Trip plans"
+    assert "when?" in view.left.toPlainText()  # the parent's own turn after the split
+    assert "Paint the door red today." in view.right.toPlainText()
+    view.close()
