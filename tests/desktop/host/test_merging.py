@@ -1,0 +1,68 @@
+"""Bringing a branch back from the desktop host, headless: what is offered and what is written."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from helpers.forking import fork_at
+from helpers.sessions import complete_turn
+
+from branchwise.core.errors import InvalidMerge, NotAncestor
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.merging import (
+    bring_back,
+    chosen_answers,
+    own_answers,
+    parent_of,
+    summarize,
+)
+
+
+def _tree(root: Path) -> tuple[str, str]:
+    store = SessionStore(root)
+    with store.create("Trip plans") as writer:
+        complete_turn(writer, "r1", "where to?")
+        parent = writer.session_id
+    child = fork_at(store, parent, "r1", op="op-side").child_session_id
+    with store.open_writer(child) as writer:
+        complete_turn(writer, "c1", "what about Kyoto?")
+    return parent, child
+
+
+def test_a_closed_parent_receives_the_chosen_answer(tmp_path: Path) -> None:
+    parent, child = _tree(tmp_path)
+    host = Host(tmp_path, provider_factory=lambda _settings: DemoProvider())
+    host.start()
+    seen: list[Changes] = []
+    host.subscribe(seen.append)
+    assert parent_of(host, child) == parent and parent_of(host, parent) is None
+    # Only the branch's own turn is offered, not the one it inherited.
+    assert [a.turn_id for a in own_answers(host, child)] == ["c1"]
+    content = chosen_answers(host, child, ["c1"])
+    result = bring_back(host, child, content, "answer")
+    assert result.parent_session_id == parent and result.created
+    merges = host.store.read(parent).projection.merges
+    assert [(m["childSessionId"], m["content"], m["kind"]) for m in merges] == [
+        (child, "answer to what about Kyoto?", "answer")
+    ]
+    assert any(parent in c.transcripts for c in seen)
+    # Each confirm is a new merge (a fresh operation id), never a replay of the last.
+    assert bring_back(host, child, content, "answer").merge_sequence > result.merge_sequence
+
+
+def test_refusals_write_nothing(tmp_path: Path) -> None:
+    parent, child = _tree(tmp_path)
+    host = Host(tmp_path, provider_factory=lambda _settings: DemoProvider())
+    host.start()
+    with pytest.raises(NotAncestor):
+        bring_back(host, parent, "text", "note")
+    with pytest.raises(InvalidMerge):
+        bring_back(host, child, "   ", "note")
+    assert host.store.read(parent).projection.merges == []
+    summary = asyncio.run(summarize(host, child))
+    assert summary.startswith("Summary of the branch (1 turn):")
