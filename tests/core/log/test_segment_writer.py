@@ -73,14 +73,15 @@ def test_checkpoints_are_listed_in_the_blobs_sidecar(store: SessionStore) -> Non
 
 def test_the_writer_rolls_at_the_size_limit(tmp_path: Path) -> None:
     store = SessionStore(tmp_path / "root", roll_bytes=2000)
-    session_id = session_with_turns(store, 12)
+    # 20 turns are over 6,000 bytes whatever the ids and times weigh: at least four segments.
+    session_id = session_with_turns(store, 20)
     segments = _segments(store, session_id)
     assert len(segments) > 3
     assert all(s.stat().st_size < 2000 + 1000 for s in segments)
     snap = store.read(session_id)
-    assert [t.turn_id for t in snap.projection.turns] == [f"t{n}" for n in range(12)]
+    assert [t.turn_id for t in snap.projection.turns] == [f"t{n}" for n in range(20)]
     indexed = [t.turn_id for s in segments for t in read_turn_entries(s)]
-    assert indexed == [f"t{n}" for n in range(12)]
+    assert indexed == [f"t{n}" for n in range(20)]
     assert verify_session(store, session_id)["ok"]
     # A cold reader's targets equal the live ones after any number of rolls.
     with store.open_writer(session_id) as writer:
