@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from branchwise.core.errors import BranchwiseError, CorruptLog
+from branchwise.core.log import scan as log_scan
 from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
-from branchwise.core.log.scan import LogScan, gc_paused, scan_bytes
+from branchwise.core.log.scan import LogScan, gc_paused
 from branchwise.core.store.atomic import open_no_follow
 from branchwise.core.store.manifest import Manifest, Seed, load_manifest
 
@@ -249,7 +250,7 @@ def scan_session_log(directory: Path, manifest: Manifest) -> SessionLog:
         log.scan.corruption = exc
         return log
     with gc_paused():
-        log.scan = scan_bytes(log.data)
+        log.scan = log_scan.scan_bytes(log.data)  # looked up per call: a counting seam
     _check_pieces(log)
     return log
 

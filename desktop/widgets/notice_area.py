@@ -220,7 +220,9 @@ class NoticeArea(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(6, 2, 6, 2)
         layout.addWidget(self.rows_scroll, 1)
-        layout.addWidget(self.history_button, 0, Qt.AlignmentFlag.AlignBottom)
+        layout.addWidget(
+            self.history_button, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom
+        )
         self._unsubscribe = notices.subscribe(self.show_notice)
         for notice in notices.history:
             if notice.level in PERSISTENT or notice.sticky:

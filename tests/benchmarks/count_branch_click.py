@@ -27,7 +27,6 @@ from typing import Any
 
 from branchwise.core.fork import engine
 from branchwise.core.log import scan as log_scan
-from branchwise.core.log import segments
 from branchwise.core.log import writer as log_writer
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.demo import DemoProvider
@@ -58,8 +57,7 @@ def install(counts: Counts) -> None:
     log_writer._OsFileOps.fsync = staticmethod(fsync)  # type: ignore[method-assign]
     replay = Projection.replay.__func__  # type: ignore[attr-defined]
     Projection.replay = classmethod(counts.wrap("replay", replay))  # type: ignore[method-assign,assignment]
-    log_scan.scan_bytes = counts.wrap("scan", log_scan.scan_bytes)  # what scan_log calls
-    segments.scan_bytes = counts.wrap("scan", segments.scan_bytes)  # what every reader calls
+    log_scan.scan_bytes = counts.wrap("scan", log_scan.scan_bytes)  # what every reader calls
     engine._replay_to = counts.wrap("fork replay", engine._replay_to)  # index could not answer
     store_cls = store_module.SessionStore
     store_cls.open_writer = counts.wrap("writer open", store_cls.open_writer)  # type: ignore[method-assign]

@@ -75,3 +75,14 @@ def test_long_notices_never_take_more_than_their_share_of_the_window(
     qtbot.waitUntil(lambda: len(area.rows()) == 1, timeout=WAIT_MS)
     assert area.rows_scroll.height() < 1000 * MAX_SHARE / 2
     assert area.rows_scroll.verticalScrollBar().maximum() == 0
+
+
+def test_with_no_notices_the_history_button_stays_at_the_right_edge(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    app = make_app()
+    area = app.window.notice_area
+    qtbot.waitUntil(lambda: area.history_button.isVisible(), timeout=WAIT_MS)
+    assert not area.rows()
+    margin = area.width() - area.history_button.geometry().right()
+    assert 0 <= margin <= 12, (area.width(), area.history_button.geometry())
