@@ -55,6 +55,11 @@ REASONS: Mapping[str, str] = {
     "invalid_merge": N_(
         "There is nothing to bring back, or it is too long (at most 64,000 characters)."
     ),
+    "merge_pending": N_(
+        "“{title}” is busy in another window or command; what you brought back will be "
+        "added as soon as it is free."
+    ),
+    "merge_written": N_("Brought back into “{title}”."),
     "not_related": N_("These conversations are not branches of one another."),
     "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(

@@ -4,19 +4,24 @@ The core writes the ``session/merge`` commit (``core/merge.py``); this module
 supplies what the window knows: the branch's own answers to choose from, a
 summary written by the host's provider, and the parent's open writer when the
 parent is open in this app (its lease is held here, so the merge must go
-through it, and not while one of its turns runs).
+through it, and not while one of its turns runs). Merges go through the
+pending-merge journal (:mod:`~branchwise.desktop.host.merge_journal`), so one
+whose parent another process holds is written later, never lost or doubled.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from uuid import uuid4
 
-from branchwise.core.errors import NotAncestor, TurnRunning
+from branchwise.core.errors import BranchwiseError, LeaseHeld, NotAncestor, TurnRunning
 from branchwise.core.merge import MergeResult, answers_of, merge_back, write_summary
 from branchwise.core.projection.projection import Projection
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.merge_journal import MergeJournal, PendingMerge
+from branchwise.desktop.host.notices import Level
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,23 +75,80 @@ def chosen_answers(host: Host, child_id: str, turn_ids: list[str]) -> str:
     return answers_of(host.store, child_id, turn_ids)
 
 
-def bring_back(host: Host, child_id: str, content: str, kind: str) -> MergeResult:
+def bring_back(host: Host, child_id: str, content: str, kind: str) -> MergeResult | None:
     """Append ``content`` to the branch's parent under a fresh operation id.
+
+    The merge is journalled as pending before anything is written. When
+    another process holds the parent it stays pending (``None`` is returned
+    and a notice says so) and :func:`resume_merges` writes it later.
 
     Raises:
         TurnRunning: the parent is open here and answering (merge when it ends).
         NotAncestor: the branch has no parent any more.
-        BranchwiseError: what ``merge_back`` refuses (empty, too long, trashed, lease held).
+        BranchwiseError: what ``merge_back`` refuses for good (empty, too long, trashed).
     """
     parent_id = parent_of(host, child_id)
     if parent_id is None:
         raise NotAncestor(f"{child_id} has no parent to bring back to", sessionId=child_id)
     session = host.session(parent_id)
-    writer = session.writer if session is not None else None
     if session is not None and session.running:
         raise TurnRunning("the parent conversation is answering", sessionId=parent_id)
+    record = PendingMerge(f"desktop-{uuid4().hex}", child_id, parent_id, content, kind, time.time())
+    journal = MergeJournal(host.root)
+    journal.put(record)
+    try:
+        result = _write(host, record)
+    except LeaseHeld:
+        host.notices.post("merge_pending", Level.INFO, title=host.title(parent_id))
+        return None
+    except BranchwiseError:
+        journal.remove(record.operation_id)
+        raise
+    journal.remove(record.operation_id)
+    return result
+
+
+def resume_merges(host: Host) -> int:
+    """Write the merges still pending (at start, and from time to time); how many were written.
+
+    A merge whose parent is still held elsewhere or answering stays pending;
+    one refused for good is dropped with a notice in its own words.
+    """
+    journal = MergeJournal(host.root)
+    written = 0
+    for record in journal.records():
+        session = host.session(record.parent_session_id)
+        if session is not None and session.running:
+            continue
+        try:
+            _write(host, record)
+        except (LeaseHeld, TurnRunning):
+            continue
+        except BranchwiseError as exc:
+            journal.remove(record.operation_id)
+            host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            continue
+        journal.remove(record.operation_id)
+        written += 1
+        host.notices.post(
+            "merge_written", Level.SUCCESS, title=host.title(record.parent_session_id)
+        )
+    return written
+
+
+def _write(host: Host, record: PendingMerge) -> MergeResult:
+    """The merge itself, through the parent's writer when it is open here."""
+    parent_id = record.parent_session_id
+    session = host.session(parent_id)
+    writer = session.writer if session is not None else None
     result = merge_back(
-        host.store, child_id, parent_id, content, kind, f"desktop-{uuid4().hex}", writer=writer
+        host.store,
+        record.child_session_id,
+        parent_id,
+        record.content,
+        record.kind,
+        record.operation_id,
+        writer=writer,
     )
     if session is not None:
         session.rebuild_rows()

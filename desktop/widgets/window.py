@@ -52,6 +52,8 @@ from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.merge_journal import JOURNAL_NAME as MERGE_JOURNAL
+from branchwise.desktop.host.merging import resume_merges
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
@@ -69,6 +71,8 @@ from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
+MERGE_RETRY_MS = 20_000
+"""How often merges still pending (their parent held by another process) are retried."""
 STATE_SAVE_MS = 300
 """How soon after a tab change the window state is written."""
 
@@ -153,6 +157,12 @@ class MainWindow(QMainWindow):
         self._state_timer.setInterval(STATE_SAVE_MS)
         self._state_timer.timeout.connect(self.save_state)
         self._restoring = False
+        # Merges another process kept us from writing: at start, then now and then.
+        self._merge_timer = QTimer(self)
+        self._merge_timer.setInterval(MERGE_RETRY_MS)
+        self._merge_timer.timeout.connect(self.resume_pending_merges)
+        self._merge_timer.start()
+        QTimer.singleShot(0, self, self.resume_pending_merges)
         self.tabs.tabBar().tabMoved.connect(self._state_changed)
         splitter.splitterMoved.connect(self._state_changed)
         self.provider_label = QLabel(self)
@@ -655,6 +665,12 @@ class MainWindow(QMainWindow):
         self._state_changed()
 
     # -- remembering the window --------------------------------------------------
+
+    def resume_pending_merges(self) -> int:
+        """Write the merges still pending; how many were written (cheap when there are none)."""
+        if not (self.host.root / MERGE_JOURNAL).exists():
+            return 0
+        return resume_merges(self.host)
 
     def window_state(self) -> WindowState:
         """Open tabs, the one in front, geometry and pane sizes, as they are now."""
