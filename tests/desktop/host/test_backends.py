@@ -80,15 +80,11 @@ def _index_size(root: Path) -> int:
 
 
 class ForkBackendContract:
-    """What every fork backend does (subclasses provide ``backend`` and ``crash_then_restart``)."""
+    """What every fork backend does.
 
-    @pytest.fixture
-    def backend(self, store: SessionStore) -> Iterator[ForkBackend]:
-        raise NotImplementedError
-
-    @pytest.fixture
-    def crash_then_restart(self, store: SessionStore) -> Iterator[CrashThenRestart]:
-        raise NotImplementedError
+    Not collected itself (no ``Test`` prefix): each subclass defines the
+    ``backend`` and ``crash_then_restart`` fixtures its tests ask for.
+    """
 
     def test_a_fork_killed_midway_then_retried_makes_exactly_one_child(
         self, store: SessionStore, crash_then_restart: CrashThenRestart
