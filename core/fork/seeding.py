@@ -22,14 +22,12 @@ import bisect
 import contextlib
 import errno
 import os
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from branchwise.core.conversation_settings import ConversationSettings
-from branchwise.core.errors import SessionExists
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (
@@ -46,15 +44,14 @@ from branchwise.core.log.sidecars import (
 from branchwise.core.projection.events import EventType
 from branchwise.core.store.atomic import (
     copy_durably,
-    disk_full_as_typed,
     fsync_dir,
     open_no_follow,
     refuse_link,
-    refusing_read_only,
+    write_durably,
 )
 from branchwise.core.store.manifest import Manifest, Seed, save_manifest
-from branchwise.core.store.publish import link_blobs
-from branchwise.core.store.store import SessionStore, publish_dir
+from branchwise.core.store.publish import building_session, link_blobs
+from branchwise.core.store.store import SessionStore
 
 LINK_REFUSED = frozenset({errno.EXDEV, errno.EMLINK, errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP})
 """Why a file system may refuse a hard link; the fork then copies the bytes instead."""
@@ -294,72 +291,45 @@ def publish_seeded_child(
         SessionExists: a session with this id was published first.
         DiskFull: no space at any step; nothing is left behind.
     """
-    final = store.session_dir(manifest.session_id)
-    store.require_writable()
-    tmp = store.temp_dir(manifest.session_id)
-    with disk_full_as_typed(
-        f"the disk is full: session {manifest.session_id} could not be saved; "
-        "nothing of it was published",
-        sessionId=manifest.session_id,
-    ):
-        with refusing_read_only(store.sessions_dir):
-            tmp.mkdir(mode=0o700)
-        try:
-            log_dir = tmp / manifest.log_dir
-            log_dir.mkdir(mode=0o700)
-            seeds = []
-            for number, source in enumerate(plan.seeds):
-                name = f"seed-{number:03d}"
-                link_or_copy(source.path, log_dir / f"{name}.seg", source.end)
-                for suffix in SIDECAR_SUFFIXES:  # caches: a missing one only costs speed
-                    with contextlib.suppress(FileNotFoundError):
-                        link_or_copy(source.path.with_suffix(suffix), log_dir / f"{name}{suffix}")
-                seeds.append(
-                    Seed(
-                        f"{name}.seg",
-                        source.first_commit,
-                        source.first_seq,
-                        source.end,
-                        source.end_commit,
-                        source.last_crc,
-                    )
+    with building_session(store, manifest.session_id) as tmp:
+        log_dir = tmp / manifest.log_dir
+        log_dir.mkdir(mode=0o700)
+        seeds = []
+        for number, source in enumerate(plan.seeds):
+            name = f"seed-{number:03d}"
+            link_or_copy(source.path, log_dir / f"{name}.seg", source.end)
+            for suffix in SIDECAR_SUFFIXES:  # caches: a missing one only costs speed
+                with contextlib.suppress(FileNotFoundError):
+                    link_or_copy(source.path.with_suffix(suffix), log_dir / f"{name}{suffix}")
+            seeds.append(
+                Seed(
+                    f"{name}.seg",
+                    source.first_commit,
+                    source.first_seq,
+                    source.end,
+                    source.end_commit,
+                    source.last_crc,
                 )
-            if seeds:  # the bound must be durable before the manifest names it
-                fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-            own = log_dir / segment_name(plan.end_commit + 1, plan.boundary + 1)
-            fd = open_no_follow(own, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            )
+        if seeds:  # the bound must be durable before the manifest names it
+            fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
             try:
-                data = encode_frame(plan.end_commit + 1, own_events)
-                os.write(fd, data)
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            write_sidecars(own, [], durable=False)
-            fsync_dir(log_dir)
-            if plan.blobs is None:
-                names: Iterable[str] = _all_blobs(source_blobs)
-            else:
-                names = plan.blobs
-            names = list(names)
-            if names:
-                link_blobs(source_blobs, tmp / "blobs", names)
-            written = manifest.with_changes(seed=tuple(seeds))
-            save_manifest(tmp, written)  # fsyncs tmp
-            try:
-                publish_dir(tmp, final)
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-                raise SessionExists(
-                    f"session {manifest.session_id} already exists", sessionId=manifest.session_id
-                ) from exc
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        own = log_dir / segment_name(plan.end_commit + 1, plan.boundary + 1)
+        write_durably(own, encode_frame(plan.end_commit + 1, own_events))
+        write_sidecars(own, [], durable=False)
+        fsync_dir(log_dir)
+        if plan.blobs is None:
+            names: Iterable[str] = _all_blobs(source_blobs)
+        else:
+            names = plan.blobs
+        names = list(names)
+        if names:
+            link_blobs(source_blobs, tmp / "blobs", names)
+        written = manifest.with_changes(seed=tuple(seeds))
+        save_manifest(tmp, written)  # fsyncs tmp
     return written
 
 

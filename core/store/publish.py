@@ -19,12 +19,13 @@ log, the bump had already happened and its second read sees it.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,42 @@ def link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> 
     fsync_dir(target_blobs)
 
 
+@contextlib.contextmanager
+def building_session(store: SessionStore, session_id: str) -> Iterator[Path]:
+    """A temporary folder to build a new session in, published with one rename.
+
+    The body fills the folder (and saves its manifest, which fsyncs it); a
+    normal exit renames it to ``sessions/<id>``. Any failure, or a session of
+    that id published first, removes the folder: nothing half-made is left.
+
+    Raises:
+        SessionExists: a session with this id was published first.
+        DiskFull: no space at any step.
+    """
+    final = store.session_dir(session_id)
+    store.require_writable()
+    tmp = store.temp_dir(session_id)
+    with disk_full_as_typed(
+        f"the disk is full: session {session_id} could not be saved; nothing of it was published",
+        sessionId=session_id,
+    ):
+        with refusing_read_only(store.sessions_dir):
+            tmp.mkdir(mode=0o700)
+        try:
+            yield tmp
+            try:
+                publish_dir(tmp, final)
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+                raise SessionExists(
+                    f"session {session_id} already exists", sessionId=session_id
+                ) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
 def publish_new_session(
     store: SessionStore,
     manifest: Manifest,
@@ -181,29 +218,8 @@ def publish_new_session(
         DiskFull: no space at any step; the temporary folder is removed and
             nothing is published.
     """
-    final = store.session_dir(manifest.session_id)
-    store.require_writable()
-    tmp = store.temp_dir(manifest.session_id)
-    with disk_full_as_typed(
-        f"the disk is full: session {manifest.session_id} could not be saved; "
-        "nothing of it was published",
-        sessionId=manifest.session_id,
-    ):
-        with refusing_read_only(store.sessions_dir):
-            tmp.mkdir(mode=0o700)
-        try:
-            write_durably(tmp / "events.log", log)
-            if blobs is not None:
-                link_blobs(blobs[0], tmp / "blobs", blobs[1])
-            save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too
-            try:
-                publish_dir(tmp, final)
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-                raise SessionExists(
-                    f"session {manifest.session_id} already exists", sessionId=manifest.session_id
-                ) from exc
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+    with building_session(store, manifest.session_id) as tmp:
+        write_durably(tmp / "events.log", log)
+        if blobs is not None:
+            link_blobs(blobs[0], tmp / "blobs", blobs[1])
+        save_manifest(tmp, manifest)  # fsyncs tmp, making events.log and blobs/ durable too

@@ -6,6 +6,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -21,7 +22,7 @@ from branchwise.desktop.host.backends import LocalForkBackend
 from branchwise.desktop.host.branching import ForkCoordinator
 from branchwise.desktop.host.journal import read_journal_document
 from branchwise.desktop.host.notices import NoticeCenter
-from helpers.sessions import visible_sessions
+from helpers.sessions import complete_turn, visible_sessions
 
 
 def fork_at(store: SessionStore, session_id: str, turn_id: str, op: str = "op-1") -> ForkResult:
@@ -203,3 +204,15 @@ class CoordinatorHarness:
     def journal(self) -> list[dict[str, Any]]:
         document = read_journal_document(self.store.root)
         return [] if document is None else list(document["operations"])
+
+
+def branch_with_own_turn(root: Path) -> tuple[str, str]:
+    """``(parent, branch)``: "Trip plans" with turn r1, and a branch at r1 that asked c1 itself."""
+    store = SessionStore(root)
+    with store.create("Trip plans") as writer:
+        complete_turn(writer, "r1", "where to?")
+        parent = writer.session_id
+    child = fork_at(store, parent, "r1", op="op-side").child_session_id
+    with store.open_writer(child) as writer:
+        complete_turn(writer, "c1", "what about Kyoto?")
+    return parent, child

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from helpers import HELPERS_DIR
-from helpers.forking import fork_at
-from helpers.sessions import complete_turn
+from helpers.forking import branch_with_own_turn
 
 from branchwise.core.merge import merge_back
 from branchwise.core.providers.demo import DemoProvider
@@ -18,17 +17,6 @@ from branchwise.desktop.host.merge_journal import JOURNAL_NAME, MergeJournal, Pe
 from branchwise.desktop.host.merging import bring_back, resume_merges
 
 WORKER = HELPERS_DIR / "workers.py"
-
-
-def _tree(root: Path) -> tuple[str, str]:
-    store = SessionStore(root)
-    with store.create("Trip plans") as writer:
-        complete_turn(writer, "r1", "where to?")
-        parent = writer.session_id
-    child = fork_at(store, parent, "r1", op="op-side").child_session_id
-    with store.open_writer(child) as writer:
-        complete_turn(writer, "c1", "what about Kyoto?")
-    return parent, child
 
 
 def _host(root: Path) -> Host:
@@ -44,7 +32,7 @@ def _merges(root: Path, parent: str) -> list[str]:
 def test_a_parent_held_by_another_process_gets_the_merge_once_it_is_free(
     tmp_path: Path,
 ) -> None:
-    parent, child = _tree(tmp_path)
+    parent, child = branch_with_own_turn(tmp_path)
     host = _host(tmp_path)
     holder = subprocess.Popen(
         [sys.executable, str(WORKER), str(tmp_path), parent, "hold"],
@@ -75,7 +63,7 @@ def test_a_parent_held_by_another_process_gets_the_merge_once_it_is_free(
 def test_after_a_crash_on_either_side_of_the_commit_the_restart_leaves_exactly_one_merge(
     tmp_path: Path,
 ) -> None:
-    parent, child = _tree(tmp_path)
+    parent, child = branch_with_own_turn(tmp_path)
     store = SessionStore(tmp_path)
     journal = MergeJournal(tmp_path)
     # Killed after the pending record, before the commit:
@@ -91,7 +79,7 @@ def test_after_a_crash_on_either_side_of_the_commit_the_restart_leaves_exactly_o
 
 
 def test_a_merge_refused_for_good_is_dropped_with_its_reason(tmp_path: Path) -> None:
-    parent, child = _tree(tmp_path)
+    parent, child = branch_with_own_turn(tmp_path)
     MergeJournal(tmp_path).put(PendingMerge("desktop-x", child, parent, "   ", "note", 1.0))
     host = _host(tmp_path)
     assert resume_merges(host) == 0

@@ -6,12 +6,10 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from helpers.forking import fork_at
-from helpers.sessions import complete_turn
+from helpers.forking import branch_with_own_turn
 
 from branchwise.core.errors import InvalidMerge, NotAncestor
 from branchwise.core.providers.demo import DemoProvider
-from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.merging import (
@@ -23,19 +21,8 @@ from branchwise.desktop.host.merging import (
 )
 
 
-def _tree(root: Path) -> tuple[str, str]:
-    store = SessionStore(root)
-    with store.create("Trip plans") as writer:
-        complete_turn(writer, "r1", "where to?")
-        parent = writer.session_id
-    child = fork_at(store, parent, "r1", op="op-side").child_session_id
-    with store.open_writer(child) as writer:
-        complete_turn(writer, "c1", "what about Kyoto?")
-    return parent, child
-
-
 def test_a_closed_parent_receives_the_chosen_answer(tmp_path: Path) -> None:
-    parent, child = _tree(tmp_path)
+    parent, child = branch_with_own_turn(tmp_path)
     host = Host(tmp_path, provider_factory=lambda _settings: DemoProvider())
     host.start()
     seen: list[Changes] = []
@@ -56,7 +43,7 @@ def test_a_closed_parent_receives_the_chosen_answer(tmp_path: Path) -> None:
 
 
 def test_refusals_write_nothing(tmp_path: Path) -> None:
-    parent, child = _tree(tmp_path)
+    parent, child = branch_with_own_turn(tmp_path)
     host = Host(tmp_path, provider_factory=lambda _settings: DemoProvider())
     host.start()
     with pytest.raises(NotAncestor):
