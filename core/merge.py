@@ -27,6 +27,7 @@ from branchwise.core.errors import (
     TurnRunning,
     UnknownTurn,
 )
+from branchwise.core.fork.engine import MAX_OPERATION_ID
 from branchwise.core.i18n.language import ngettext
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.ids import validate_session_id
@@ -35,13 +36,13 @@ from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider, TextChunk
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.core.store.trash import Trash
 
 MergeKind = Literal["answer", "summary", "note"]
 MERGE_KINDS: tuple[str, ...] = get_args(MergeKind)
 MAX_MERGE_CHARS = 64_000
-MAX_OPERATION_ID = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,13 +109,13 @@ def merge_back(
             f"{parent_id} is not an ancestor of {child_id}", child=child_id, parent=parent_id
         )
     child_boundary = _last_boundary(store.read(child_id).projection)
-    request = {
-        "childSessionId": child_id,
-        "childBoundarySequence": child_boundary,
-        "operationId": operation_id,
-        "content": content,
-        "kind": kind,
-    }
+    request = ev.session_merge(
+        child_session_id=child_id,
+        child_boundary_sequence=child_boundary,
+        operation_id=operation_id,
+        content=content,
+        kind=kind,
+    )
     if writer is not None:
         return _commit(writer, request)
     with store.open_writer(parent_id) as own:
@@ -136,7 +137,7 @@ def _validate(content: object, kind: object, operation_id: object) -> None:
         )
 
 
-def _live_lineage(store: SessionStore, child_id: str) -> tuple[Any, ...]:
+def _live_lineage(store: SessionStore, child_id: str) -> tuple[Manifest, ...]:
     try:
         return lineage(store, child_id).chain
     except SessionNotFound:
@@ -168,18 +169,8 @@ def _commit(writer: SessionWriter, request: dict[str, Any]) -> MergeResult:
             "the conversation is answering; bring it back when the answer ends",
             sessionId=writer.session_id,
         )
-    (event,) = writer.commit([ev.session_merge(**_snake(request))])
+    (event,) = writer.commit([request])
     return MergeResult(writer.session_id, int(event["seq"]), True)
-
-
-def _snake(request: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "child_session_id": request["childSessionId"],
-        "child_boundary_sequence": request["childBoundarySequence"],
-        "operation_id": request["operationId"],
-        "content": request["content"],
-        "kind": request["kind"],
-    }
 
 
 # -- what to bring back ------------------------------------------------------------

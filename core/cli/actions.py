@@ -25,7 +25,7 @@ from branchwise.core.ask_again import (
     question_of,
     regenerate_request,
 )
-from branchwise.core.cli.models import add_provider_options, provider_from_args, settings_from_args
+from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
 from branchwise.core.cli.output import print_json
 from branchwise.core.cli.sessions import StdoutStreamer
 from branchwise.core.errors import BranchwiseError
@@ -125,11 +125,9 @@ def _branch_and_answer(
 
 
 def _runner(store: SessionStore, args: argparse.Namespace, writer: SessionWriter) -> TurnRunner:
-    conversation = writer.projection.settings
-    settings = settings_from_args(store, args, conversation)
-    provider = provider_from_args(store, args, conversation)
+    provider, system = turn_setup(store, args, writer.projection.settings)
     listener = None if args.quiet else StdoutStreamer()
-    return TurnRunner(writer, provider, listener, system=settings.system_prompt)
+    return TurnRunner(writer, provider, listener, system=system)
 
 
 def _printed(child: str | None, result: TurnResult) -> dict[str, Any]:

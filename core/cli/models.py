@@ -126,7 +126,18 @@ def provider_from_args(
     Raises :class:`~branchwise.core.errors.InvalidSettings` for a bad override and
     :class:`~branchwise.core.errors.UnsupportedFormat` for settings of a newer format.
     """
+    return _provider(settings_from_args(store, args, conversation), args)
+
+
+def turn_setup(
+    store: SessionStore, args: argparse.Namespace, conversation: ConversationSettings
+) -> tuple[Provider, str]:
+    """The provider and system prompt for a turn of a conversation (settings read once)."""
     settings = settings_from_args(store, args, conversation)
+    return _provider(settings, args), settings.system_prompt
+
+
+def _provider(settings: Settings, args: argparse.Namespace) -> Provider:
     if not settings.configured:
         return DemoProvider(delay=getattr(args, "delay_ms", 0) / 1000)
     return choose_provider(settings)

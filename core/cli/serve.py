@@ -9,7 +9,7 @@ import ipaddress
 import sys
 from typing import Any
 
-from branchwise.core.cli.models import provider_from_args, settings_from_args
+from branchwise.core.cli.models import turn_setup
 from branchwise.core.cli.output import print_json
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import InvalidArgument
@@ -67,8 +67,7 @@ def cmd_serve(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         print_json({"url": url, "tokenFile": str(store.root / TOKEN_FILE)})
 
     def setup(conversation: ConversationSettings) -> tuple[Provider, str]:
-        settings = settings_from_args(store, args, conversation)
-        return provider_from_args(store, args, conversation), settings.system_prompt
+        return turn_setup(store, args, conversation)
 
     store.sweep_temporary()
     with contextlib.suppress(KeyboardInterrupt):

@@ -7,11 +7,7 @@ import asyncio
 import sys
 from typing import Any
 
-from branchwise.core.cli.models import (
-    add_provider_options,
-    provider_from_args,
-    settings_from_args,
-)
+from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
 from branchwise.core.conversation_settings import (
     ConversationSettings,
     validate_conversation_settings,
@@ -151,10 +147,8 @@ def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     listener = None if args.quiet else StdoutStreamer()
     settings_from_args(store, args)  # unusable settings refuse before the session is touched
     with store.open_writer(validate_session_id(args.session_id)) as writer:
-        conversation = writer.projection.settings
-        settings = settings_from_args(store, args, conversation)
-        provider = provider_from_args(store, args, conversation)
-        runner = TurnRunner(writer, provider, listener, system=settings.system_prompt)
+        provider, system = turn_setup(store, args, writer.projection.settings)
+        runner = TurnRunner(writer, provider, listener, system=system)
         result = asyncio.run(runner.run(args.text))
     payload = result.to_json()
     if result.error is not None:
