@@ -13,7 +13,6 @@ conversations before it were whole and stay usable.
 from __future__ import annotations
 
 import codecs
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,11 +23,6 @@ import ijson
 _REPLACEMENT = "\ufffd"
 _REPLACEMENT_BYTES = _REPLACEMENT.encode()
 _HEAD_BYTES = 64 * 1024
-MAX_DEPTH = 1000
-"""Deeper nesting ends the stream: ijson's memory grows with the square of the depth
-(each event carries its full prefix), so a few kilobytes of brackets could exhaust it."""
-# MAX_DEPTH openers with no closer between them (possessive: no backtracking).
-_TOO_DEEP = re.compile(rb"(?:[\[{][^\[\]{}]*+){%d}" % MAX_DEPTH)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,50 +50,58 @@ class Malformed:
     reason: str
 
 
-class _TooDeep(ValueError):
-    """The document nests deeper than :data:`MAX_DEPTH`."""
-
-
 class _RepairingReader:
-    """A binary stream that yields valid UTF-8 (invalid bytes become U+FFFD, and are noted)
-    and refuses absurd nesting before the parser sees it.
-
-    The depth check counts brackets without knowing strings, so text holding a
-    thousand ``[`` in a row and no ``]`` would count as nesting too; no real
-    conversation does, and the cost is a C-speed scan per chunk.
-    """
+    """A binary stream that yields valid UTF-8: invalid bytes become U+FFFD, and are noted."""
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self.repaired = False  # sticky: some bytes of the file so far were not UTF-8
         self.read_bytes = 0
-        self._open_run = 0  # openers since the last closer, across chunk ends
 
     def read(self, size: int | None = -1) -> bytes:
         chunk = self._raw.read(-1 if size is None else size)
         self.read_bytes += len(chunk)
-        self._check_depth(chunk)
         text = self._decoder.decode(chunk, final=not chunk)
         if text.count(_REPLACEMENT) > chunk.count(_REPLACEMENT_BYTES):
             self.repaired = True
         return text.encode("utf-8")
 
-    def _check_depth(self, chunk: bytes) -> None:
-        last_close = max(chunk.rfind(b"]"), chunk.rfind(b"}"))
-        if last_close < 0:
-            self._open_run += _openers(chunk)
+
+def _values(reader: _RepairingReader, top: str) -> Iterator[Any]:
+    """The top-level array's elements (or the lone top-level object), built from parse events.
+
+    Built here rather than by ``ijson.items``: its events carry their full
+    prefix, so its memory grows with the square of the nesting depth and a few
+    kilobytes of brackets exhaust it; these events carry none, and the build
+    is an explicit stack, linear in depth and free of recursion.
+    """
+    stack: list[Any] = []
+    keys: list[str | None] = []
+    key: str | None = None
+    level = 1 if top == "[" else 0  # the depth at which a finished value is a conversation
+    for event, value in ijson.basic_parse(reader, use_float=True):
+        if event == "map_key":
+            key = value
+            continue
+        if event in ("start_map", "start_array"):
+            stack.append({} if event == "start_map" else [])
+            keys.append(key)
+            key = None
+            continue
+        if event in ("end_map", "end_array"):
+            value = stack.pop()
+            key = keys.pop()
+        if len(stack) == level:
+            yield value
+            continue
+        if not stack:
+            continue  # a scalar at the top: not a conversation
+        holder = stack[-1]
+        if isinstance(holder, list):
+            holder.append(value)
         else:
-            first_close = min(i for i in (chunk.find(b"]"), chunk.find(b"}")) if i >= 0)
-            if self._open_run + _openers(chunk[:first_close]) >= MAX_DEPTH:
-                raise _TooDeep(f"nesting deeper than {MAX_DEPTH} levels")
-            self._open_run = _openers(chunk[last_close + 1 :])
-        if self._open_run >= MAX_DEPTH or _TOO_DEEP.search(chunk):
-            raise _TooDeep(f"nesting deeper than {MAX_DEPTH} levels")
-
-
-def _openers(data: bytes) -> int:
-    return data.count(b"[") + data.count(b"{")
+            holder[key] = value
 
 
 def head(path: Path) -> bytes:
@@ -126,18 +128,15 @@ def stream(path: Path) -> Iterator[Element | Malformed]:
         return
     with Path(path).open("rb") as raw:
         reader = _RepairingReader(raw)
-        prefix = "item" if shape == "[" else ""
         index = 0
         try:
-            for value in ijson.items(reader, prefix, use_float=True):
+            for value in _values(reader, shape):
                 # The parser reads ahead, so a repair is pinned on the elements holding U+FFFD.
                 repaired = reader.repaired and _holds_replacement(value)
                 yield Element(
                     index=index, value=value, repaired=repaired, read_bytes=reader.read_bytes
                 )
                 index += 1
-        except _TooDeep as exc:
-            yield Malformed(index=index, reason=str(exc))
         except (ijson.JSONError, ValueError) as exc:
             yield Malformed(index=index, reason=f"malformed JSON: {exc}")
 
