@@ -1,4 +1,4 @@
-"""Open WebUI exports read into source trees: sibling answers, second roots, tool calls, bad input."""
+"""Open WebUI exports as source trees: sibling answers, second roots, tool calls, bad input."""
 
 from __future__ import annotations
 
