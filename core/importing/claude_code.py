@@ -294,20 +294,18 @@ class _GroupReader:
         spawn: dict[str, str] = {}  # tool_call item id -> child tree id
         for agent_key, (chain, agent_location) in agent_chains.items():
             call = started.get(agent_key) or _call_by_prompt(chain, calls, spawn)
-            if call is None:
-                yield SourceWarning(
-                    f"{agent_location}: sub-agent not started by any Task call, skipped"
-                )
-                continue
             child_id = f"{session_id}/agent-{agent_key}"
             records = [_root_if_outside(r, chain) for r in chain.records.values()]
             child_items, child_tails = _items(records)
-            spawn[call] = child_id
+            if call is not None:
+                spawn[call] = child_id
+            # A sub-agent no call claims is still kept: the planner places it at the start.
             children.append(
                 SourceTree(
                     format=FORMAT,
                     id=child_id,
-                    title=self.titles.get(f"agent:{agent_key}") or calls[call][1],
+                    title=self.titles.get(f"agent:{agent_key}")
+                    or (calls[call][1] if call is not None else ""),
                     created=_first_time(records),
                     items=tuple(child_items),
                     current=_current(records, child_tails, child_items),

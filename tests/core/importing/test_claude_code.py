@@ -130,9 +130,21 @@ def test_an_inline_sidechain_is_found_by_its_prompt_and_bad_records_are_left_to_
     ]
     child_id = f"{S3}/agent-sidechain-x1"
     assert by_id(tree)["b1#toolu_31"].spawns == child_id
-    assert [shape(c) for c in tree.children] == [
-        [("x1", None, "user", "Find the entry point"), ("x2", "x1", "assistant", "It is main.py.")]
+    assert [(c.id, shape(c)) for c in tree.children] == [
+        (
+            child_id,
+            [
+                ("x1", None, "user", "Find the entry point"),
+                ("x2", "x1", "assistant", "It is main.py."),
+            ],
+        ),
+        # no Task call sent this one: kept, unclaimed (the planner puts it at the start)
+        (
+            f"{S3}/agent-sidechain-z1",
+            [("z1", None, "user", "A sub-agent prompt no Task call sent")],
+        ),
     ]
+    assert not any(i.spawns == f"{S3}/agent-sidechain-z1" for i in tree.items)
     warnings = [r.message for r in records if isinstance(r, SourceWarning)]
     assert warnings == [
         f"{PROJECT / (S1 + '.jsonl')}:19: unparsable line ignored",
