@@ -69,11 +69,17 @@ def _chat(path: Path, element: Element) -> Iterator[SourceRecord]:
         yield SourceWarning(f"{location}: non-UTF-8 bytes replaced")
     chat = row.get("chat") if isinstance(row, dict) else None
     history = chat.get("history") if isinstance(chat, dict) else None
-    messages = history.get("messages") if isinstance(history, dict) else None
+    history = history if isinstance(history, dict) else {}
+    messages = history.get("messages")
+    if not isinstance(messages, dict) and isinstance(chat, dict):
+        # Early versions kept only the flat list, each message still naming its parent.
+        flat = chat.get("messages")
+        if isinstance(flat, list) and all(isinstance(m, dict) and "parentId" in m for m in flat):
+            messages = {str(m.get("id") or n): m for n, m in enumerate(flat)}
     if not isinstance(row, dict) or not isinstance(messages, dict) or not messages:
         yield SourceSkip(source=location, reason="no message tree")
         return
-    assert isinstance(chat, dict) and isinstance(history, dict)
+    assert isinstance(chat, dict)
     items: list[SourceItem] = []
     for key, message in messages.items():
         if not isinstance(message, dict):

@@ -123,3 +123,17 @@ def test_not_json_absurd_nesting_and_a_lone_chat_object(tmp_path: Path) -> None:
     lone = tmp_path / "one-chat.json"
     lone.write_text(json.dumps(json.loads(EXPORT.read_bytes().decode("utf-8", "replace"))[0]))
     assert list(trees(list(open_webui.read(lone)))) == ["c-trip"]
+
+
+def test_an_early_export_with_only_the_flat_message_list_is_read_by_its_parent_ids(
+    tmp_path: Path,
+) -> None:
+    early = tmp_path / "early.json"
+    messages = [
+        {"id": "a", "parentId": None, "role": "user", "content": "hi", "timestamp": 1},
+        {"id": "b", "parentId": "a", "role": "assistant", "content": "hello", "timestamp": 2},
+    ]
+    early.write_text(json.dumps([{"id": "old", "title": "Old", "chat": {"messages": messages}}]))
+    (tree,) = trees(list(open_webui.read(early))).values()
+    assert shape(tree) == [("a", None, "user", "hi"), ("b", "a", "assistant", "hello")]
+    assert tree.current is None
