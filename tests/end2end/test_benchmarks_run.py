@@ -38,6 +38,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             + ["--sequential", "3", "--page-turns", "60", "--repeat", "1"],
             "zero errors, one child per operation",
         ),
+        ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],
