@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Protocol, cast
 
 from branchwise.core.errors import ImportNotFound, UnknownImportFormat
-from branchwise.core.importing import chatgpt
+from branchwise.core.importing import chatgpt, claude_code, librechat, open_webui
 from branchwise.core.importing.source import SourceRecord
 
 
@@ -32,6 +32,9 @@ class Importer(Protocol):
 
 IMPORTERS: dict[str, ModuleType] = {
     chatgpt.FORMAT: chatgpt,
+    claude_code.FORMAT: claude_code,
+    open_webui.FORMAT: open_webui,
+    librechat.FORMAT: librechat,
 }
 
 
