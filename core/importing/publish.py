@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from branchwise.core.errors import SessionExists, StaleSource
 from branchwise.core.fork.seeding import (
     ForkPlan,
@@ -46,17 +48,15 @@ from branchwise.core.fork.seeding import (
 from branchwise.core.importing.plan import ImportPlan, PlannedConversation, PlannedTurn
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.segments import scan_session_log, segment_name
-from branchwise.core.log.sidecars import entries_for, frame_crc, write_sidecars
 from branchwise.core.projection.events import EventType, validate_event
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import write_durably
+from branchwise.core.store.atomic import fsync_dir, write_durably
 from branchwise.core.store.manifest import (
     SEGMENTED,
     BranchOrigin,
     Manifest,
     ParentLink,
     load_manifest,
-    save_manifest,
 )
 from branchwise.core.store.publish import building_session
 from branchwise.core.store.store import SessionStore
@@ -459,21 +459,22 @@ def _seed_plan(parent_dir: Path, parent: Manifest, boundary: int, turn_id: str |
 
 
 def _publish_whole(store: SessionStore, manifest: Manifest, commits: list[list[Event]]) -> None:
-    """A root's or child's folder: one segment with its turn index, the manifest, one rename."""
-    tracker = TurnTracker()
+    """A root's or child's folder: one segment and the manifest, published with one rename.
+
+    The fewest files the format allows (creating files is what an import
+    spends its time on): no turn index beside the segment (a cache the first
+    writer open or a fork's scan rebuilds), and the manifest written straight
+    into the unpublished folder (nobody can see it before the rename).
+    """
     data = bytearray()
-    entries = []
     for number, events in enumerate(commits, start=1):
-        offset = len(data)
         data += encode_frame(number, events)
-        tracker.apply(events)
-        found = entries_for(number, events, offset, len(data), frame_crc(data, offset), tracker)
-        if found:
-            entries.append((found, number))
     with building_session(store, manifest.session_id) as tmp:
         log_dir = tmp / manifest.log_dir
         log_dir.mkdir(mode=0o700)
-        segment = log_dir / segment_name(1, 1)
-        write_durably(segment, data)
-        write_sidecars(segment, entries, durable=False)
-        save_manifest(tmp, manifest)  # fsyncs the folder: the segment's name is durable
+        write_durably(log_dir / segment_name(1, 1), data)
+        write_durably(
+            tmp / "manifest.json", orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2)
+        )
+        fsync_dir(log_dir)
+        fsync_dir(tmp)

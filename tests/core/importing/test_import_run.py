@@ -175,23 +175,28 @@ def test_reimporting_the_same_file_creates_nothing(tmp_path: Path, store: Sessio
 def test_a_cancelled_import_leaves_whole_conversations_and_a_reimport_adds_the_rest(
     tmp_path: Path, store: SessionStore
 ) -> None:
-    path = write_export(tmp_path / "c.json", [branchy(), linear("c-lin", 2)])
+    path = write_export(tmp_path / "c.json", [branchy(), linear("c-lin", 2), linear("c-3", 1)])
     cancel = threading.Event()
     seen: list[ImportProgress] = []
 
     def progress(update: ImportProgress) -> None:
         seen.append(update)
-        if update.conversations == 2:
-            cancel.set()
+        cancel.set()  # at the first report: after the first tree was read
 
     report = import_path(store, path, on_progress=progress, cancel=cancel)
-    assert report.cancelled and len(report.conversations) == 2
-    assert any("cancelled" in w for w in report.warnings)
+    assert report.cancelled and any("cancelled" in w for w in report.warnings)
+    assert len(report.conversations) < 6
+    # every conversation on disk is reported, and each is whole
+    assert len(os.listdir(store.sessions_dir)) == len(report.conversations)
     for imported in report.conversations:
-        assert transcript(store, imported.session_id)
+        assert store.read(imported.session_id).projection.turns
     rest = import_path(store, path)
-    assert [c.created for c in rest.conversations] == [False, False, True, True, True]
-    assert seen and seen[-1].conversations == 2
+    assert len(rest.conversations) == 6
+    made_before = {c.session_id for c in report.conversations}
+    assert [c.created for c in rest.conversations] == [
+        c.session_id not in made_before for c in rest.conversations
+    ]
+    assert seen and seen[0].total_bytes == path.stat().st_size
 
 
 def test_hidden_only_conversations_are_skipped(tmp_path: Path, store: SessionStore) -> None:
