@@ -6,9 +6,8 @@ import subprocess
 from pathlib import Path
 
 import orjson
-
-from tests.helpers.chatgpt_export import conversation, linear, message, write_zip
-from tests.helpers.cli import cli_command, run_cli
+from helpers.chatgpt_export import conversation, linear, message, write_zip
+from helpers.cli import cli_command, run_cli
 
 
 def test_import_prints_progress_then_the_report_and_imports_once(tmp_path: Path) -> None:

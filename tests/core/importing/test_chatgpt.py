@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
 
 from branchwise.core.errors import ImportNotFound, MalformedImport, UnsafeArchive
 from branchwise.core.importing import chatgpt
@@ -17,7 +18,6 @@ from branchwise.core.importing.source import (
     SourceTree,
     SourceWarning,
 )
-from tests.helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
 
 
 def trees(records: list[SourceRecord]) -> list[SourceTree]:

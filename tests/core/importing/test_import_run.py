@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
 
 from branchwise.core.errors import ImportNotFound, UnknownImportFormat
 from branchwise.core.fork.engine import fork
@@ -16,7 +17,6 @@ from branchwise.core.fork.targets import fork_targets
 from branchwise.core.importing.run import ImportProgress, ImportReport, import_path
 from branchwise.core.lineage import tree
 from branchwise.core.store.store import SessionStore
-from tests.helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
 
 
 def branchy() -> dict[str, Any]:
