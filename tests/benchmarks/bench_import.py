@@ -123,8 +123,8 @@ def floor_seconds(path: Path) -> float:
     return time.perf_counter() - start
 
 
-def run_import(path: Path, data: Path) -> tuple[float, float, dict[str, Any]]:
-    """``branchwise import`` in a fresh process: its seconds, peak RSS (MB) and report."""
+def run_import(path: Path, data: Path) -> tuple[float, float, float, dict[str, Any]]:
+    """``branchwise import`` in a fresh process: wall and CPU seconds, peak RSS (MB), report."""
     command = [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(data)]
     start = time.perf_counter()
     proc = subprocess.Popen(
@@ -140,7 +140,7 @@ def run_import(path: Path, data: Path) -> tuple[float, float, dict[str, Any]]:
     if proc.returncode != 0:
         raise SystemExit(f"import failed ({proc.returncode}): {output[-800:]!r} {errors[-2000:]!r}")
     report = orjson.loads(output.strip().splitlines()[-1])
-    return seconds, usage.ru_maxrss / 1024, report
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, report
 
 
 def main() -> None:
@@ -154,7 +154,8 @@ def main() -> None:
         count = build_export(export, args.megabytes)
         size_mb = export.stat().st_size / 1e6
         floor = floor_seconds(export)
-        seconds, rss, report = run_import(export, work / "data")
+        load = os.getloadavg()[0]
+        seconds, cpu, rss, report = run_import(export, work / "data")
         made = sum(1 for c in report["conversations"] if c["created"])
         speed = size_mb / seconds
         print(
@@ -165,8 +166,12 @@ def main() -> None:
             f"floor (ijson items only) {floor:.2f} s = {size_mb / floor:.1f} MB/s; "
             f"ratio {seconds / floor:.2f}"
         )
+        print(
+            f"CPU time of the import: {cpu:.2f} s = {size_mb / cpu:.1f} MB per CPU second "
+            f"(load average {load:.2f} on {os.cpu_count()} cores when it started)"
+        )
         print(f"peak RSS of the import process: {rss:.0f} MB (target <= {TARGET_RSS_MB:.0f})")
-        again, _, second = run_import(export, work / "data")
+        again, _, _, second = run_import(export, work / "data")
         new = sum(1 for c in second["conversations"] if c["created"])
         print(f"re-import: {again:.2f} s = {size_mb / again:.1f} MB/s, {new} created")
         ok = speed >= TARGET_MB_S and rss <= TARGET_RSS_MB and new == 0

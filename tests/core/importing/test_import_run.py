@@ -236,3 +236,34 @@ def test_unknown_and_missing_inputs_are_typed_errors(tmp_path: Path, store: Sess
     with pytest.raises(ImportNotFound):
         import_path(store, tmp_path / "missing.json")
     assert not store.sessions_dir.exists() or not os.listdir(store.sessions_dir)
+
+
+def test_a_damaged_chatgpt_mapping_is_repaired_with_warnings(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    damaged = conversation(
+        "c-damaged",
+        "Damaged",
+        [
+            ("u1", "gone", message("user", "orphan prompt", time=None)),
+            ("a1", "u1", message("assistant", "orphan answer", time=None)),
+            ("x1", "x2", message("user", "loop prompt", time=5)),
+            ("x2", "x1", message("assistant", "loop answer", time=6)),
+        ],
+        current="a1",
+    )
+    report = import_path(store, write_export(tmp_path / "c.json", [damaged]))
+    assert [(c.kind, c.fork_turn_id) for c in report.conversations] == [
+        ("root", None),
+        ("fork", None),
+    ]
+    assert transcript(store, report.conversations[0].session_id) == [
+        ("user", "orphan prompt"),
+        ("assistant", "orphan answer"),
+    ]
+    assert transcript(store, report.conversations[1].session_id) == [
+        ("user", "loop prompt"),
+        ("assistant", "loop answer"),
+    ]
+    assert any("missing parent" in w for w in report.warnings)
+    assert any("loop" in w for w in report.warnings)
