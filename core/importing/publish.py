@@ -46,6 +46,7 @@ from branchwise.core.fork.seeding import (
     publish_seeded_child,
 )
 from branchwise.core.importing.plan import ImportPlan, PlannedConversation, PlannedTurn
+from branchwise.core.importing.source import SourceSkip
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.segments import scan_session_log, segment_name
 from branchwise.core.projection.events import EventType, validate_event
@@ -60,6 +61,7 @@ from branchwise.core.store.manifest import (
 )
 from branchwise.core.store.publish import building_session
 from branchwise.core.store.store import SessionStore
+from branchwise.core.store.trash import Trash
 
 Event = dict[str, Any]
 UNKNOWN_MODEL = "unknown"
@@ -223,6 +225,7 @@ class TreePublisher:
             for c in plan.conversations
         ]
         self._written: list[_Written] = []
+        self._trash = Trash(store)
         # (parent index, parent turn index) -> the link events of children spawned there
         self._links: dict[tuple[int, int], list[tuple[int, str | None]]] = {}
         for index, conversation in enumerate(plan.conversations):
@@ -230,14 +233,22 @@ class TreePublisher:
                 key = (int(conversation.parent or 0), conversation.spawned_turn)
                 self._links.setdefault(key, []).append((index, conversation.spawned_call))
 
-    def publish(self) -> Iterator[ImportedConversation]:
-        """Publish each conversation not yet in the store; yield each as it is done."""
+    def publish(self) -> Iterator[ImportedConversation | SourceSkip]:
+        """Publish each conversation not yet in the store; yield each as it is done.
+
+        A conversation found in the store, or in the Trash (the person deleted
+        it), is not published again (``created: false``). A fork whose parent
+        is neither (in the Trash, or skipped itself) cannot be seeded and is
+        skipped, with its own forks.
+        """
         for index, conversation in enumerate(self._plan.conversations):
             yield self._publish_one(index, conversation)
 
     # -- one conversation ----------------------------------------------------------
 
-    def _publish_one(self, index: int, conversation: PlannedConversation) -> ImportedConversation:
+    def _publish_one(
+        self, index: int, conversation: PlannedConversation
+    ) -> ImportedConversation | SourceSkip:
         session_id = self._ids[index]
         parent = None if conversation.parent is None else self._written[conversation.parent]
         created_at = conversation.created if conversation.created is not None else time.time()
@@ -248,7 +259,13 @@ class TreePublisher:
             written, fork_turn = self._fresh_log(index, conversation, parent, created_at)
         self._written.append(written)
         created = False
-        if not self._store.exists(session_id):
+        # one deleted by the person after an earlier import is not brought back
+        live = self._store.exists(session_id) or self._trash.contains(session_id)
+        seedless = parent is not None and not self._store.exists(parent.session_id)
+        if not live and conversation.kind == "fork" and seedless:
+            where = f"{self._plan.format}:{conversation.source_id}"
+            return SourceSkip(where, "the conversation it branches from is in the Trash")
+        if not live:
             try:
                 self._write(conversation, written, parent, fork_turn, created_at)
                 created = True

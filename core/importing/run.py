@@ -196,7 +196,10 @@ def _publish_tree(
         return result
     try:
         for published in TreePublisher(store, plan).publish():
-            result.conversations.append(published)
+            if isinstance(published, SourceSkip):
+                result.skipped.append(published)
+            else:
+                result.conversations.append(published)
             if stop.is_set():
                 break
     except StaleSource as exc:  # an earlier import's session was rewritten since

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from branchwise.core.fork.targets import fork_targets
 from branchwise.core.importing.run import ImportProgress, ImportReport, import_path
 from branchwise.core.lineage import tree
 from branchwise.core.store.store import SessionStore
+from branchwise.core.store.trash import Trash
 
 
 def branchy() -> dict[str, Any]:
@@ -267,3 +269,18 @@ def test_a_damaged_chatgpt_mapping_is_repaired_with_warnings(
     ]
     assert any("missing parent" in w for w in report.warnings)
     assert any("loop" in w for w in report.warnings)
+
+
+def test_a_conversation_deleted_after_import_is_not_brought_back(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    path = write_export(tmp_path / "c.json", [branchy()])
+    first = import_path(store, path)
+    root, regen = first.conversations[0].session_id, first.conversations[1].session_id
+    Trash(store).trash(root)
+    shutil.rmtree(store.session_dir(regen))  # gone for good, as after emptying the Trash
+    again = import_path(store, path)
+    assert not store.exists(root) and not store.exists(regen)
+    assert [c.created for c in again.conversations] == [False, False, False]
+    (skip,) = again.skipped
+    assert skip.source == "chatgpt:c-branchy/a2b" and "Trash" in skip.reason
