@@ -18,6 +18,8 @@ cancel leaves whole conversations only:
 * a child carries the same ``session/child`` link event as its parent's
   spawning turn (the parent holds it in that turn's commit).
 
+The source's identity (``{"format", "id"}``) is kept in the conversation's
+first own event (``session/created``, or ``session/fork`` for a fork).
 Re-importing creates nothing new, cheaply: a conversation's session id, and
 the turn and message ids inside it, are derived from its source identity
 (format, conversation id, the main leaf that fixes the tree's version, the
@@ -315,6 +317,7 @@ class TreePublisher:
             "type": EventType.SESSION_CREATED.value,
             "title": conversation.title,
             "kind": conversation.kind,
+            "source": self._source(conversation),
         }
         commits = [[stamper.stamp(created)]]
         spawn_turn: str | None = None
@@ -351,6 +354,7 @@ class TreePublisher:
                         "type": EventType.SESSION_CREATED.value,
                         "title": conversation.title,
                         "kind": "fork",
+                        "source": self._source(conversation),
                     }
                 )
             )
@@ -362,6 +366,7 @@ class TreePublisher:
             "boundarySequence": boundary,
             "seedLength": boundary,
             "operationId": _operation_id(session_id),
+            "source": self._source(conversation),
         }
         origin = self._origin(conversation, parent)
         if origin is not None:
@@ -380,6 +385,10 @@ class TreePublisher:
         )
         self._turns(index, written, conversation.own_turns, at, stamper)
         return written, fork_turn
+
+    def _source(self, conversation: PlannedConversation) -> dict[str, str]:
+        """Where the conversation came from, kept in its first own event."""
+        return {"format": self._plan.format, "id": conversation.source_id}
 
     def _origin(self, conversation: PlannedConversation, parent: _Written) -> BranchOrigin | None:
         at = conversation.inherited

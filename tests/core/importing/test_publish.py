@@ -93,3 +93,11 @@ def test_session_ids_depend_on_the_source_identity_only(store: SessionStore) -> 
     assert first[0] == imported_session_id("claude-code", "session-1", "a1", "session-1")
     other = imported_session_id("claude-code", "session-1", "a1-later", "session-1")
     assert other != first[0]
+
+
+def test_each_conversation_keeps_its_source_in_its_first_own_event(store: SessionStore) -> None:
+    published = list(TreePublisher(store, plan_tree(_session_with_agent())).publish())
+    for conversation in published:
+        events = [e for f in store.read(conversation.session_id).scan.frames for e in f.events]
+        first_own = next(e for e in events if e["type"] in ("session/created", "session/fork"))
+        assert first_own["source"] == {"format": "claude-code", "id": conversation.source_id}
