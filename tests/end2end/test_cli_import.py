@@ -30,7 +30,7 @@ def test_import_prints_progress_then_the_report_and_imports_once(tmp_path: Path)
         [*cli_command(root), "import", str(path)], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert "import:" in proc.stderr
+    assert "Imported: 3 new of 3 conversations" in proc.stderr
     report = orjson.loads(proc.stdout.strip().splitlines()[-1])
     assert report["skipped"] == [] and report["warnings"] == []
     rows = [(c["kind"], c["source"]["id"], c["created"]) for c in report["conversations"]]
