@@ -39,6 +39,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             "zero errors, one child per operation",
         ),
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
+        ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
         (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],
