@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFileDialog
 from pytestqt.qtbot import QtBot
 
+from branchwise.core.i18n import language as i18n
 from branchwise.desktop.widgets.import_dialog import ImportDialog
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "importing"
@@ -99,7 +100,7 @@ def test_cancel_during_a_long_import_leaves_whole_conversations(
 ) -> None:
     app = make_app()
     export = tmp_path / "many.json"
-    chats = 400
+    chats = 2000  # the click lands long before the last one
     rows = [
         {
             "id": f"chat-{n}",
@@ -148,3 +149,43 @@ def test_cancel_during_a_long_import_leaves_whole_conversations(
         turns = app.host.store.read(session_id).projection.turns
         assert [t.end_reason for t in turns] == ["completed"]
     assert dialog.import_button.isEnabled() and not dialog.cancel_button.isEnabled()
+
+
+def test_a_file_that_is_no_export_is_a_notice_and_the_dialog_is_ready_again(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    app = make_app()
+    notes = tmp_path / "notes.txt"
+    notes.write_text("just some notes\n")
+    dialog = _open_dialog(app)
+    _type_path(qtbot, dialog, notes)
+    qtbot.mouseClick(dialog.import_button, Qt.MouseButton.LeftButton)
+
+    refusal = (
+        "This is not an export Branchwise can import (ChatGPT, Claude Code, Open WebUI, LibreChat)."
+    )
+    qtbot.waitUntil(lambda: refusal in app.notice_texts(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: dialog.import_button.isEnabled(), timeout=WAIT_MS)
+    assert dialog.result_label.text() == "" and dialog.summary is None
+    assert app.host.store.list_sessions() == []
+
+
+def test_the_dialog_and_its_summary_follow_a_language_switch(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    app = make_app()
+    dialog = _open_dialog(app)
+    _type_path(qtbot, dialog, FIXTURES / "librechat" / "kyoto-tree.json")
+    qtbot.mouseClick(dialog.import_button, Qt.MouseButton.LeftButton)
+    done = "Imported 3 conversations (0 already there, 0 skipped)."
+    qtbot.waitUntil(lambda: dialog.result_label.text() == done, timeout=WAIT_MS)
+
+    i18n.set_language("zh_Hans")
+
+    qtbot.waitUntil(lambda: dialog.import_button.text() == "导入", timeout=WAIT_MS)
+    assert dialog.windowTitle() == "导入对话"
+    assert dialog.result_label.text() == "已导入 3 个对话（0 个已存在，跳过 0 个）。"
+    assert app.window.import_action.text() == "导入…"
+    i18n.set_language("zh_Hant")
+    qtbot.waitUntil(lambda: dialog.folder_button.text() == "選擇資料夾…", timeout=WAIT_MS)
+    assert dialog.result_label.text() == "已匯入 3 個對話（0 個已存在，略過 0 個）。"
