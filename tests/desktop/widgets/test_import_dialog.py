@@ -66,6 +66,13 @@ def test_importing_a_claude_code_folder_shows_the_count_the_summary_and_the_tree
         timeout=WAIT_MS,
     )
     assert "Shop cart work" in _sidebar_titles(app)
+    nested = 0
+    for session_id in summary.session_ids:  # forks and sub-agents sit under their parents
+        link = app.host.store.manifest(session_id).parent
+        if link is not None:
+            assert app.window.sidebar.parent_of(session_id) == link.session_id
+            nested += 1
+    assert nested == summary.imported - 2  # all but the two roots
 
     qtbot.mouseClick(dialog.import_button, Qt.MouseButton.LeftButton)  # the same folder again
 
