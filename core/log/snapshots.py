@@ -79,8 +79,12 @@ from branchwise.core.store.atomic import open_no_follow, write_all
 
 SNAPSHOT_FILE = "projection.snap"
 SNAPSHOT_FORMAT = 1
-SNAPSHOT_MIN_BYTES = 2 * 1024 * 1024
-"""A writer open writes a snapshot once it had to replay at least this many bytes."""
+SNAPSHOT_MIN_BYTES = 512 * 1024
+"""A writer open writes a snapshot once it had to replay at least this many bytes.
+
+The size at which the desktop starts opening a conversation on a preview
+(below it, a replay takes a few milliseconds and a snapshot would only cost disk).
+"""
 _MAGIC = b"BWSNAP"
 _START = struct.Struct("<6sH")
 _SECTION = struct.Struct("<II")
