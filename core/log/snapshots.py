@@ -459,7 +459,13 @@ def snapshot_bytes(
 
 
 def write_snapshot(path: Path, data: bytes) -> None:
-    """Replace the snapshot at ``path`` with ``data`` (temporary name, then one rename)."""
+    """Replace the snapshot at ``path`` with ``data`` (temporary name, then one rename).
+
+    Temporary files a killed writer left behind are removed first (only the
+    lease holder writes here, so another live process's file is one whose
+    writing thread outlived its lease: left alone).
+    """
+    _sweep_temporary(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
         fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -471,6 +477,32 @@ def write_snapshot(path: Path, data: bytes) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _sweep_temporary(path: Path) -> None:
+    prefix = f".{path.name}.tmp-"
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 _pending: list[threading.Thread] = []

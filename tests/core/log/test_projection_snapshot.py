@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -219,3 +221,22 @@ def test_a_fork_links_the_snapshot_and_its_child_counts_only_its_own_usage(
     # The parent's snapshot is untouched by anything the child did.
     parent_quick, parent_full, parent_used = _both(store, session)
     assert parent_used and parent_quick == parent_full
+
+
+def test_a_killed_writers_temporary_snapshot_is_swept(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = _session(store, 3)
+    log_dir = store.session_dir(session) / "log"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    leftover = log_dir / f".{SNAPSHOT_FILE}.tmp-{int(dead.stdout)}-1"
+    leftover.write_bytes(b"half a snapshot")
+    mine = log_dir / f".{SNAPSHOT_FILE}.tmp-{os.getpid()}-1"  # a live writer's: kept
+    mine.write_bytes(b"being written")
+    _open_and_close(store, session)
+    assert not leftover.exists() and mine.exists()
+    assert _both(store, session)[2]
