@@ -240,3 +240,22 @@ def test_a_killed_writers_temporary_snapshot_is_swept(tmp_path: Path) -> None:
     _open_and_close(store, session)
     assert not leftover.exists() and mine.exists()
     assert _both(store, session)[2]
+
+
+def test_a_streaming_answers_deltas_are_restored(tmp_path: Path) -> None:
+    """Partial answers stored as deltas (item 4): the snapshot holds the text so far."""
+    store = _store(tmp_path)
+    session = _session(store, 2)
+    with store.open_writer(session) as writer:
+        writer.commit([ev.turn_start("s"), ev.user_message("u-s", "stream please")])
+        writer.commit([ev.assistant_delta("a-s", "Hel", "demo")])
+        writer.commit([ev.assistant_delta("a-s", "lo, wor", "demo")])
+    _open_and_close(store, session)  # closes the turn as interrupted, keeps the text
+    with store.open_writer(session, continue_turn=None) as writer:
+        writer.commit([ev.turn_start("s2"), ev.user_message("u-s2", "again")])
+        writer.commit([ev.assistant_delta("a-s2", "part", "demo")])
+    quick, full, used = _both(store, session)
+    assert used and quick == full
+    answer = quick.message("a-s")
+    assert answer is not None and answer.content == "Hello, wor"
+    assert quick.message("a-s2") is not None
