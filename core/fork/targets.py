@@ -45,7 +45,6 @@ from branchwise.core.log.sidecars import (
 )
 from branchwise.core.log.snapshots import Resumed, resuming
 from branchwise.core.projection.projection import Projection
-from branchwise.core.projection.snapshot import StateMismatch
 from branchwise.core.projection.turns import Turn, TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore
@@ -174,12 +173,12 @@ def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
     scanned = scan_read_log(log, resuming(used, whole=False))
     if not used or scanned.scan.corruption is not None:
         return None
+    tracker = used[0].restored
     try:
-        tracker = used[0].snapshot.tracker_state()
         for frame in scanned.scan.frames:
             tracker.apply(frame.events)
-    except (StateMismatch, KeyError, TypeError, ValueError, AttributeError):
-        return None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None  # an event this build cannot read: the full read says so
     manifest = log.manifest
     return target_set(manifest.session_id, manifest.generation, tracker.turns, tracker.verifiable)
 

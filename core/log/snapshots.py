@@ -178,10 +178,13 @@ class Resumed:
         snapshot: the snapshot.
         sidecar_base: the active segment's sidecar bytes it covers, when it
             ends inside the active segment (a writer open needs them).
+        restored: the state it holds: a projection counting usage as this
+            session does, or (when only the turn state was read) a bare tracker.
     """
 
     snapshot: Snapshot
     sidecar_base: dict[str, bytes] | None
+    restored: TurnTracker
 
 
 # -- reading -------------------------------------------------------------------------
@@ -332,11 +335,16 @@ def resuming(
             ends_in_active = log.active is not None and len(snapshot.key["pieces"]) == len(
                 log.pieces
             )
-        except (KeyError, TypeError, ValueError):
+            if for_writer and ends_in_active and base is None:
+                return None
+            # Restored here, so a state that does not restore (a buggy writer's)
+            # means a full replay, like any other unusable snapshot.
+            restored = (
+                snapshot.projection(log.manifest.seed_length) if whole else snapshot.tracker_state()
+            )
+        except (KeyError, TypeError, ValueError):  # StateMismatch is a ValueError
             return None
-        if for_writer and ends_in_active and base is None:
-            return None
-        used.append(Resumed(snapshot, base))
+        used.append(Resumed(snapshot, base, restored))
         return point
 
     return resume_from

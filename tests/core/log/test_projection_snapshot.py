@@ -10,8 +10,10 @@ import os
 import struct
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
+import orjson
 import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
@@ -259,3 +261,33 @@ def test_a_streaming_answers_deltas_are_restored(tmp_path: Path) -> None:
     answer = quick.message("a-s")
     assert answer is not None and answer.content == "Hello, wor"
     assert quick.message("a-s2") is not None
+
+
+def _rewrite_section(path: Path, index: int, change: object) -> None:
+    """Re-encode one JSON section with ``change(value)`` applied and valid checksums."""
+    data, at, sections = path.read_bytes(), 8, []
+    while at < len(data):
+        length, _ = struct.unpack_from("<II", data, at)
+        sections.append(data[at + 8 : at + 8 + length])
+        at += 8 + length
+    value = orjson.loads(sections[index])
+    change(value)  # type: ignore[operator]
+    sections[index] = orjson.dumps(value)
+    out = data[:8] + b"".join(struct.pack("<II", len(p), zlib.crc32(p)) + p for p in sections)
+    path.write_bytes(out)
+
+
+def test_a_state_a_buggy_writer_left_is_replayed_not_trusted(tmp_path: Path) -> None:
+    """Checksums hold, schema matches, but the state does not restore: a full replay."""
+    store = _store(tmp_path)
+    session = _session(store, 4)
+    _open_and_close(store, session)
+
+    def too_long(rest: dict) -> None:
+        rest["messages"][0][2] = 10**9  # a text length beyond the text
+
+    _rewrite_section(_snapshot(store, session), 2, too_long)
+    quick, full, used = _both(store, session)
+    assert not used and quick == full
+    with store.open_writer(session) as writer:
+        assert writer.projection == full
