@@ -291,3 +291,24 @@ def test_a_state_a_buggy_writer_left_is_replayed_not_trusted(tmp_path: Path) -> 
     assert not used and quick == full
     with store.open_writer(session) as writer:
         assert writer.projection == full
+
+
+def test_damage_after_the_snapshot_is_named_as_without_it(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = _session(store, 4)
+    _open_and_close(store, session)
+    covered = store.read(session, every_frame=False).scan.resumed
+    assert covered is not None
+    store.snapshot_bytes = None  # this open writes no newer snapshot
+    with store.open_writer(session) as writer:
+        for n in range(3):
+            complete_turn(writer, f"late{n}", "after the snapshot")
+    segment = log_pieces(store.session_dir(session), store.manifest(session))[-1].path
+    _flip(segment, covered.end + 40)  # inside the first frame after the snapshot
+    quick = store.read(session, every_frame=False)
+    full = store.read(session)
+    assert quick.scan.resumed == covered
+    assert quick.scan.corruption is not None and full.scan.corruption is not None
+    assert quick.scan.corruption.message == full.scan.corruption.message
+    assert quick.scan.corruption.details == full.scan.corruption.details
+    assert quick.projection == full.projection
