@@ -27,11 +27,13 @@ from typing import Any
 from branchwise.core.errors import SessionNotFound, SourceNotFound, StaleSource
 from branchwise.core.log.frames import iter_frames
 from branchwise.core.log.segments import (
+    SessionLog,
     log_identity,
     log_pieces,
     read_frame,
     read_piece,
     read_session_log,
+    scan_read_log,
 )
 from branchwise.core.log.sidecars import (
     AUTHORITY_OPEN,
@@ -41,6 +43,7 @@ from branchwise.core.log.sidecars import (
     read_index,
     read_turn_entries,
 )
+from branchwise.core.log.snapshots import Resumed, resuming
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest
@@ -154,6 +157,30 @@ def targets_from_projection(projection: Projection, manifest: Manifest) -> ForkT
     return target_set(
         manifest.session_id, manifest.generation, projection.turns, projection.verifiable
     )
+
+
+def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
+    """Fork targets of a log already read, from its projection snapshot's turn state.
+
+    Only the snapshot's key and turn rules' part are read (not the
+    transcript), the covered bytes are checksummed, and only the frames after
+    them are decoded, into a bare tracker: what a big conversation's branch
+    buttons need before its full projection is loaded. ``None`` when the
+    snapshot cannot stand for the history (none, stale, damaged) or the log
+    after it is damaged: the full read then answers.
+    """
+    used: list[Resumed] = []
+    scanned = scan_read_log(log, resuming(used, whole=False))
+    if not used or scanned.scan.corruption is not None:
+        return None
+    tracker = used[0].restored
+    try:
+        for frame in scanned.scan.frames:
+            tracker.apply(frame.events)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None  # an event this build cannot read: the full read says so
+    manifest = log.manifest
+    return target_set(manifest.session_id, manifest.generation, tracker.turns, tracker.verifiable)
 
 
 def load_source_manifest(directory: Path, session_id: str) -> Manifest:

@@ -30,6 +30,11 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             "ratio",
         ),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
+        (
+            "bench_snapshot.py",
+            ["--big", "60", "--small", "5", "--read-turns", "60", "--runs", "1", "--no-window"],
+            "ratio",
+        ),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
         (
