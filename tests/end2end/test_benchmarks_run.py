@@ -30,6 +30,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             "ratio",
         ),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
+        ("bench_partials.py", ["--kb", "4", "--commits", "20", "--repeat", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
         (
