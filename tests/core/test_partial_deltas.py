@@ -27,6 +27,7 @@ from helpers.sessions import commits_of, prefix_projection
 
 from branchwise.core.compare import compare
 from branchwise.core.export import export_document
+from branchwise.core.log.snapshots import wait_for_snapshots
 from branchwise.core.projection import events as ev
 from branchwise.core.providers.demo import demo_answer
 from branchwise.core.runtime import TurnResult, TurnRunner
@@ -234,3 +235,29 @@ def test_tiny_and_empty_chunkings_store_the_same_answer(
         result = stream(writer, chunks)
     assert "".join(deltas_of(store, result.session_id, result.message_id or "")) == result.text
     assert store.read(result.session_id).projection.messages[-1].content == "".join(chunks)
+
+
+def test_a_snapshot_taken_inside_a_streaming_answer_resumes_its_deltas(tmp_path: Path) -> None:
+    """The projection snapshot may cover half an answer; the deltas after it continue it."""
+    store = SessionStore(tmp_path, roll_bytes=400, snapshot_bytes=0)
+    writer = store.create("snap")
+    session_id = writer.session_id
+    writer.commit([ev.turn_start("t"), ev.user_message("u", "question")])
+    pieces = ["第一段 ", *[f"piece {n} 🙂 " for n in range(40)]]
+    writer.commit([ev.assistant_delta(pieces[0], ("a", "m"))])
+    for piece in pieces[1:20]:
+        writer.commit([ev.assistant_delta(piece)])
+    writer.close()  # the answer is open on disk; the next open writes a snapshot inside it
+    with store.open_writer(session_id, continue_turn="t") as writer:
+        for piece in pieces[20:]:
+            writer.commit([ev.assistant_delta(piece)])
+        live = writer.projection.message("a")
+    wait_for_snapshots()
+    quick = store.read(session_id, every_frame=False)
+    full = store.read(session_id)
+    assert quick.scan.resumed is not None  # the snapshot was used
+    expected = "".join(pieces)
+    assert live is not None and live.content == expected
+    for projection in (quick.projection, full.projection):
+        message = projection.message("a")
+        assert message is not None and message.content == expected and message.partial
