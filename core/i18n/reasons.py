@@ -96,6 +96,9 @@ REASONS: Mapping[str, str] = {
     "invalid_server_url": N_("The server address must be an http:// or https:// URL."),
     "server_disconnected": N_("Lost the connection to {server}. Reconnecting…"),
     "server_reconnected": N_("Connected to {server} again."),
+    "server_busy": N_(
+        "Another app is writing to this conversation on {server}. Try again in a moment."
+    ),
     # The command line.
     "invalid_argument": N_("A command-line argument is not valid."),
     # Search.

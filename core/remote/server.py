@@ -256,6 +256,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         after, wait = query.get("after", 0), query.get("wait", DEFAULT_WAIT)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
+        after_running: bool | None = None
         while True:
             seen = _fingerprint(store, session_id)
             snapshot = await asyncio.to_thread(store.read, session_id)
@@ -265,14 +266,24 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
                 for frame in snapshot.scan.frames
                 if frame.events and int(frame.events[-1]["seq"]) > after
             ]
-            if fresh or loop.time() >= deadline:
-                running = served.is_running(session_id) or _being_written(store, session_id)
+            running = served.is_running(session_id) or _being_written(store, session_id)
+            if (
+                fresh
+                or loop.time() >= deadline
+                or (after_running is not None and running != after_running)
+            ):
                 return _json(
                     {"commits": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
                 )
-            # Long-poll: wake when the session's files change (any writer, any process);
+            after_running = running
+            # Long-poll: wake when the session's files change (any writer, any process) or
+            # when its writer lets go (another app closed it: it can be written from here);
             # a client that went away ends the wait (aiohttp does not cancel handlers).
-            while _fingerprint(store, session_id) == seen and loop.time() < deadline:
+            while (
+                _fingerprint(store, session_id) == seen
+                and loop.time() < deadline
+                and _being_written(store, session_id) == running
+            ):
                 transport = request.transport
                 if transport is None or transport.is_closing():
                     return _json({"commits": [], "lastSeq": after, "running": False})  # unread

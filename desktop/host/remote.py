@@ -66,6 +66,10 @@ BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds between reconnection attempts; the last repeats."""
 REFRESH_INTERVAL = 10.0
 """Seconds between looks at the server's conversation list while connected."""
+IDLE_WAIT = 20
+"""Seconds a transcript's long-poll waits for a commit while nothing writes the conversation."""
+RUNNING_WAIT = 2
+"""... and while something does, so "running" ends soon after a writer lets go without a commit."""
 
 log = logging.getLogger(__name__)
 Listener = Callable[[], None]
@@ -368,12 +372,20 @@ class RemoteTranscript:
         """
         while True:
             try:
-                ended = await self._pull(wait=0 if not self.complete else 20)
+                ended = await self._pull(wait=self._next_wait())
                 if ended:
                     await self.refresh_targets()
             except RemoteUnavailable:
                 await self.server.lost()
                 await self.server.wait_connected()
+
+    def _next_wait(self) -> int:
+        """How long the next long-poll may wait: none before the history is in; shortly while
+        the conversation is being written (its writer may let go without a commit, and the
+        server only learns what this client believes from the answer it gave); else long."""
+        if not self.complete:
+            return 0
+        return RUNNING_WAIT if self.running else IDLE_WAIT
 
     async def _pull(self, wait: int) -> bool:
         """Apply the commits after ``last_seq``; whether one of them ended a turn."""
@@ -470,6 +482,18 @@ class RemoteServer:
     def title(self, session_id: str) -> str:
         """A conversation's title from the list ("" when not listed)."""
         return next((e.title for e in self.entries if e.session_id == session_id), "")
+
+    def report(self, exc: BranchwiseError) -> None:
+        """Post a failed request as one notice that names this server.
+
+        ``lease_held`` (409: another app or the server's own CLI writes the
+        conversation there) is not a failure of the request: it is
+        "server_busy", try again in a moment (nothing was changed there).
+        """
+        if exc.code == "lease_held":
+            self.notices.post("server_busy", Level.WARNING, server=self.name)
+            return
+        self.notices.post(exc.code, Level.ERROR, detail=f"{self.name}: {exc.message}")
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener()`` after the state or the list changes; returns an unsubscribe."""

@@ -176,6 +176,9 @@ class RemoteConversationTab(QWidget):
             transcript.subscribe(self.refresh),
             transcript.server.subscribe(self.refresh),
         ]
+        # A tab deleted with its window (not closed first) must stop listening too.
+        subscriptions = self._unsubscribe
+        self.destroyed.connect(lambda *_args: [stop() for stop in list(subscriptions)])
         self.retranslate_ui()
         self.refresh()
 
@@ -234,7 +237,7 @@ class RemoteConversationTab(QWidget):
         """Stop listening (the tab is going away)."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        self._unsubscribe = []
+        self._unsubscribe.clear()
 
     def _branch(self, request: ForkRequest) -> None:
         self._on_branch(request)
@@ -446,7 +449,7 @@ class RemoteServers(QObject):
         try:
             await server.send(session_id, text)
         except BranchwiseError as exc:
-            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            server.report(exc)
 
     def _close_tab_at(self, index: int) -> None:
         tab = self.window.tabs.widget(index)

@@ -7,6 +7,7 @@ request is also checked to leave the data root byte for byte as it was.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from helpers.cli import cli_command, run_cli
 from helpers.serve import Served, serve_process
 from helpers.sessions import tree_hashes
 
+from branchwise.core.errors import RemoteRefusal
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import CAPABILITIES
 from branchwise.core.store.store import SessionStore
 
@@ -279,3 +282,30 @@ def test_binding_beyond_loopback_warns(tmp_path: Path) -> None:
     assert "SSH tunnel" in warning
     token = (tmp_path / "root" / "serve-token").read_text().strip()
     assert token not in warning
+
+
+async def _refusal_of_turn(remote: RemoteStore, session_id: str) -> RemoteRefusal:
+    try:
+        async for _record in remote.send_turn(session_id, "hello?"):
+            pass
+    except RemoteRefusal as exc:
+        return exc
+    raise AssertionError("the turn was not refused")
+
+
+def test_a_conversation_written_elsewhere_is_a_retryable_409(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    with SessionStore(root).open_writer(sid):  # this process writes it: the server cannot
+        before = tree_hashes(root)
+        with _client(served) as client:
+            reply = client.post(f"/sessions/{sid}/turns", json={"text": "hello?"})
+        assert reply.status_code == 409
+        assert reply.json()["error"]["code"] == "lease_held"
+        refusal = asyncio.run(_refusal_of_turn(RemoteStore(served.url, served.token), sid))
+        assert (refusal.code, refusal.details["status"]) == ("lease_held", 409)
+        assert not refusal.definitive  # "busy": the client may retry
+        assert tree_hashes(root) == before
+    # Retrying once the other writer is done succeeds (the refusal was not definitive).
+    with _client(served) as client:
+        records = _turn_records(client, sid, "hello?")
+    assert records[-1]["type"] == "ended"
