@@ -15,6 +15,9 @@ CAP_EVENTS = "session-events-v1"  # GET /sessions/{id}/events?after=SEQ (long-po
 CAP_TURNS = "session-turns-v1"  # POST /sessions/{id}/turns (NDJSON stream)
 CAP_STOP = "session-stop-v1"  # POST /sessions/{id}/stop
 CAP_LINEAGE = "session-lineage-v1"  # GET /sessions/{id}/lineage and /tree
+CAP_RENAME = "session-rename-v1"  # POST /sessions/{id}/title
+CAP_TRASH = "session-trash-v1"  # POST /sessions/{id}/trash and /restore
+CAP_SEARCH = "search-v1"  # GET /search?q=TEXT[&limit=N]
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -25,6 +28,9 @@ CAPABILITIES = (
     CAP_TURNS,
     CAP_STOP,
     CAP_LINEAGE,
+    CAP_RENAME,
+    CAP_TRASH,
+    CAP_SEARCH,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
@@ -38,6 +44,7 @@ NDJSON = "application/x-ndjson"
 MAX_REQUEST_LINE = 8 * 1024
 MAX_HEADER_FIELD = 8190  # aiohttp's default; differs from the line's so a refusal says which
 EXPECTED_SESSION_HEADER = "X-Expected-Session"
+MAX_QUERY = 1000  # characters of a search query
 
 
 FORK_FIELDS: dict[str, type] = {
@@ -73,6 +80,19 @@ def validate_new_session_body(body: object) -> dict[str, Any]:
     if "title" in body and not isinstance(body["title"], str):
         raise InvalidRequest("title must be a str", field="title")
     return body
+
+
+def validate_title_body(body: object) -> str:
+    """Check a ``POST /sessions/{id}/title`` body: ``{"title": str}``; the title as given."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"title"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    title = body.get("title")
+    if not isinstance(title, str):
+        raise InvalidRequest("title must be a str", field="title")
+    return title
 
 
 def validate_turn_body(body: object) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation_settings import ConversationSettings
-from branchwise.core.errors import BranchwiseError, InvalidTitle, ServerUnsupported
+from branchwise.core.errors import BranchwiseError, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
@@ -39,6 +39,7 @@ from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
 from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
+from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_TITLE = 200
 T = TypeVar("T")
 ChangeListener = Callable[[Changes], None]
 TextListener = Callable[[str, str, str, str], None]
@@ -344,11 +344,7 @@ class Host:
             InvalidTitle: an empty or overlong title (nothing is written).
             LeaseHeld: another process is writing the conversation.
         """
-        title = " ".join(title.split())
-        if not title or len(title) > MAX_TITLE:
-            raise InvalidTitle(
-                f"a title must have 1 to {MAX_TITLE} characters", maxLength=MAX_TITLE
-            )
+        title = given_title(title)
         session = self.session(session_id)
         if session is not None and session.writer is not None:
             session.writer.set_title(title)

@@ -44,8 +44,10 @@ from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
 from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore, server_url
-from branchwise.core.remote.protocol import CAP_FORK_TARGETS
+from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
+from branchwise.core.search import SearchResult
 from branchwise.core.store.atomic import atomic_write_bytes
+from branchwise.core.store.manifest import given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
 from branchwise.desktop.host.notices import Level, NoticeCenter
@@ -461,6 +463,7 @@ class RemoteServer:
         self.coordinator = ForkCoordinator(journal, self.backend, notices, self._open_child)
         self.state = ConnectionState.CONNECTING
         self.supported = True
+        self.capabilities: frozenset[str] = frozenset()
         self.entries: list[RemoteEntry] = []
         self.navigator: Navigator | None = None
         self.in_flight: set[tuple[str, str]] = set()
@@ -526,6 +529,7 @@ class RemoteServer:
             RemoteUnavailable, RemoteRefusal: the server could not be used (e.g. 401).
         """
         capabilities = await self.remote.capabilities()
+        self.capabilities = frozenset(capabilities)
         self.supported = CAP_FORK_TARGETS in capabilities
         self.backend = RemoteForkBackend(self.remote)
         self.coordinator.backend = self.backend
@@ -617,6 +621,51 @@ class RemoteServer:
         """Stop the turn the server runs in a conversation."""
         answer = await self.remote.stop(session_id)
         return answer.get("stopped") is True
+
+    @property
+    def connected(self) -> bool:
+        """The server answers now."""
+        return self.state == ConnectionState.CONNECTED
+
+    def can(self, what: str) -> bool:
+        """Whether the server is connected and offers ``what`` (``rename``, ``trash``, ``search``).
+
+        An older server lacks the routes: its conversations are read, sent to
+        and branched, but not renamed, deleted or searched from here.
+        """
+        needed = {"rename": CAP_RENAME, "trash": CAP_TRASH, "search": CAP_SEARCH}[what]
+        return self.connected and needed in self.capabilities
+
+    async def rename(self, session_id: str, title: str) -> str:
+        """Rename a conversation on the server; the title as stored there.
+
+        Raises:
+            InvalidTitle: refused before asking (the server's rule, checked here too).
+            RemoteRefusal: the server refused (``lease_held``: busy, try again).
+            RemoteUnavailable: it could not be asked.
+        """
+        answer = await self.remote.rename(session_id, given_title(title))
+        await self.refresh()
+        return str(answer.get("title") or "")
+
+    async def trash(self, session_id: str) -> None:
+        """Move a conversation to the server's Trash (the server can restore it).
+
+        Raises:
+            RemoteRefusal: refused (``turn_running``, ``lease_held``, ``session_trashed``…).
+            RemoteUnavailable: it could not be asked.
+        """
+        await self.remote.trash(session_id)
+        await self.refresh()
+
+    async def restore(self, session_id: str) -> None:
+        """Move a conversation back from the server's Trash (a deletion's Undo)."""
+        await self.remote.restore(session_id)
+        await self.refresh()
+
+    async def search(self, query: str, limit: int) -> SearchResult:
+        """The server's hits for ``query`` (its own index, caught up with its logs)."""
+        return await self.remote.search(query, limit)
 
     # -- branching ----------------------------------------------------------------------------
 

@@ -16,15 +16,18 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt
+import shiboken6
+from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -34,11 +37,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.desktop.host.notices import Level
+from branchwise.desktop.host.notices import Level, NoticeAction
 from branchwise.desktop.host.remote import (
     Connection,
     ConnectionState,
@@ -49,6 +52,8 @@ from branchwise.desktop.host.remote import (
     save_connection,
 )
 from branchwise.desktop.host.rows import PAGE_SIZE
+from branchwise.desktop.host.trashing import RESTORE_ACTION
+from branchwise.desktop.widgets.search import RemoteResults
 from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
 if TYPE_CHECKING:
@@ -279,12 +284,16 @@ class RemoteServers(QObject):
         self.tree.setHeaderHidden(True)
         self.tree.itemActivated.connect(self._activated)
         self.tree.itemClicked.connect(self._activated)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        self.rename_dialog: QInputDialog | None = None
         self.tree.hide()
         sidebar_layout = window.sidebar.layout()
         if sidebar_layout is not None:
             sidebar_layout.addWidget(self.tree)
         window.tabs.tabCloseRequested.connect(self._close_tab_at)
         window.closed.connect(self._stop_all)
+        window.search_panel.remote_search = self.search
         self.retranslate_ui()
 
     # -- servers ------------------------------------------------------------------------------
@@ -369,6 +378,8 @@ class RemoteServers(QObject):
             self.tree.addTopLevelItem(top)
         self.tree.expandAll()
         self.tree.setVisible(bool(self.servers))
+        for tab in self.remote_tabs():  # a title changed on the server (here or elsewhere)
+            self._render_tab_title(tab)
 
     def _server_text(self, server: RemoteServer) -> str:
         if server.state == ConnectionState.CONNECTED:
@@ -385,6 +396,134 @@ class RemoteServers(QObject):
 
     def _server_of(self, url: str | None) -> RemoteServer | None:
         return next((s for s in self.servers if s.connection.url == url), None)
+
+    async def search(self, query: str, limit: int) -> list[RemoteResults]:
+        """Every connected server's hits that can search (asked at once), in sidebar order.
+
+        A server that stops answering is marked lost (one notice; it reconnects);
+        a refusal is a notice. Neither hides the other servers' hits.
+        """
+        servers = [server for server in self.servers if server.can("search")]
+
+        async def ask(server: RemoteServer) -> RemoteResults | None:
+            try:
+                result = await server.search(query, limit)
+            except RemoteUnavailable:
+                await server.lost()
+                return None
+            except BranchwiseError as exc:
+                server.report(exc)
+                return None
+            return RemoteResults(
+                server.name,
+                result,
+                server.title,
+                lambda session_id, _message_id: self._open_hit(server, session_id),
+            )
+
+        answers = await asyncio.gather(*(ask(server) for server in servers))
+        return [answer for answer in answers if answer is not None]
+
+    def _open_hit(self, server: RemoteServer, session_id: str) -> None:
+        self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
+
+    # -- managing a server's conversations ----------------------------------------------------
+
+    def _context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        server = self._server_of(item.data(0, SERVER_ROLE)) if item is not None else None
+        if item is None or server is None:
+            return
+        menu = self.context_menu(server, item.data(0, SESSION_ROLE))
+        menu.popup(self.tree.viewport().mapToGlobal(pos))
+
+    def context_menu(self, server: RemoteServer, session_id: str | None) -> QMenu:
+        """The menu of a server (New conversation) or of one of its conversations (+ Rename…,
+        Delete); what the server cannot do now (disconnected, an older server) is disabled."""
+        menu = QMenu(self.tree)
+        menu.setObjectName("serverConversationMenu")
+        new = menu.addAction(_("New conversation"), lambda: self.new_remote(server))
+        new.setEnabled(server.connected)
+        if session_id:
+            rename = menu.addAction(_("Rename…"), lambda: self.ask_rename(server, session_id))
+            rename.setEnabled(server.can("rename"))
+            delete = menu.addAction(_("Delete"), lambda: self.delete_remote(server, session_id))
+            delete.setEnabled(server.can("trash"))
+            delete.setToolTip(_("Move the conversation to the server's Trash (it can be restored)"))
+        return menu
+
+    def new_remote(self, server: RemoteServer) -> None:
+        """Start a conversation on the server and open its tab."""
+        self.host.spawn(self._create(server), "start a server conversation")
+
+    async def _create(self, server: RemoteServer) -> None:
+        try:
+            session_id = await server.create_session()
+        except BranchwiseError as exc:
+            server.report(exc)
+            return
+        await self.open_remote(server, session_id)
+
+    def ask_rename(self, server: RemoteServer, session_id: str) -> QInputDialog:
+        """Ask for a new title (non-blocking) and rename the conversation on its server."""
+        dialog = QInputDialog(self.window)
+        dialog.setObjectName("renameDialog")
+        dialog.setWindowTitle(_("Rename conversation"))
+        dialog.setLabelText(_("Title"))
+        dialog.setTextValue(untitled(server.title(session_id)))
+        dialog.textValueSelected.connect(lambda text: self.rename_remote(server, session_id, text))
+        dialog.finished.connect(dialog.deleteLater)
+        self.rename_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def rename_remote(self, server: RemoteServer, session_id: str, title: str) -> None:
+        """Rename on the server; a refusal (busy, a bad title) is a notice."""
+        self.host.spawn(self._rename(server, session_id, title), "rename a server conversation")
+
+    async def _rename(self, server: RemoteServer, session_id: str, title: str) -> None:
+        try:
+            await server.rename(session_id, title)
+        except BranchwiseError as exc:
+            server.report(exc)
+            return
+        tab = self.tab_for(server, session_id)
+        if tab is not None:
+            self._render_tab_title(tab)
+
+    def delete_remote(self, server: RemoteServer, session_id: str) -> None:
+        """Move a server conversation to the server's Trash; its tab closes; Undo restores it."""
+        self.host.spawn(self._delete(server, session_id), "delete a server conversation")
+
+    async def _delete(self, server: RemoteServer, session_id: str) -> None:
+        title = untitled(server.title(session_id))
+        try:
+            await server.trash(session_id)
+        except BranchwiseError as exc:
+            server.report(exc)
+            return
+        tab = self.tab_for(server, session_id)
+        if tab is not None:
+            self._close_tab_at(self.window.tabs.indexOf(tab))
+        self.host.notices.post(
+            "remote_conversation_trashed",
+            Level.SUCCESS,
+            title=title,
+            server=server.name,
+            action=NoticeAction(RESTORE_ACTION, session_id, server.connection.url),
+        )
+
+    def restore(self, url: str, session_id: str) -> None:
+        """A deletion's Undo: move the conversation back from its server's Trash."""
+        server = self._server_of(url)
+        if server is not None:
+            self.host.spawn(self._restore(server, session_id), "restore a server conversation")
+
+    async def _restore(self, server: RemoteServer, session_id: str) -> None:
+        try:
+            await server.restore(session_id)
+        except BranchwiseError as exc:
+            server.report(exc)
 
     # -- tabs ---------------------------------------------------------------------------------
 
@@ -437,13 +576,22 @@ class RemoteServers(QObject):
             )
             self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
             self.window.tabs.addTab(tab, tab.title)
-            index = self.window.tabs.indexOf(tab)
-            self.window.tabs.setTabToolTip(
-                index, fill(_("{title} on {server}"), {"title": tab.title, "server": server.name})
-            )
+            self._render_tab_title(tab)
+            transcript.subscribe(lambda: self._render_tab_title(tab))
         self.window.tabs.setCurrentWidget(tab)
         self.window._render_empty_state()
         return tab
+
+    def _render_tab_title(self, tab: RemoteConversationTab) -> None:
+        """The tab's text and tooltip: the conversation's title (a rename shows at once)."""
+        if not shiboken6.isValid(tab) or (index := self.window.tabs.indexOf(tab)) < 0:
+            return
+        server = tab.transcript.server
+        title = untitled(server.title(tab.session_id) or tab.transcript.title)
+        self.window.tabs.setTabText(index, title)
+        self.window.tabs.setTabToolTip(
+            index, fill(_("{title} on {server}"), {"title": title, "server": server.name})
+        )
 
     async def _send(self, server: RemoteServer, session_id: str, text: str) -> None:
         try:

@@ -572,6 +572,8 @@ class MainWindow(QMainWindow):
     def _notice_action(self, action: NoticeAction) -> None:
         if action.kind == "use_server" and self.first_run is not None:
             self.first_run.accept()
+        elif action.kind == RESTORE_ACTION and action.server:
+            self.remote_servers.restore(action.server, action.session_id)
         elif action.kind == RESTORE_ACTION:
             self.host.spawn(self._restore_then_refresh(action.session_id), "restore conversation")
         elif action.kind == "open_session":

@@ -12,6 +12,7 @@ from pathlib import Path
 from helpers.gui import WAIT_MS, App, seed_session
 from helpers.serve import serve_process
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QTreeWidgetItem
 from pytestqt.qtbot import QtBot
 
@@ -87,3 +88,103 @@ def test_a_conversation_written_elsewhere_says_busy_and_a_retry_works(
             ),
             timeout=WAIT_MS,
         )
+
+
+def _menu_action(app: App, server: RemoteServer, session_id: str | None, text: str) -> QAction:
+    menu = app.window.remote_servers.context_menu(server, session_id)
+    found = [a for a in menu.actions() if a.text() == text]
+    assert found, [a.text() for a in menu.actions()]
+    return found[0]
+
+
+def test_create_rename_delete_undo_and_search_on_a_server(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    served_store = SessionStore(served_root)
+    sid = seed_session(served_store, ["tell me about pomegranates"], title="Fruit")
+    app = make_app()
+    seed_session(app.host.store, ["pomegranates at home"], title="Local fruit")
+    with serve_process(served_root) as served:
+        server = connect(app, served.url, served.token)
+        qtbot.waitUntil(lambda: tree_texts(app) == ["workstation", "  Fruit"], timeout=WAIT_MS)
+
+        # New conversation, from the server's own menu: it opens in a tab.
+        _menu_action(app, server, None, "New conversation").trigger()
+        qtbot.waitUntil(lambda: len(tree_texts(app)) == 3, timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda: isinstance(app.window.tabs.currentWidget(), RemoteConversationTab),
+            timeout=WAIT_MS,
+        )
+        created = current_remote_tab(app).session_id
+        assert created != sid and served_store.exists(created)
+
+        # Rename…: the dialog, the server's manifest, the tree and the open tab.
+        _menu_action(app, server, created, "Rename…").trigger()
+        dialog = app.window.remote_servers.rename_dialog
+        assert dialog is not None
+        qtbot.waitUntil(dialog.isVisible, timeout=WAIT_MS)
+        dialog.setTextValue("Plans  for\nMonday")
+        dialog.accept()
+        qtbot.waitUntil(lambda: "  Plans for Monday" in tree_texts(app), timeout=WAIT_MS)
+        assert served_store.manifest(created).title == "Plans for Monday"
+        tabs = app.window.tabs
+        qtbot.waitUntil(
+            lambda: tabs.tabText(tabs.currentIndex()) == "Plans for Monday", timeout=WAIT_MS
+        )
+        assert tabs.tabToolTip(tabs.currentIndex()) == "Plans for Monday on workstation"
+        # A bad title is refused here, with the same rule as the server's.
+        app.window.remote_servers.rename_remote(server, created, "   ")
+        qtbot.waitUntil(
+            lambda: any(n.code == "invalid_title" for n in app.host.notices.history),
+            timeout=WAIT_MS,
+        )
+
+        # Delete: the tab closes, the server's Trash holds it, Undo brings it back.
+        _menu_action(app, server, created, "Delete").trigger()
+        moved = "Moved Plans for Monday to the Trash on workstation."
+        qtbot.waitUntil(lambda: moved in app.notice_texts(), timeout=WAIT_MS)
+        assert not served_store.exists(created)
+        assert app.window.remote_servers.tab_for(server, created) is None
+        qtbot.waitUntil(lambda: tree_texts(app) == ["workstation", "  Fruit"], timeout=WAIT_MS)
+        notice = next(
+            n for n in app.host.notices.history if n.code == "remote_conversation_trashed"
+        )
+        assert notice.action is not None
+        app.window.notice_area.run_action(notice.action)
+        qtbot.waitUntil(lambda: "  Plans for Monday" in tree_texts(app), timeout=WAIT_MS)
+        assert served_store.exists(created)
+
+        # Search: this machine's hit, then the server's, which opens the server's tab.
+        panel = app.window.search_panel
+        panel.field.setText("pomegranates")
+        qtbot.waitUntil(lambda: len(panel.result_rows()) >= 2, timeout=WAIT_MS)
+        titles = [row.title_label.text() for row in panel.result_rows()]
+        assert titles[0] == "Local fruit"
+        assert "Fruit on workstation" in titles
+        remote_row = next(r for r in panel.result_rows() if r.server_name == "workstation")
+        assert remote_row.accessibleName().startswith("Fruit on workstation, You: ")
+        remote_row.open()
+        qtbot.waitUntil(
+            lambda: (
+                isinstance(app.window.tabs.currentWidget(), RemoteConversationTab)
+                and current_remote_tab(app).session_id == sid
+            ),
+            timeout=WAIT_MS,
+        )
+        panel.field.clear()
+
+
+def test_a_disconnected_server_offers_nothing_to_change(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    sid = seed_session(SessionStore(served_root), ["hello"], title="Far")
+    app = make_app()
+    with serve_process(served_root) as served:
+        server = connect(app, served.url, served.token)
+        qtbot.waitUntil(lambda: tree_texts(app) == ["workstation", "  Far"], timeout=WAIT_MS)
+        assert _menu_action(app, server, sid, "Rename…").isEnabled()
+    qtbot.waitUntil(lambda: tree_texts(app)[0] == "workstation (disconnected)", timeout=WAIT_MS)
+    for text in ("New conversation", "Rename…", "Delete"):
+        assert not _menu_action(app, server, sid, text).isEnabled()
