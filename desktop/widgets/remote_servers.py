@@ -53,6 +53,7 @@ from branchwise.desktop.host.remote import (
 )
 from branchwise.desktop.host.rows import PAGE_SIZE
 from branchwise.desktop.host.trashing import RESTORE_ACTION
+from branchwise.desktop.host.window_state import RemoteTab
 from branchwise.desktop.widgets.search import RemoteResults
 from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
@@ -261,6 +262,71 @@ class RemoteConversationTab(QWidget):
         self.stop_button.setText(_("Stop"))
 
 
+class WaitingRemoteTab(QWidget):
+    """A server conversation's tab from last time, shown until its server answers.
+
+    It says why the conversation is not here yet (connecting, the server does
+    not answer, or the server refused it); the window replaces it with the
+    conversation's tab as soon as that opens.
+
+    Args:
+        server: the server that keeps the conversation.
+        saved: what the window remembered of the tab.
+    """
+
+    def __init__(
+        self, server: RemoteServer, saved: RemoteTab, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("waitingRemoteTab")
+        self.server = server
+        self.saved = saved
+        self.problem: str | None = None
+        self.message_label = QLabel(self)
+        self.message_label.setObjectName("remoteWaitingLabel")
+        self.message_label.setWordWrap(True)
+        self.message_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.message_label, 1)
+        unsubscribe = server.subscribe(self.retranslate_ui)
+        self.destroyed.connect(lambda *_args: unsubscribe())
+        self.retranslate_ui()
+
+    @property
+    def session_id(self) -> str:
+        """The conversation's id on its server."""
+        return self.saved.session_id
+
+    @property
+    def title(self) -> str:
+        """The title the tab had last time."""
+        return untitled(self.saved.title)
+
+    def show_problem(self, code: str) -> None:
+        """The server answered but cannot give this conversation (e.g. it is gone)."""
+        self.problem = code
+        self.retranslate_ui()
+
+    def retranslate_ui(self) -> None:
+        """Say, in the current language, why the conversation is not shown yet."""
+        names = {"server": self.server.name}
+        if self.problem is not None:
+            text = fill(
+                _("{server} could not open this conversation: {reason}"),
+                {**names, "reason": reason_text(self.problem)},
+            )
+        elif self.server.state == ConnectionState.CONNECTED:
+            text = fill(_("Opening this conversation from {server}…"), names)
+        elif self.server.state == ConnectionState.CONNECTING:
+            text = fill(
+                _("Connecting to {server}… This conversation opens when it answers."), names
+            )
+        else:
+            text = fill(_("{server} does not answer. This conversation opens when it does."), names)
+        self.message_label.setText(text)
+        self.setAccessibleName(text)
+
+
 class RemoteServers(QObject):
     """The window's servers: the menu action, the sidebar section and the remote tabs.
 
@@ -275,6 +341,7 @@ class RemoteServers(QObject):
         self.servers: list[RemoteServer] = []
         self.dialog: ConnectDialog | None = None
         self._follow: dict[RemoteConversationTab, asyncio.Task[None]] = {}
+        self._waiting: dict[WaitingRemoteTab, asyncio.Task[None]] = {}
         self.connect_action = QAction(window)
         self.connect_action.setObjectName("connectServerAction")
         self.connect_action.triggered.connect(lambda _checked=False: self.show_connect())
@@ -536,6 +603,91 @@ class RemoteServers(QObject):
             if isinstance(tab := tabs.widget(i), RemoteConversationTab)
         ]
 
+    def waiting_tabs(self) -> list[WaitingRemoteTab]:
+        """The tabs from last time still waiting for their server, in tab order."""
+        tabs = self.window.tabs
+        return [
+            tab for i in range(tabs.count()) if isinstance(tab := tabs.widget(i), WaitingRemoteTab)
+        ]
+
+    def tab_states(self) -> tuple[RemoteTab, ...]:
+        """What the window remembers of the server tabs (open and waiting), left to right."""
+        tabs = self.window.tabs
+        found: list[RemoteTab] = []
+        for i in range(tabs.count()):
+            tab = tabs.widget(i)
+            if isinstance(tab, RemoteConversationTab):
+                server = tab.transcript.server
+                found.append(RemoteTab(server.connection.url, tab.session_id, tab.title))
+            elif isinstance(tab, WaitingRemoteTab):
+                found.append(tab.saved)
+        return tuple(found)
+
+    def current_state(self) -> RemoteTab | None:
+        """The server tab in front, if the tab in front is one."""
+        current = self.window.tabs.currentWidget()
+        if isinstance(current, RemoteConversationTab):
+            server = current.transcript.server
+            return RemoteTab(server.connection.url, current.session_id, current.title)
+        if isinstance(current, WaitingRemoteTab):
+            return current.saved
+        return None
+
+    def restore_tabs(
+        self, saved: tuple[RemoteTab, ...], current: RemoteTab | None
+    ) -> list[RemoteTab]:
+        """Show last time's server tabs at once; each opens when its server answers.
+
+        Returns those that could not be shown (their server is no longer saved).
+        """
+        skipped: list[RemoteTab] = []
+        for entry in saved:
+            server = self._server_of(entry.server)
+            if server is None:
+                skipped.append(entry)
+                continue
+            waiting = WaitingRemoteTab(server, entry, self.window)
+            self.window.tabs.addTab(waiting, waiting.title)
+            self.window.tabs.setTabToolTip(
+                self.window.tabs.indexOf(waiting),
+                fill(_("{title} on {server}"), {"title": waiting.title, "server": server.name}),
+            )
+            if entry == current:
+                self.window.tabs.setCurrentWidget(waiting)
+            self._follow_waiting(waiting)
+        return skipped
+
+    def _follow_waiting(self, waiting: WaitingRemoteTab) -> None:
+        task = self.host.spawn(self._open_when_answering(waiting), "reopen a server tab")
+        self._waiting[waiting] = task
+
+    async def _open_when_answering(self, waiting: WaitingRemoteTab) -> None:
+        """Wait for the server, open the conversation, and put its tab where the waiting one is."""
+        server = waiting.server
+        while True:
+            await server.wait_connected()
+            waiting.retranslate_ui()
+            try:
+                transcript = await server.open_transcript(waiting.session_id)
+            except RemoteUnavailable:
+                await server.lost()
+                continue
+            except BranchwiseError as exc:
+                waiting.show_problem(exc.code)
+                return
+            break
+        tabs = self.window.tabs
+        index = tabs.indexOf(waiting)
+        if index < 0:
+            return  # closed meanwhile
+        front = tabs.currentWidget() is waiting
+        tab = self._make_tab(server, transcript, index)
+        self._waiting.pop(waiting, None)
+        tabs.removeTab(tabs.indexOf(waiting))
+        waiting.deleteLater()
+        if front:
+            tabs.setCurrentWidget(tab)
+
     def tab_for(self, server: RemoteServer, session_id: str) -> RemoteConversationTab | None:
         """The open tab of a server's conversation."""
         return next(
@@ -563,23 +715,30 @@ class RemoteServers(QObject):
         tab = self.tab_for(server, session_id)
         if tab is None:
             transcript = await server.open_transcript(session_id)
-            tab = RemoteConversationTab(
-                transcript,
-                lambda request: self.host.spawn(
-                    server.request_branch(request), "branch a server conversation"
-                ),
-                lambda text: self.host.spawn(
-                    self._send(server, session_id, text), "send to a server"
-                ),
-                self.window,
-                lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
-            )
-            self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
-            self.window.tabs.addTab(tab, tab.title)
-            self._render_tab_title(tab)
-            transcript.subscribe(lambda: self._render_tab_title(tab))
+            tab = self._make_tab(server, transcript)
         self.window.tabs.setCurrentWidget(tab)
         self.window._render_empty_state()
+        return tab
+
+    def _make_tab(
+        self, server: RemoteServer, transcript: RemoteTranscript, index: int = -1
+    ) -> RemoteConversationTab:
+        """A loaded conversation's tab, following its transcript, at ``index`` (-1: last)."""
+        session_id = transcript.session_id
+        tab = RemoteConversationTab(
+            transcript,
+            lambda request: self.host.spawn(
+                server.request_branch(request), "branch a server conversation"
+            ),
+            lambda text: self.host.spawn(self._send(server, session_id, text), "send to a server"),
+            self.window,
+            lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
+        )
+        self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
+        self.window.tabs.insertTab(index, tab, tab.title)
+        self._render_tab_title(tab)
+        transcript.subscribe(lambda: self._render_tab_title(tab))
+        self.window._state_changed()
         return tab
 
     def _render_tab_title(self, tab: RemoteConversationTab) -> None:
@@ -601,6 +760,15 @@ class RemoteServers(QObject):
 
     def _close_tab_at(self, index: int) -> None:
         tab = self.window.tabs.widget(index)
+        if isinstance(tab, WaitingRemoteTab):
+            waiting = self._waiting.pop(tab, None)
+            if waiting is not None:
+                waiting.cancel()
+            self.window.tabs.removeTab(index)
+            tab.deleteLater()
+            self.window._render_empty_state()
+            self.window._state_changed()
+            return
         if not isinstance(tab, RemoteConversationTab):
             return
         tab.close_tab()
@@ -610,6 +778,7 @@ class RemoteServers(QObject):
         self.window.tabs.removeTab(index)
         tab.deleteLater()
         self.window._render_empty_state()
+        self.window._state_changed()
 
     def retranslate_ui(self) -> None:
         """Render every text in the current language."""
@@ -617,5 +786,7 @@ class RemoteServers(QObject):
         self.render_tree()
         for tab in self.remote_tabs():
             tab.retranslate_ui()
+        for waiting in self.waiting_tabs():
+            waiting.retranslate_ui()
         if self.dialog is not None:
             self.dialog.retranslate_ui()

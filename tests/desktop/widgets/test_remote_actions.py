@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
-from helpers.gui import WAIT_MS, App, seed_session
+from helpers.gui import WAIT_MS, App, run, seed_session
 from helpers.serve import serve_process
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction
@@ -17,7 +18,14 @@ from PySide6.QtWidgets import QTreeWidgetItem
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.remote import Connection, RemoteServer
+from branchwise.core.store.trash import Trash
+from branchwise.desktop.host.remote import (
+    Connection,
+    RemoteServer,
+    load_connections,
+    read_token,
+)
+from branchwise.desktop.host.window_state import RemoteTab, load_window_state
 from branchwise.desktop.widgets.remote_servers import RemoteConversationTab
 
 FAST = {"backoff": (0.05, 0.1, 0.2), "refresh_interval": 0.1, "timeout": 5.0}
@@ -188,3 +196,112 @@ def test_a_disconnected_server_offers_nothing_to_change(
     qtbot.waitUntil(lambda: tree_texts(app)[0] == "workstation (disconnected)", timeout=WAIT_MS)
     for text in ("New conversation", "Rename…", "Delete"):
         assert not _menu_action(app, server, sid, text).isEnabled()
+
+
+def _reconnect_saved(app: App) -> None:
+    """What the app does at start, with short delays: saved servers, then last time's tabs."""
+    for connection in load_connections(app.root):
+        app.window.remote_servers.add(connection, read_token(app.root, connection), **FAST)
+    state = load_window_state(app.root)
+    assert state is not None
+    app.window.restore_state(state)
+
+
+def _save_connection(app: App, url: str, token: str) -> RemoteServer:
+    app.window.remote_servers.dialog = None
+    app.window.remote_servers.connect_action.trigger()
+    dialog = app.window.remote_servers.dialog
+    assert dialog is not None
+    dialog.name_edit.setText("workstation")
+    dialog.url_edit.setText(url)
+    dialog.token_edit.setText(token)
+    dialog.accept()
+    return app.window.remote_servers.servers[-1]
+
+
+def test_server_tabs_come_back_after_a_restart(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    sid = seed_session(SessionStore(served_root), ["hello"], title="Far")
+    before = make_app()
+    local = seed_session(before.host.store, ["here"], title="Near")
+    with serve_process(served_root) as served:
+        _save_connection(before, served.url, served.token)
+        qtbot.waitUntil(lambda: tree_texts(before) == ["workstation", "  Far"], timeout=WAIT_MS)
+        before.window.open_session(local)
+        open_remote(qtbot, before, "Far")
+        qtbot.waitUntil(
+            lambda: (
+                (s := load_window_state(before.root)) is not None
+                and s.remote_tabs == (RemoteTab(served.url, sid, "Far"),)
+                and s.current_remote == RemoteTab(served.url, sid, "Far")
+            ),
+            timeout=WAIT_MS,
+        )
+        run(qtbot, before.host.shutdown())
+
+        after = make_app(root=before.root)
+        _reconnect_saved(after)
+        tabs = after.window.tabs
+        assert [tabs.tabText(i) for i in range(tabs.count())] == ["Near", "Far"]
+        qtbot.waitUntil(lambda: isinstance(tabs.widget(1), RemoteConversationTab), timeout=WAIT_MS)
+        tab = tabs.widget(1)
+        assert isinstance(tab, RemoteConversationTab) and tab.session_id == sid
+        assert tabs.currentWidget() is tab
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 1, timeout=WAIT_MS)
+        assert after.window.remote_servers.waiting_tabs() == []
+
+
+def test_a_server_tab_waits_with_a_notice_until_its_server_answers(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    served_store = SessionStore(served_root)
+    sid = seed_session(served_store, ["hello"], title="Far")
+    gone = seed_session(served_store, ["bye"], title="Gone")
+    before = make_app()
+    with serve_process(served_root) as served:
+        port = urlsplit(served.url).port
+        _save_connection(before, served.url, served.token)
+        qtbot.waitUntil(lambda: len(tree_texts(before)) == 3, timeout=WAIT_MS)
+        open_remote(qtbot, before, "Far")
+        open_remote(qtbot, before, "Gone")
+        qtbot.waitUntil(
+            lambda: (s := load_window_state(before.root)) is not None and len(s.remote_tabs) == 2,
+            timeout=WAIT_MS,
+        )
+        run(qtbot, before.host.shutdown())
+    Trash(served_store).trash(gone)  # deleted on the server while this desktop was away
+
+    after = make_app(root=before.root)
+    _reconnect_saved(after)
+    servers = after.window.remote_servers
+    waiting = servers.waiting_tabs()
+    assert [w.title for w in waiting] == ["Far", "Gone"]
+    away = "workstation does not answer. This conversation opens when it does."
+    qtbot.waitUntil(lambda: waiting[0].message_label.text() == away, timeout=WAIT_MS)
+    assert waiting[0].accessibleName() == away
+
+    with serve_process(served_root, port=port or 0):
+        qtbot.waitUntil(lambda: len(servers.remote_tabs()) == 1, timeout=WAIT_MS)
+        assert servers.remote_tabs()[0].session_id == sid
+        [still] = servers.waiting_tabs()
+        qtbot.waitUntil(
+            lambda: still.message_label.text().startswith(
+                "workstation could not open this conversation: "
+            ),
+            timeout=WAIT_MS,
+        )
+        tabs = after.window.tabs
+        assert [tabs.tabText(i) for i in range(tabs.count())] == ["Far", "Gone"]
+        tabs.tabCloseRequested.emit(tabs.indexOf(still))
+        assert servers.waiting_tabs() == []
+        qtbot.waitUntil(
+            lambda: (
+                (s := load_window_state(after.root)) is not None
+                and [t.session_id for t in s.remote_tabs] == [sid]
+            ),
+            timeout=WAIT_MS,
+        )
+        run(qtbot, servers.servers[0].stop())
