@@ -111,10 +111,12 @@ class RemoteStore:
             raise RemoteUnavailable(f"{self.base_url} sent a malformed capabilities reply")
         return [c for c in caps if isinstance(c, str)]
 
-    async def require_fork_targets(self) -> None:
-        """Raise :class:`ServerUnsupported` unless the server can answer fork targets."""
-        if CAP_FORK_TARGETS not in await self.capabilities():
+    async def require_fork_targets(self) -> list[str]:
+        """The server's capabilities; :class:`ServerUnsupported` unless it answers fork targets."""
+        capabilities = await self.capabilities()
+        if CAP_FORK_TARGETS not in capabilities:
             raise ServerUnsupported(f"{self.base_url} does not support fork targets")
+        return capabilities
 
     async def fork_targets(self, session_id: str) -> dict[str, Any]:
         """The §3.1 answer for a remote session."""
@@ -135,20 +137,26 @@ class RemoteStore:
         boundary_sequence: int,
         expected_generation: int,
         operation_id: str,
+        title: str | None = None,
     ) -> ForkResult:
-        """``POST /fork-session``; idempotent per ``operation_id``."""
+        """``POST /fork-session``; idempotent per ``operation_id``.
+
+        ``title`` names the child it creates; send it only to a server that
+        advertises ``session-fork-title-v1`` (an older one refuses the field).
+        """
+        fields: dict[str, Any] = {
+            "sourceSessionId": validate_session_id(source_id),
+            "turnId": turn_id,
+            "boundarySequence": boundary_sequence,
+            "expectedGeneration": expected_generation,
+            "operationId": operation_id,
+        }
+        if title is not None:
+            fields["title"] = title
         body = await self._request(
             "POST",
             "/fork-session",
-            content=orjson.dumps(
-                {
-                    "sourceSessionId": validate_session_id(source_id),
-                    "turnId": turn_id,
-                    "boundarySequence": boundary_sequence,
-                    "expectedGeneration": expected_generation,
-                    "operationId": operation_id,
-                }
-            ),
+            content=orjson.dumps(fields),
             headers={"Content-Type": "application/json"},
         )
         child = body.get("childSessionId") if isinstance(body, dict) else None

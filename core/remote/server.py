@@ -350,7 +350,9 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         )
         # Forks are CPU-bound Python: more threads than cores only add GIL contention.
         async with fork_slots:
-            result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
+            result = await asyncio.to_thread(
+                fork, store, fork_request, body["operationId"], title=body.get("title")
+            )
         return _json({"childSessionId": result.child_session_id, "created": result.created})
 
     async def rename(request: web.Request) -> web.Response:

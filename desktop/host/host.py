@@ -60,6 +60,17 @@ Navigator = Callable[[str], Awaitable[None]]
 ProviderFactory = Callable[[Settings], Provider]
 
 
+def branch_name(parent_title: str, forks_before: int) -> str | None:
+    """ "<title> (branch N)" in the user's language, N counting this branch; ``None`` untitled.
+
+    A fork would inherit its parent's title, so the sidebar and tabs would
+    show two identical names. Local and server conversations are named alike.
+    """
+    if not parent_title:
+        return None
+    return fill(_("{title} (branch {n})"), {"title": parent_title, "n": forks_before + 1})
+
+
 def _default_provider(settings: Settings) -> Provider:
     from branchwise.core.providers.detect import choose_provider
 
@@ -476,19 +487,14 @@ class Host:
         return await self.request_branch(request)
 
     def branch_title(self, request: ForkRequest) -> str | None:
-        """The title a new branch of ``request``'s source gets, in the user's language.
+        """The title a new branch of ``request``'s source gets: "<title> (branch N)".
 
-        A fork would inherit its parent's title, so the sidebar and tabs would
-        show two identical names; "<title> (branch N)" tells them apart, N
-        counting the parent's forks this app knows of, this one included. The
+        N counts the parent's forks this app knows of, this one included. The
         fork writes it into the child as it publishes it; ``None`` (a parent
         with no title yet) keeps the inherited one.
         """
-        parent_title = self.title(request.source_session_id)
-        if not parent_title:
-            return None
         siblings = [m for m in self.index.children(request.source_session_id) if m.kind == "fork"]
-        return fill(_("{title} (branch {n})"), {"title": parent_title, "n": len(siblings) + 1})
+        return branch_name(self.title(request.source_session_id), len(siblings))
 
     async def open_child(self, child_id: str) -> None:
         """The coordinator's opener: index a new branch, open it, ask the window for a tab.

@@ -50,6 +50,7 @@ from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.manifest import given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
+from branchwise.desktop.host.host import branch_name
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
     PAGE_SIZE,
@@ -184,6 +185,7 @@ class RemoteEntry:
         parent_id: the conversation it was branched from (on the same server).
         created_at: creation time (Unix seconds), for ordering.
         running: a turn runs in it now.
+        kind: ``root``, ``fork`` or ``child`` ("" from a server that does not say).
     """
 
     session_id: str
@@ -191,6 +193,7 @@ class RemoteEntry:
     parent_id: str | None
     created_at: float
     running: bool
+    kind: str = ""
 
 
 def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
@@ -208,6 +211,7 @@ def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
                 parent_id if isinstance(parent_id, str) else None,
                 float(created) if isinstance(created, int | float) else 0.0,
                 item.get("running") is True,
+                str(item.get("kind") or ""),
             )
         )
     return found
@@ -460,7 +464,9 @@ class RemoteServer:
         self.backend = RemoteForkBackend(self.remote)
         journal = Path(root) / JOURNALS_DIR / connection.slug
         journal.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.coordinator = ForkCoordinator(journal, self.backend, notices, self._open_child)
+        self.coordinator = ForkCoordinator(
+            journal, self.backend, notices, self._open_child, namer=self.branch_title
+        )
         self.state = ConnectionState.CONNECTING
         self.supported = True
         self.capabilities: frozenset[str] = frozenset()
@@ -689,6 +695,12 @@ class RemoteServer:
         if outcome.reason == "remote_unavailable":
             await self.lost()
         return outcome.child_session_id if outcome.opened else None
+
+    def branch_title(self, request: ForkRequest) -> str | None:
+        """ "<title> (branch N)", as a local branch is named (the server writes it, if it can)."""
+        source = request.source_session_id
+        forks = [e for e in self.entries if e.parent_id == source and e.kind == "fork"]
+        return branch_name(self.title(source), len(forks))
 
     async def _open_child(self, child_id: str) -> None:
         """The coordinator's opener: list the new branch, then open its tab (raises if not)."""

@@ -63,7 +63,7 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 12
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 13
 
 
 ROUTES = [
@@ -212,6 +212,16 @@ def test_bad_input_is_refused_typed_and_changes_nothing(root: Path, served: Serv
         ("POST", "/fork-session", b"x" * (10 * 1024 * 1024), 413, "body_too_large"),
         ("POST", "/fork-session", orjson.dumps({**fork_ok, "turnId": 3}), 400, "invalid_request"),
         ("POST", "/fork-session", orjson.dumps({"turnId": "t"}), 400, "invalid_request"),
+        ("POST", "/fork-session", orjson.dumps({**fork_ok, "title": 5}), 400, "invalid_request"),
+        ("POST", "/fork-session", orjson.dumps({**fork_ok, "title": " "}), 400, "invalid_request"),
+        (
+            "POST",
+            "/fork-session",
+            orjson.dumps({**fork_ok, "title": "t" * 1001}),
+            400,
+            "invalid_request",
+        ),
+        ("POST", "/fork-session", orjson.dumps({**fork_ok, "name": "x"}), 400, "invalid_request"),
         ("POST", "/sessions/..%2F..%2Fetc/turns", b'{"text": "hi"}', 400, "invalid_session_id"),
         ("POST", "/sessions/..%2F..%2Fetc/stop", b"", 400, "invalid_session_id"),
         ("GET", "/sessions/..%2F..%2Fetc", b"", 400, "invalid_session_id"),
@@ -390,3 +400,31 @@ def test_a_running_turn_keeps_its_conversation_from_rename_and_trash(
         assert (trashed.status_code, trashed.json()["error"]["code"]) == (409, "turn_running")
         client.post(f"/sessions/{sid}/stop")
     assert SessionStore(root).manifest(sid).title == "remote"
+
+
+def test_a_fork_may_name_its_child(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    with _client(served) as client:
+        target = client.get(
+            f"/sessions/{sid}/fork-targets", headers={"X-Expected-Session": sid}
+        ).json()["targets"][0]
+        body = {
+            "sourceSessionId": sid,
+            "turnId": target["turnId"],
+            "boundarySequence": target["boundarySequence"],
+            "expectedGeneration": 1,
+        }
+        named = client.post(
+            "/fork-session", json={**body, "operationId": "op-named", "title": "remote (branch 1)"}
+        ).json()
+        plain = client.post("/fork-session", json={**body, "operationId": "op-plain"}).json()
+        # A retry under the same operation id gets the same child, named as it was.
+        again = client.post(
+            "/fork-session", json={**body, "operationId": "op-named", "title": "something else"}
+        ).json()
+    store = SessionStore(root)
+    assert store.manifest(named["childSessionId"]).title == "remote (branch 1)"
+    assert store.read(named["childSessionId"]).projection.title == "remote (branch 1)"
+    assert store.manifest(plain["childSessionId"]).title == "remote"
+    assert again == {"childSessionId": named["childSessionId"], "created": False}
+    assert store.manifest(named["childSessionId"]).title == "remote (branch 1)"
