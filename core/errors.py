@@ -684,6 +684,43 @@ class ExportNotWritten(BranchwiseError):
     http_status = 500
 
 
+# -- Import ----------------------------------------------------------------------------------------
+
+
+class ImportNotFound(BranchwiseError):
+    """The file or folder to import does not exist or cannot be read."""
+
+    code = "import_not_found"
+    definitive = True
+    http_status = 404
+
+
+class UnknownImportFormat(BranchwiseError):
+    """No importer recognises the path, or ``--format`` names none (``formats`` lists them)."""
+
+    code = "unknown_import_format"
+    definitive = True
+
+
+class MalformedImport(BranchwiseError):
+    """The export cannot be read as its format: malformed JSON, not UTF-8, absurdly deep, or the
+    wrong shape. Raised before anything is imported; later damage is a warning instead, and the
+    conversations read before it stay imported whole.
+    """
+
+    code = "malformed_import"
+    definitive = True
+
+
+class UnsafeArchive(BranchwiseError):
+    """An export archive that is refused unread: a zip bomb (size or ratio over the limit), a
+    member path leaving the archive, or no ``conversations.json`` in it.
+    """
+
+    code = "unsafe_archive"
+    definitive = True
+
+
 # -- Starting the desktop app ----------------------------------------------------------------------
 
 

@@ -19,7 +19,11 @@ What is indexed, and how it stays current:
   shown in the session asked for (``session_id=``), else in the most recently
   created session containing it; the others are its ``also_in``.
 * A streaming answer is committed as growing partial texts of one message
-  id: the row is updated in place with the latest text.
+  id: the row is updated in place with the latest text. In format 2 a
+  partial commit holds only the new text (``message/assistant-delta``): the
+  row holds the concatenation, continuing from the text indexed before when a
+  catch-up starts inside that answer's turn, so an answer cut by a crash is
+  found by words that only its deltas hold.
 * Per session the index remembers the next commit and seq, the byte offset
   past the last indexed frame, the manifest's ``generation`` and the log
   file's inode. :meth:`SearchIndex.catch_up` reads only the bytes after that
@@ -130,6 +134,7 @@ RANKED_CANDIDATES = 2000
 _T = TypeVar("_T")
 _USER = EventType.MESSAGE_USER.value
 _ASSISTANT = EventType.MESSAGE_ASSISTANT.value
+_DELTA = EventType.MESSAGE_ASSISTANT_DELTA.value
 _TITLE_EVENTS = (EventType.SESSION_CREATED.value, EventType.SESSION_TITLE.value)
 _TURN_START = EventType.TURN_START.value
 _TURN_END = EventType.TURN_END.value
@@ -654,6 +659,7 @@ def _index_frames(
     # sessions reusing an id (an import, a test) stay two messages.
     lineage = f"{manifest.root_session_id or session_id}/"
     latest: dict[str, tuple[str, str, str | None, str]] = {}  # key -> id, role, turn, text
+    growing: dict[str, list[str]] = {}  # key -> a streaming answer's text, in pieces
     merges: list[tuple[str, int, str, float]] = []
     frames = 0
     for frame in iter_frames(tail, start=0, first_commit=commit, first_seq=seq):
@@ -669,6 +675,23 @@ def _index_frames(
                     known = latest.get(key)
                     turn = known[2] if known is not None else open_turn
                     latest[key] = (message_id, role, turn, content)
+                    growing.pop(key, None)
+            elif kind == _DELTA:
+                message_id, delta = event.get("messageId"), event.get("delta")
+                if isinstance(message_id, str) and isinstance(delta, str):
+                    key = lineage + message_id
+                    pieces = growing.get(key)
+                    if pieces is None:
+                        known = latest.get(key)
+                        if known is not None:
+                            base = known[3]
+                        elif open_turn is not None and open_turn == position.open_turn:
+                            base = _indexed_text(conn, key)  # the answer's text indexed so far
+                        else:
+                            base = ""  # its earlier text, if any, is in this tail
+                        pieces = growing[key] = [base]
+                        latest[key] = (message_id, "assistant", open_turn, "")
+                    pieces.append(delta)
             elif kind == _TURN_START:
                 open_turn = event.get("turnId")
             elif kind == _TURN_END:
@@ -686,6 +709,9 @@ def _index_frames(
                     merges.append((session_id, number, child, when))
     if frames == 0 and position.log_offset != 0:
         return 0  # nothing new but a growing (or torn) last frame
+    for key, pieces in growing.items():
+        message_id, role, turn, _ = latest[key]
+        latest[key] = (message_id, role, turn, "".join(pieces))
     if latest:
         conn.executemany(
             "INSERT INTO messages(key, message_id, role, turn_id, content) VALUES (?, ?, ?, ?, ?) "
@@ -722,6 +748,12 @@ def _index_frames(
         ),
     )
     return frames
+
+
+def _indexed_text(conn: sqlite3.Connection, key: str) -> str:
+    """The text indexed for a message so far ("" if none)."""
+    row = conn.execute("SELECT content FROM messages WHERE key = ?", (key,)).fetchone()
+    return str(row[0]) if row is not None else ""
 
 
 def _legacy_messages(

@@ -23,6 +23,7 @@ from branchwise.core.cli import (
     doctor,
     export,
     forking,
+    importing,
     merge,
     models,
     remote,
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.register_top(top)
     doctor.register_top(top)
     search.register_top(top)
+    importing.register_top(top)
     return parser
 
 

@@ -22,7 +22,7 @@ import bisect
 import contextlib
 import errno
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,13 +35,16 @@ from branchwise.core.log.sidecars import (
     HOLDS_CHECKPOINT,
     SEALS_SEGMENT,
     SIDECAR_SUFFIXES,
+    entries_for,
     find_record,
     frame_crc,
     read_blob_entries,
     read_index,
     write_sidecars,
 )
+from branchwise.core.log.snapshots import SNAPSHOT_FILE, inheritable_snapshot
 from branchwise.core.projection.events import EventType
+from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import (
     copy_durably,
     fsync_dir,
@@ -281,11 +284,19 @@ def publish_seeded_child(
     plan: ForkPlan,
     own_events: list[dict[str, Any]],
     source_blobs: Path,
+    *,
+    later_commits: Sequence[list[dict[str, Any]]] = (),
+    tracker: TurnTracker | None = None,
 ) -> Manifest:
     """Build the child in a temporary folder and publish it with one rename.
 
     ``own_events`` (stamped from ``plan.boundary + 1``) are the child's first
     own commit. Returns the manifest written (with its seed list).
+
+    ``later_commits`` (stamped on from there) follow it in the same own
+    segment: an imported branch is published whole, its turns included.
+    ``tracker``, holding the inherited turns, lets the segment's turn index
+    list those turns, so the branch's own turns fork by the index too.
 
     Raises:
         SessionExists: a session with this id was published first.
@@ -311,6 +322,13 @@ def publish_seeded_child(
                     source.last_crc,
                 )
             )
+        if seeds:  # a cache: the source's projection snapshot, if it covers only seeds
+            snapshot = inheritable_snapshot(
+                plan.seeds[0].path.parent, sum(s.end for s in plan.seeds), len(plan.seeds)
+            )
+            if snapshot is not None:
+                with contextlib.suppress(OSError):
+                    os.link(snapshot, log_dir / SNAPSHOT_FILE, follow_symlinks=False)
         if seeds:  # the bound must be durable before the manifest names it
             fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
             try:
@@ -318,8 +336,20 @@ def publish_seeded_child(
             finally:
                 os.close(fd)
         own = log_dir / segment_name(plan.end_commit + 1, plan.boundary + 1)
-        write_durably(own, encode_frame(plan.end_commit + 1, own_events))
-        write_sidecars(own, [], durable=False)
+        data = bytearray()
+        entries = []
+        for commit, events in enumerate([own_events, *later_commits], start=plan.end_commit + 1):
+            offset = len(data)
+            data += encode_frame(commit, events)
+            if tracker is not None:
+                tracker.apply(events)
+                found = entries_for(
+                    commit, events, offset, len(data), frame_crc(data, offset), tracker
+                )
+                if found:
+                    entries.append((found, commit))
+        write_durably(own, data)
+        write_sidecars(own, entries, durable=False)
         fsync_dir(log_dir)
         if plan.blobs is None:
             names: Iterable[str] = _all_blobs(source_blobs)

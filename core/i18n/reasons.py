@@ -146,6 +146,17 @@ REASONS: Mapping[str, str] = {
     "conversation_exported": N_("Exported {title} to {path}."),
     "output_exists": N_("A file with this name already exists; it was left unchanged."),
     "export_failed": N_("The export could not be written there. Check the folder and try again."),
+    "import_not_found": N_("The file or folder to import does not exist or cannot be read."),
+    "unknown_import_format": N_(
+        "This is not an export Branchwise can import (ChatGPT, Claude Code, Open WebUI, LibreChat)."
+    ),
+    "malformed_import": N_(
+        "The export is damaged or not in the expected format; nothing more was imported from it."
+    ),
+    "unsafe_archive": N_(
+        "The archive was refused unread: it is too large when unpacked, names paths outside "
+        "itself, or holds no conversations.json."
+    ),
     "invalid_manifest": N_("This conversation's description file is damaged."),
     "manifest_mismatch": N_(
         "A folder holds a copy of another conversation's description file (a backup?). "

@@ -1,0 +1,66 @@
+"""``branchwise import PATH [--format NAME]``: bring another app's conversations in.
+
+Progress goes to stderr (a line at most every half second, and a last one);
+the last line on stdout is the report: ``{"conversations": [...], "skipped":
+[...], "warnings": [...]}`` (:meth:`~branchwise.core.importing.run.ImportReport.to_json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.importing.formats import IMPORTERS
+from branchwise.core.importing.run import ImportProgress, import_path
+from branchwise.core.store.store import SessionStore
+
+_PROGRESS_EVERY = 0.5
+
+
+def register_top(top: argparse._SubParsersAction) -> None:
+    """Add ``import PATH [--format NAME]``."""
+    command = top.add_parser(
+        "import", help="import conversations from ChatGPT, Claude Code, Open WebUI or LibreChat"
+    )
+    command.add_argument("path", type=Path, help="an export file, a ChatGPT .zip, or a folder")
+    command.add_argument(
+        "--format", choices=sorted(IMPORTERS), help="the export's format (detected when omitted)"
+    )
+    command.set_defaults(func=cmd_import)
+
+
+class _StderrProgress:
+    """Prints progress to stderr, at most every half second."""
+
+    def __init__(self) -> None:
+        self._last = 0.0
+
+    def __call__(self, progress: ImportProgress) -> None:
+        now = time.monotonic()
+        if now - self._last < _PROGRESS_EVERY:
+            return
+        self._last = now
+        total = progress.total_bytes
+        share = f" ({100 * progress.read_bytes // total}%)" if total else ""
+        print(
+            f"import: {progress.conversations} conversations, "
+            f"{progress.read_bytes / 1e6:.1f} of {progress.total_bytes / 1e6:.1f} MB read{share}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
+def cmd_import(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """Import ``args.path``; the report is the command's JSON."""
+    progress = _StderrProgress()
+    report = import_path(store, args.path, format=args.format, on_progress=progress)
+    print(
+        f"import: done, {report.created} new of {len(report.conversations)} conversations, "
+        f"{len(report.skipped)} skipped, {len(report.warnings)} warnings",
+        file=sys.stderr,
+        flush=True,
+    )
+    return report.to_json()

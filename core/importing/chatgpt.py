@@ -1,0 +1,361 @@
+"""The ChatGPT data export: ``conversations.json``, alone or inside the export ``.zip``.
+
+The file is one JSON array of conversations, each a ``mapping`` of node id to
+``{id, message|null, parent, children}`` with ``current_node``, ``title`` and
+``create_time``. Real exports are 100–600 MB, so the array is streamed with
+ijson's C backend (yajl2_c), one conversation at a time: the file is never
+held, and only the conversation being converted is in memory.
+
+What is visible (rule 1): user messages; assistant messages addressed to
+``all``; an assistant message addressed to anything else (``python``,
+``browser``, ``dalle.text2im``…) is a tool call and the ``tool`` message
+below it its result. Hidden: ``message: null``, the system role,
+``metadata.is_visually_hidden_from_conversation``, and the content types
+``user_editable_context``, ``model_editable_context``, ``thoughts`` and
+``reasoning_recap``; a user or assistant message with no text is hidden too
+(nothing to show). Image and other file parts of ``multimodal_text`` become a
+short placeholder (the export's files are not brought in).
+
+Bad input never crashes the reader: a conversation without a mapping is a
+:class:`SourceSkip`; damage after the first conversation (malformed JSON, a
+non-UTF-8 byte, nesting deeper than :data:`MAX_DEPTH`) ends the stream with a
+:class:`SourceWarning`, the conversations read before it stay; damage before
+it is a typed :class:`~branchwise.core.errors.MalformedImport`. A zip is read
+only for its ``conversations.json`` member, after checking its size and
+compression ratio against zip bombs and its name against path escapes.
+
+Nesting is guarded before ijson sees the bytes: ijson keeps a path string per
+level, so a few megabytes of ``[[[[…`` would cost gigabytes. The guard drops
+strings with one regular expression per megabyte and counts the brackets left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import itertools
+import os
+import re
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+import ijson
+
+from branchwise.core.errors import ImportNotFound, MalformedImport, UnsafeArchive
+from branchwise.core.importing.source import (
+    ItemKind,
+    Progress,
+    SourceItem,
+    SourceRecord,
+    SourceSkip,
+    SourceTree,
+    SourceWarning,
+)
+
+FORMAT = "chatgpt"
+MEMBER = "conversations.json"
+MAX_DEPTH = 256
+"""Deepest JSON nesting accepted; a real export nests about a dozen levels."""
+MAX_UNPACKED = 16 * 2**30
+"""Largest ``conversations.json`` a zip may unpack to (real exports are under 1 GiB)."""
+MAX_RATIO = 200
+"""Largest compression ratio accepted for the member (JSON deflates 5–20×; bombs 1000×)."""
+CHUNK = 1 << 20
+
+_HIDDEN_TYPES = frozenset(
+    {"user_editable_context", "model_editable_context", "thoughts", "reasoning_recap"}
+)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_DEPTH_STEP = [0] * 256
+for _open in b"[{":
+    _DEPTH_STEP[_open] = 1
+for _close in b"]}":
+    _DEPTH_STEP[_close] = -1
+
+
+class _TooDeep(Exception):
+    """Raised from inside ijson's read when the nesting passes :data:`MAX_DEPTH`."""
+
+
+class _NotAnArray(Exception):
+    """The file does not start with ``[``: not a ChatGPT export."""
+
+
+class _GuardedStream:
+    """A binary reader that counts bytes and refuses absurd nesting before ijson parses it."""
+
+    def __init__(self, raw: IO[bytes], limit: int | None = None) -> None:
+        self._raw = raw
+        self._limit = limit
+        self.read_bytes = 0
+        self._depth = 0
+        self._carry = b""  # an unterminated string from the previous chunk
+        self._started = False
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:
+            return b""  # ijson's probe for bytes or text
+        chunk = self._raw.read(CHUNK if size is None or size < 0 else max(size, CHUNK))
+        if not self._started and chunk:
+            chunk = chunk.removeprefix(b"\xef\xbb\xbf")  # a BOM some editors add
+            head = chunk.lstrip()
+            if head:
+                self._started = True
+                if head[:1] != b"[":
+                    raise _NotAnArray
+        self.read_bytes += len(chunk)
+        if self._limit is not None and self.read_bytes > self._limit:
+            raise _TooDeep  # unpacks to more than the archive declared
+        self._check_depth(chunk)
+        return chunk
+
+    def _check_depth(self, chunk: bytes) -> None:
+        text = _STRING.sub(b"", self._carry + chunk)
+        quote = text.find(b'"')
+        if quote >= 0:  # the rest is one string that goes on in the next chunk
+            self._carry = text[quote:]
+            text = text[:quote]
+        else:
+            self._carry = b""
+        brackets = text.translate(None, _NOT_BRACKETS)
+        if not brackets:
+            return
+        depths = itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets), initial=self._depth)
+        if max(depths) > MAX_DEPTH:
+            raise _TooDeep
+        self._depth += sum(map(_DEPTH_STEP.__getitem__, brackets))
+
+
+@contextlib.contextmanager
+def _export_stream(path: Path) -> Iterator[tuple[_GuardedStream, int]]:
+    """The ``conversations.json`` bytes of ``path`` (a file or an export zip) and their size."""
+    try:
+        is_zip = zipfile.is_zipfile(path)
+    except OSError as exc:
+        raise ImportNotFound(f"{path} cannot be read: {exc.strerror or exc}") from exc
+    if not is_zip:
+        try:
+            handle = open(path, "rb")  # noqa: SIM115 - closed below, after the generator ends
+        except OSError as exc:
+            raise ImportNotFound(f"{path} cannot be read: {exc.strerror or exc}") from exc
+        with handle:
+            yield _GuardedStream(handle), os.fstat(handle.fileno()).st_size
+        return
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise MalformedImport(f"{path} is not a readable zip archive: {exc}") from exc
+    with archive:
+        member = _conversations_member(archive, path)
+        with archive.open(member) as raw:
+            yield _GuardedStream(raw, member.file_size), member.file_size
+
+
+def _conversations_member(archive: zipfile.ZipFile, path: Path) -> zipfile.ZipInfo:
+    """The archive's ``conversations.json``, checked against path escapes and zip bombs."""
+    found = [
+        info
+        for info in archive.infolist()
+        if not info.is_dir() and PurePosixPath(info.filename).name == MEMBER
+    ]
+    if not found:
+        raise UnsafeArchive(f"{path} holds no {MEMBER}", path=str(path))
+    member = min(found, key=lambda info: info.filename.count("/"))
+    name = PurePosixPath(member.filename.replace("\\", "/"))
+    if name.is_absolute() or ".." in name.parts or ":" in member.filename:
+        raise UnsafeArchive(f"{path} names a path outside the archive", member=member.filename)
+    if member.file_size > MAX_UNPACKED:
+        raise UnsafeArchive(f"{MEMBER} in {path} unpacks to more than {MAX_UNPACKED} bytes")
+    if member.file_size > MAX_RATIO * max(member.compress_size, 1) + CHUNK:
+        raise UnsafeArchive(f"{MEMBER} in {path} is compressed more than {MAX_RATIO}:1")
+    return member
+
+
+def sniff(path: Path) -> bool:
+    """Whether ``path`` looks like a ChatGPT export: a zip with ``conversations.json``, or a
+    JSON array whose first conversation has a ``mapping``."""
+    try:
+        if path.is_dir():
+            return False
+        if zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:
+                return any(PurePosixPath(name).name == MEMBER for name in archive.namelist())
+        with open(path, "rb") as handle:
+            head = handle.read(1 << 16)
+    except (OSError, zipfile.BadZipFile):
+        return False
+    head = head.removeprefix(b"\xef\xbb\xbf").lstrip()
+    return head[:1] == b"[" and b'"mapping"' in head
+
+
+def read(path: Path) -> Iterator[SourceRecord]:
+    """Stream the conversations of a ChatGPT export (see the module docstring).
+
+    Raises:
+        ImportNotFound: the path cannot be read.
+        MalformedImport: the file is not a JSON array, or is damaged before
+            its first conversation.
+        UnsafeArchive: a zip bomb, a path escape, or no ``conversations.json``.
+    """
+    path = Path(path)
+    with _export_stream(path) as (stream, total):
+        index = 0
+        try:
+            for raw in ijson.items(stream, "item", use_float=True, buf_size=CHUNK):
+                index += 1
+                yield _conversation(raw, index, f"{path}#{index}")
+                yield Progress(stream.read_bytes, total)
+        except (_NotAnArray, _TooDeep, ijson.JSONError, UnicodeDecodeError) as exc:
+            why = _damage(exc)
+            if index == 0:
+                raise MalformedImport(f"{path} cannot be read as a ChatGPT export: {why}") from exc
+            yield SourceWarning(
+                f"{path}: {why} after conversation {index}; the rest of the file was not imported"
+            )
+        yield Progress(total, total)
+
+
+def _damage(exc: Exception) -> str:
+    if isinstance(exc, _NotAnArray):
+        return "it is not a JSON array of conversations"
+    if isinstance(exc, _TooDeep):
+        return f"nesting deeper than {MAX_DEPTH} levels, or more bytes than the archive declared"
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    return f"malformed JSON ({text})"
+
+
+def _conversation(raw: Any, index: int, location: str) -> SourceTree | SourceSkip:
+    """One conversation object as a :class:`SourceTree` (or why it is skipped)."""
+    if not isinstance(raw, dict):
+        return SourceSkip(location, "not a conversation object")
+    mapping = raw.get("mapping")
+    if not isinstance(mapping, dict) or not mapping:
+        return SourceSkip(location, "the conversation has no message tree (mapping)")
+    conversation_id = raw.get("conversation_id") or raw.get("id")
+    if not isinstance(conversation_id, str) or not conversation_id:
+        return SourceSkip(location, "the conversation has no id")
+    title = raw.get("title")
+    current = raw.get("current_node")
+    items: list[SourceItem] = []
+    calls: set[str] = set()
+    for key, node in mapping.items():
+        if not isinstance(node, dict):
+            continue
+        node_id = node.get("id")
+        node_id = node_id if isinstance(node_id, str) and node_id else str(key)
+        parent = node.get("parent")
+        item = _item(node_id, parent if isinstance(parent, str) else None, node.get("message"))
+        if item.kind == "tool_call":
+            calls.add(node_id)
+        items.append(item)
+    # A tool message answers the call it hangs under (ChatGPT has no call ids of its own).
+    paired = tuple(
+        _with_call(item) if item.kind == "tool_result" and item.parent in calls else item
+        for item in items
+    )
+    return SourceTree(
+        format=FORMAT,
+        id=conversation_id,
+        title=title if isinstance(title, str) else "",
+        created=_time(raw.get("create_time")),
+        items=paired,
+        current=current if isinstance(current, str) else None,
+        location=location,
+    )
+
+
+def _with_call(item: SourceItem) -> SourceItem:
+    return dataclasses.replace(item, call_id=item.parent)
+
+
+def _time(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool) and value == value:
+        return float(value)
+    return None
+
+
+def _item(node_id: str, parent: str | None, message: object) -> SourceItem:
+    """One mapping node: its kind (``None`` when hidden) and what it shows."""
+    hidden = SourceItem(node_id, parent, None)
+    if not isinstance(message, dict):
+        return hidden
+    author = message.get("author")
+    role = author.get("role") if isinstance(author, dict) else None
+    content = message.get("content")
+    content = content if isinstance(content, dict) else {}
+    metadata = message.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    content_type = content.get("content_type")
+    if (
+        role not in ("user", "assistant", "tool")
+        or content_type in _HIDDEN_TYPES
+        or metadata.get("is_visually_hidden_from_conversation")
+    ):
+        return hidden
+    text = _text(content)
+    time = _time(message.get("create_time"))
+    recipient = message.get("recipient")
+    if role == "tool":
+        name = author.get("name") if isinstance(author, dict) else None
+        return SourceItem(
+            node_id,
+            parent,
+            "tool_result",
+            text,
+            time,
+            tool_name=name if isinstance(name, str) else None,
+        )
+    if role == "assistant" and isinstance(recipient, str) and recipient != "all":
+        return SourceItem(
+            node_id,
+            parent,
+            "tool_call",
+            text,
+            time,
+            call_id=node_id,
+            tool_name=recipient,
+            arguments=text,
+        )
+    if not text.strip():
+        return hidden
+    kind: ItemKind = "user" if role == "user" else "assistant"
+    model = metadata.get("model_slug")
+    return SourceItem(
+        node_id,
+        parent,
+        kind,
+        text,
+        time,
+        model=model if isinstance(model, str) and kind == "assistant" else None,
+    )
+
+
+def _text(content: dict[str, Any]) -> str:
+    """The visible text of one message's content, whatever its type."""
+    parts = content.get("parts")
+    if isinstance(parts, list):
+        return "\n".join(filter(None, map(_part_text, parts)))
+    for field in ("text", "result", "summary"):
+        value = content.get(field)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def _part_text(part: object) -> str:
+    if isinstance(part, str):
+        return part
+    if not isinstance(part, dict):
+        return ""
+    text = part.get("text")
+    if isinstance(text, str):
+        return text
+    kind = part.get("content_type")
+    if isinstance(kind, str) and "image" in kind:
+        return "[image]"
+    if isinstance(kind, str) and "audio" in kind:
+        return "[audio]"
+    return "[attachment]"

@@ -1,0 +1,479 @@
+"""Writing a planned import as real sessions, each published whole, exactly once.
+
+Every planned conversation becomes a session of real turns (``turn/start``,
+``message/user``, ``tool/call``/``tool/result``, ``message/assistant`` with its
+model, ``turn/end completed``), one commit per turn, so every imported turn
+can be branched again. Timestamps come from the source (an item without a
+time takes the one before it); titles are kept.
+
+Each conversation is published like a fork, with one rename, so a crash or a
+cancel leaves whole conversations only:
+
+* a root or child is built in a temporary folder as one segment with its
+  turn index and published by :func:`~branchwise.core.store.publish.building_session`;
+* a fork is a real fork (:func:`~branchwise.core.fork.seeding.publish_seeded_child`):
+  the parent's segments are linked as seeds bounded at the fork turn, then
+  ``session/fork`` (with the edit/regenerate origin) and the fork's own turns
+  follow in its own segment; a fork at the start inherits nothing;
+* a child carries the same ``session/child`` link event as its parent's
+  spawning turn (the parent holds it in that turn's commit).
+
+Re-importing creates nothing new, cheaply: a conversation's session id, and
+the turn and message ids inside it, are derived from its source identity
+(format, conversation id, the main leaf that fixes the tree's version, the
+branch's own leaf), so "already imported" is one ``exists`` check and needs no
+index to keep or rebuild, and a re-import after a crash finishes exactly the
+conversations that were not published. A later export of a conversation that
+went on has another main leaf and imports as a new tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from branchwise.core.errors import SessionExists, StaleSource
+from branchwise.core.fork.seeding import (
+    ForkPlan,
+    plan_from_index,
+    plan_from_log,
+    publish_seeded_child,
+)
+from branchwise.core.importing.plan import ImportPlan, PlannedConversation, PlannedTurn
+from branchwise.core.log.frames import encode_frame
+from branchwise.core.log.segments import scan_session_log, segment_name
+from branchwise.core.log.sidecars import entries_for, frame_crc, write_sidecars
+from branchwise.core.projection.events import EventType, validate_event
+from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.atomic import write_durably
+from branchwise.core.store.manifest import (
+    SEGMENTED,
+    BranchOrigin,
+    Manifest,
+    ParentLink,
+    load_manifest,
+    save_manifest,
+)
+from branchwise.core.store.publish import building_session
+from branchwise.core.store.store import SessionStore
+
+Event = dict[str, Any]
+UNKNOWN_MODEL = "unknown"
+"""The ``model`` of an imported answer whose source does not name one."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedConversation:
+    """One conversation of the report: the session it is and where it came from.
+
+    Attributes:
+        session_id: the Branchwise session.
+        title: its title.
+        kind: ``root``, ``fork`` or ``child``.
+        parent_session_id: the fork's or child's parent, ``None`` for a root.
+        fork_turn_id: the parent's turn a fork starts after (or a child was
+            spawned from); ``None`` for a root and a fork at the start.
+        source_format: the source's format.
+        source_id: the source's id of this conversation (see
+            :attr:`~branchwise.core.importing.plan.PlannedConversation.source_id`).
+        created: false when an earlier import had already published it.
+    """
+
+    session_id: str
+    title: str
+    kind: str
+    parent_session_id: str | None
+    fork_turn_id: str | None
+    source_format: str
+    source_id: str
+    created: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's shape of one imported conversation."""
+        return {
+            "sessionId": self.session_id,
+            "title": self.title,
+            "kind": self.kind,
+            "parentSessionId": self.parent_session_id,
+            "forkTurnId": self.fork_turn_id,
+            "source": {"format": self.source_format, "id": self.source_id},
+            "created": self.created,
+        }
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def imported_session_id(format: str, tree_id: str, main_leaf: str, source_id: str) -> str:
+    """The session id of one imported conversation (UUID-shaped, derived, never random)."""
+    d = _digest("branchwise-import", format, tree_id, main_leaf, source_id)
+    return f"{d[:8]}-{d[8:12]}-{d[12:16]}-{d[16:20]}-{d[20:32]}"
+
+
+@dataclass(slots=True)
+class _Written:
+    """A conversation's log as written (or as an earlier import wrote it): its commits and turns."""
+
+    session_id: str
+    root_session_id: str
+    commits: list[list[Event]]
+    turn_ids: list[str] = field(default_factory=list)
+    boundaries: list[int] = field(default_factory=list)
+
+
+class _Stamper:
+    """Numbers events densely and gives each a timestamp (source time, else the one before)."""
+
+    def __init__(self, first_seq: int, ts: float) -> None:
+        self.seq = first_seq
+        self.ts = ts
+
+    def stamp(self, event: Event, when: float | None = None) -> Event:
+        if when is not None:
+            self.ts = when
+        stamped = {"seq": self.seq, "ts": self.ts, **validate_event(event)}
+        self.seq += 1
+        return stamped
+
+
+def _turn_id(session_id: str, turn: PlannedTurn) -> str:
+    return f"turn_{_digest(session_id, 'turn', turn.items[0].id)[:32]}"
+
+
+def _turn_commit(
+    turn: PlannedTurn,
+    turn_id: str,
+    session_id: str,
+    stamper: _Stamper,
+    links: list[Event],
+) -> list[Event]:
+    """One turn as one commit: start, messages and tools in order, links, end (completed)."""
+    first = turn.items[0]
+    events = [stamper.stamp({"type": EventType.TURN_START.value, "turnId": turn_id}, first.time)]
+    open_calls: dict[str, str] = {}
+    for item in turn.items:
+        message_id = f"msg_{_digest(session_id, 'msg', item.id)[:32]}"
+        if item.kind == "user":
+            event: Event = {
+                "type": EventType.MESSAGE_USER.value,
+                "messageId": message_id,
+                "content": item.text,
+            }
+        elif item.kind == "assistant":
+            event = {
+                "type": EventType.MESSAGE_ASSISTANT.value,
+                "messageId": message_id,
+                "content": item.text,
+                "model": item.model or UNKNOWN_MODEL,
+            }
+        elif item.kind == "tool_call":
+            call_id = item.call_id or item.id
+            open_calls[call_id] = item.tool_name or "tool"
+            event = {
+                "type": EventType.TOOL_CALL.value,
+                "callId": call_id,
+                "name": item.tool_name or "tool",
+                "args": item.arguments if item.arguments is not None else item.text,
+            }
+        else:
+            call_id = item.call_id or item.id
+            open_calls.pop(call_id, None)
+            event = {"type": EventType.TOOL_RESULT.value, "callId": call_id, "output": item.text}
+            if item.tool_name:
+                event["name"] = item.tool_name
+        events.append(stamper.stamp(event, item.time))
+    for call_id in open_calls:  # the export kept no result: close it so the turn can branch
+        events.append(
+            stamper.stamp({"type": EventType.TOOL_RESULT.value, "callId": call_id, "output": ""})
+        )
+    events += [stamper.stamp(dict(link)) for link in links]
+    events.append(
+        stamper.stamp({"type": EventType.TURN_END.value, "turnId": turn_id, "reason": "completed"})
+    )
+    return events
+
+
+def _link_event(parent: _Written, child_id: str, turn_id: str | None, call: str | None) -> Event:
+    spawned: dict[str, Any] = {"turnId": turn_id}
+    if call is not None:
+        spawned["toolCallId"] = call
+    return {
+        "type": EventType.SESSION_CHILD.value,
+        "parentSessionId": parent.session_id,
+        "childSessionId": child_id,
+        "rootSessionId": parent.root_session_id,
+        "spawnedFrom": spawned,
+    }
+
+
+class TreePublisher:
+    """Publishes the conversations of one :class:`ImportPlan`, in plan order (parents first)."""
+
+    def __init__(self, store: SessionStore, plan: ImportPlan) -> None:
+        self._store = store
+        self._plan = plan
+        main_leaf = plan.main_leaf or ""
+        self._ids = [
+            imported_session_id(plan.format, plan.tree_id, main_leaf, c.source_id)
+            for c in plan.conversations
+        ]
+        self._written: list[_Written] = []
+        # (parent index, parent turn index) -> the link events of children spawned there
+        self._links: dict[tuple[int, int], list[tuple[int, str | None]]] = {}
+        for index, conversation in enumerate(plan.conversations):
+            if conversation.kind == "child" and conversation.spawned_turn is not None:
+                key = (int(conversation.parent or 0), conversation.spawned_turn)
+                self._links.setdefault(key, []).append((index, conversation.spawned_call))
+
+    def publish(self) -> Iterator[ImportedConversation]:
+        """Publish each conversation not yet in the store; yield each as it is done."""
+        for index, conversation in enumerate(self._plan.conversations):
+            yield self._publish_one(index, conversation)
+
+    # -- one conversation ----------------------------------------------------------
+
+    def _publish_one(self, index: int, conversation: PlannedConversation) -> ImportedConversation:
+        session_id = self._ids[index]
+        parent = None if conversation.parent is None else self._written[conversation.parent]
+        created_at = conversation.created if conversation.created is not None else time.time()
+        if conversation.kind == "fork":
+            assert parent is not None
+            written, fork_turn = self._fork_log(index, conversation, parent, created_at)
+        else:
+            written, fork_turn = self._fresh_log(index, conversation, parent, created_at)
+        self._written.append(written)
+        created = False
+        if not self._store.exists(session_id):
+            try:
+                self._write(conversation, written, parent, fork_turn, created_at)
+                created = True
+            except SessionExists:
+                created = False
+        return ImportedConversation(
+            session_id=session_id,
+            title=conversation.title,
+            kind=conversation.kind,
+            parent_session_id=None if parent is None else parent.session_id,
+            fork_turn_id=fork_turn,
+            source_format=self._plan.format,
+            source_id=conversation.source_id,
+            created=created,
+        )
+
+    def _turns(
+        self,
+        index: int,
+        written: _Written,
+        turns: tuple[PlannedTurn, ...],
+        first_turn: int,
+        stamper: _Stamper,
+    ) -> None:
+        for offset, turn in enumerate(turns):
+            turn_id = _turn_id(written.session_id, turn)
+            links = [
+                _link_event(written, self._ids[child], turn_id, call)
+                for child, call in self._links.get((index, first_turn + offset), ())
+            ]
+            events = _turn_commit(turn, turn_id, written.session_id, stamper, links)
+            written.commits.append(events)
+            written.turn_ids.append(turn_id)
+            written.boundaries.append(events[-1]["seq"])
+
+    def _fresh_log(
+        self,
+        index: int,
+        conversation: PlannedConversation,
+        parent: _Written | None,
+        created_at: float,
+    ) -> tuple[_Written, str | None]:
+        """A root's or child's whole log: created, (the child link), then every turn."""
+        session_id = self._ids[index]
+        stamper = _Stamper(1, created_at)
+        created = {
+            "type": EventType.SESSION_CREATED.value,
+            "title": conversation.title,
+            "kind": conversation.kind,
+        }
+        commits = [[stamper.stamp(created)]]
+        spawn_turn: str | None = None
+        if parent is None:
+            written = _Written(session_id, session_id, commits)
+        else:
+            written = _Written(session_id, parent.root_session_id, commits)
+            if conversation.spawned_turn is not None:
+                spawn_turn = parent.turn_ids[conversation.spawned_turn]
+            link = _link_event(parent, session_id, spawn_turn, conversation.spawned_call)
+            commits.append([stamper.stamp(link)])
+        self._turns(index, written, conversation.turns, 0, stamper)
+        return written, spawn_turn
+
+    def _fork_log(
+        self,
+        index: int,
+        conversation: PlannedConversation,
+        parent: _Written,
+        created_at: float,
+    ) -> tuple[_Written, str | None]:
+        """A fork's log: the parent's commits through the fork turn, ``session/fork``, own turns."""
+        session_id = self._ids[index]
+        at = conversation.inherited
+        boundary = parent.boundaries[at - 1] if at else 0
+        fork_turn = parent.turn_ids[at - 1] if at else None
+        inherited = [c for c in parent.commits if c[-1]["seq"] <= boundary] if at else []
+        stamper = _Stamper(boundary + 1, created_at)
+        own: list[Event] = []
+        if not at:
+            own.append(
+                stamper.stamp(
+                    {
+                        "type": EventType.SESSION_CREATED.value,
+                        "title": conversation.title,
+                        "kind": "fork",
+                    }
+                )
+            )
+        fork_event: Event = {
+            "type": EventType.SESSION_FORK.value,
+            "parentSessionId": parent.session_id,
+            "parentGeneration": 1,
+            "turnId": fork_turn,
+            "boundarySequence": boundary,
+            "seedLength": boundary,
+            "operationId": _operation_id(session_id),
+        }
+        origin = self._origin(conversation, parent)
+        if origin is not None:
+            fork_event["origin"] = {"kind": origin.kind, "turnId": origin.turn_id}
+        own.append(stamper.stamp(fork_event))
+        if at:
+            own.append(
+                stamper.stamp({"type": EventType.SESSION_TITLE.value, "title": conversation.title})
+            )
+        written = _Written(
+            session_id,
+            parent.root_session_id,
+            [*inherited, own],
+            list(parent.turn_ids[:at]),
+            list(parent.boundaries[:at]),
+        )
+        self._turns(index, written, conversation.own_turns, at, stamper)
+        return written, fork_turn
+
+    def _origin(self, conversation: PlannedConversation, parent: _Written) -> BranchOrigin | None:
+        at = conversation.inherited
+        if conversation.origin is None or at >= len(parent.turn_ids):
+            return None
+        prompt = conversation.turns[at].prompt
+        return BranchOrigin(conversation.origin, parent.turn_ids[at], prompt.text if prompt else "")
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _write(
+        self,
+        conversation: PlannedConversation,
+        written: _Written,
+        parent: _Written | None,
+        fork_turn: str | None,
+        created_at: float,
+    ) -> None:
+        session_id = written.session_id
+        if conversation.kind != "fork":
+            link = None
+            if parent is not None:
+                link = ParentLink(parent.session_id, "child", turn_id=fork_turn)
+            manifest = Manifest(
+                session_id=session_id,
+                title=conversation.title,
+                kind=conversation.kind,
+                created_at=created_at,
+                parent=link,
+                root_session_id=written.root_session_id,
+                format=SEGMENTED,
+            )
+            _publish_whole(self._store, manifest, written.commits)
+            return
+        assert parent is not None
+        at = conversation.inherited
+        boundary = written.boundaries[at - 1] if at else 0
+        parent_dir = self._store.session_dir(parent.session_id)
+        parent_manifest = load_manifest(parent_dir)
+        plan = _seed_plan(parent_dir, parent_manifest, boundary, fork_turn)
+        origin = self._origin(conversation, parent)
+        manifest = Manifest(
+            session_id=session_id,
+            title=conversation.title,
+            kind="fork",
+            created_at=created_at,
+            parent=ParentLink(
+                parent.session_id, "fork", fork_turn, boundary, parent_manifest.generation, origin
+            ),
+            root_session_id=written.root_session_id,
+            seed_length=boundary,
+            created_by_operation=_operation_id(session_id),
+            format=SEGMENTED,
+        )
+        own_start = sum(1 for c in written.commits if c[-1]["seq"] <= boundary) if at else 0
+        own = written.commits[own_start:]
+        for event in own[0]:
+            if event["type"] == EventType.SESSION_FORK.value:
+                event["parentGeneration"] = parent_manifest.generation
+        tracker = TurnTracker()
+        for commit in written.commits[:own_start]:
+            tracker.apply(commit)
+        publish_seeded_child(
+            self._store,
+            manifest,
+            plan,
+            own[0],
+            parent_dir / "blobs",
+            later_commits=own[1:],
+            tracker=tracker,
+        )
+
+
+def _operation_id(session_id: str) -> str:
+    return f"import-{session_id}"
+
+
+def _seed_plan(parent_dir: Path, parent: Manifest, boundary: int, turn_id: str | None) -> ForkPlan:
+    """The fork's seeds: from the parent's turn index, else from one scan of its log."""
+    if turn_id is None:
+        return ForkPlan((), 0, 0, ())
+    plan = plan_from_index(parent_dir, parent, boundary, turn_id)
+    if plan is not None:
+        return plan
+    log = scan_session_log(parent_dir, parent)
+    for frame in log.scan.frames:
+        if frame.events and frame.events[-1]["seq"] == boundary:
+            return plan_from_log(log, frame, boundary)
+    raise StaleSource(  # the parent was rewritten since it was imported
+        f"session {parent.session_id} no longer ends turn {turn_id} at seq {boundary}",
+        sessionId=parent.session_id,
+        turnId=turn_id,
+    )
+
+
+def _publish_whole(store: SessionStore, manifest: Manifest, commits: list[list[Event]]) -> None:
+    """A root's or child's folder: one segment with its turn index, the manifest, one rename."""
+    tracker = TurnTracker()
+    data = bytearray()
+    entries = []
+    for number, events in enumerate(commits, start=1):
+        offset = len(data)
+        data += encode_frame(number, events)
+        tracker.apply(events)
+        found = entries_for(number, events, offset, len(data), frame_crc(data, offset), tracker)
+        if found:
+            entries.append((found, number))
+    with building_session(store, manifest.session_id) as tmp:
+        log_dir = tmp / manifest.log_dir
+        log_dir.mkdir(mode=0o700)
+        segment = log_dir / segment_name(1, 1)
+        write_durably(segment, data)
+        write_sidecars(segment, entries, durable=False)
+        save_manifest(tmp, manifest)  # fsyncs the folder: the segment's name is durable
