@@ -96,9 +96,15 @@ class NotTrashed(BranchwiseError):
 
 
 class LeaseHeld(BranchwiseError):
-    """Another writer (this or another process) holds the session's writer lease."""
+    """Another writer (this or another process) holds the session's writer lease.
+
+    Not definitive: the other writer finishes and lets go, so the same request
+    later succeeds. ``branchwise serve`` answers it 409 (a conflict with the
+    session's state, like ``turn_running``), never 400 (a bad request).
+    """
 
     code = "lease_held"
+    http_status = 409
 
 
 class AppAlreadyRunning(BranchwiseError):

@@ -97,6 +97,9 @@ REASONS: Mapping[str, str] = {
     "invalid_server_url": N_("The server address must be an http:// or https:// URL."),
     "server_disconnected": N_("Lost the connection to {server}. Reconnecting…"),
     "server_reconnected": N_("Connected to {server} again."),
+    "server_busy": N_(
+        "Another app is writing to this conversation on {server}. Try again in a moment."
+    ),
     # The command line.
     "invalid_argument": N_("A command-line argument is not valid."),
     # Search.
@@ -137,6 +140,7 @@ REASONS: Mapping[str, str] = {
     "not_trashed": N_("This conversation is not in the Trash."),
     # The Trash and export (desktop notices).
     "conversation_trashed": N_("Moved {title} to the Trash."),
+    "remote_conversation_trashed": N_("Moved {title} to the Trash on {server}."),
     "conversation_restored": N_("Restored {title} from the Trash."),
     "conversation_purged": N_("Deleted {title} for good."),
     "trash_emptied": N_("The Trash was emptied."),

@@ -17,6 +17,7 @@ import httpx
 import orjson
 
 from branchwise.core.errors import (
+    BranchwiseError,
     InvalidServerUrl,
     RemoteRefusal,
     RemoteUnavailable,
@@ -25,6 +26,7 @@ from branchwise.core.errors import (
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
+from branchwise.core.search import SearchHit, SearchResult
 
 TURN_READ_TIMEOUT = 300.0
 """Seconds a turn's stream may stay silent: a model server may think long before a token."""
@@ -109,10 +111,12 @@ class RemoteStore:
             raise RemoteUnavailable(f"{self.base_url} sent a malformed capabilities reply")
         return [c for c in caps if isinstance(c, str)]
 
-    async def require_fork_targets(self) -> None:
-        """Raise :class:`ServerUnsupported` unless the server can answer fork targets."""
-        if CAP_FORK_TARGETS not in await self.capabilities():
+    async def require_fork_targets(self) -> list[str]:
+        """The server's capabilities; :class:`ServerUnsupported` unless it answers fork targets."""
+        capabilities = await self.capabilities()
+        if CAP_FORK_TARGETS not in capabilities:
             raise ServerUnsupported(f"{self.base_url} does not support fork targets")
+        return capabilities
 
     async def fork_targets(self, session_id: str) -> dict[str, Any]:
         """The §3.1 answer for a remote session."""
@@ -133,20 +137,26 @@ class RemoteStore:
         boundary_sequence: int,
         expected_generation: int,
         operation_id: str,
+        title: str | None = None,
     ) -> ForkResult:
-        """``POST /fork-session``; idempotent per ``operation_id``."""
+        """``POST /fork-session``; idempotent per ``operation_id``.
+
+        ``title`` names the child it creates; send it only to a server that
+        advertises ``session-fork-title-v1`` (an older one refuses the field).
+        """
+        fields: dict[str, Any] = {
+            "sourceSessionId": validate_session_id(source_id),
+            "turnId": turn_id,
+            "boundarySequence": boundary_sequence,
+            "expectedGeneration": expected_generation,
+            "operationId": operation_id,
+        }
+        if title is not None:
+            fields["title"] = title
         body = await self._request(
             "POST",
             "/fork-session",
-            content=orjson.dumps(
-                {
-                    "sourceSessionId": validate_session_id(source_id),
-                    "turnId": turn_id,
-                    "boundarySequence": boundary_sequence,
-                    "expectedGeneration": expected_generation,
-                    "operationId": operation_id,
-                }
-            ),
+            content=orjson.dumps(fields),
             headers={"Content-Type": "application/json"},
         )
         child = body.get("childSessionId") if isinstance(body, dict) else None
@@ -261,3 +271,48 @@ class RemoteStore:
         return await self._object(
             "GET", f"/sessions/{validate_session_id(session_id)}/tree", "tree"
         )
+
+    async def rename(self, session_id: str, title: str) -> dict[str, Any]:
+        """``POST /sessions/{id}/title``: ``{"sessionId", "title"}`` (the title as stored)."""
+        return await self._object(
+            "POST",
+            f"/sessions/{validate_session_id(session_id)}/title",
+            "rename",
+            content=orjson.dumps({"title": title}),
+            headers={"Content-Type": "application/json"},
+        )
+
+    async def trash(self, session_id: str) -> dict[str, Any]:
+        """``POST /sessions/{id}/trash``: ``{"trashed": [id]}`` (restorable on the server)."""
+        return await self._object(
+            "POST", f"/sessions/{validate_session_id(session_id)}/trash", "trash"
+        )
+
+    async def restore(self, session_id: str) -> dict[str, Any]:
+        """``POST /sessions/{id}/restore``: ``{"restored": [id]}``."""
+        return await self._object(
+            "POST", f"/sessions/{validate_session_id(session_id)}/restore", "restore"
+        )
+
+    async def search(self, query: str, limit: int = 20) -> SearchResult:
+        """``GET /search``: the server's hits, as core's :class:`SearchResult`."""
+        body = await self._object(
+            "GET", "/search", "search", params={"q": query, "limit": str(limit)}
+        )
+        try:
+            hits = tuple(
+                SearchHit(
+                    session_id=validate_session_id(hit["sessionId"]),
+                    title=str(hit["title"]),
+                    turn_id=hit["turnId"] if isinstance(hit["turnId"], str) else None,
+                    message_id=str(hit["messageId"]),
+                    role=str(hit["role"]),
+                    snippet=str(hit["snippet"]),
+                    spans=tuple((int(a), int(b)) for a, b in hit.get("spans", ())),
+                    also_in=tuple(validate_session_id(s) for s in hit["alsoIn"]),
+                )
+                for hit in body["hits"]
+            )
+            return SearchResult(hits, int(body["total"]))
+        except (KeyError, TypeError, ValueError, BranchwiseError) as exc:
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed search reply") from exc

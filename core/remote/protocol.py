@@ -15,6 +15,10 @@ CAP_EVENTS = "session-events-v1"  # GET /sessions/{id}/events?after=SEQ (long-po
 CAP_TURNS = "session-turns-v1"  # POST /sessions/{id}/turns (NDJSON stream)
 CAP_STOP = "session-stop-v1"  # POST /sessions/{id}/stop
 CAP_LINEAGE = "session-lineage-v1"  # GET /sessions/{id}/lineage and /tree
+CAP_RENAME = "session-rename-v1"  # POST /sessions/{id}/title
+CAP_TRASH = "session-trash-v1"  # POST /sessions/{id}/trash and /restore
+CAP_SEARCH = "search-v1"  # GET /search?q=TEXT[&limit=N]
+CAP_FORK_TITLE = "session-fork-title-v1"  # POST /fork-session takes an optional "title"
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -25,6 +29,10 @@ CAPABILITIES = (
     CAP_TURNS,
     CAP_STOP,
     CAP_LINEAGE,
+    CAP_RENAME,
+    CAP_TRASH,
+    CAP_SEARCH,
+    CAP_FORK_TITLE,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
@@ -38,6 +46,8 @@ NDJSON = "application/x-ndjson"
 MAX_REQUEST_LINE = 8 * 1024
 MAX_HEADER_FIELD = 8190  # aiohttp's default; differs from the line's so a refusal says which
 EXPECTED_SESSION_HEADER = "X-Expected-Session"
+MAX_QUERY = 1000  # characters of a search query
+MAX_FORK_TITLE = 1000  # characters of a new branch's title ("<title> (branch N)")
 
 
 FORK_FIELDS: dict[str, type] = {
@@ -50,16 +60,25 @@ FORK_FIELDS: dict[str, type] = {
 
 
 def validate_fork_body(body: object) -> dict[str, Any]:
-    """Check a ``POST /fork-session`` body: exactly the known fields, right types."""
+    """Check a ``POST /fork-session`` body: exactly the known fields, right types.
+
+    ``title`` (``session-fork-title-v1``) is optional: the new child's title,
+    written as it is published; without it the child keeps its parent's.
+    """
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - set(FORK_FIELDS))
+    unknown = sorted(set(body) - set(FORK_FIELDS) - {"title"})
     if unknown:
-        raise InvalidRequest(f"unknown fields: {', '.join(unknown)}")
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
     for name, kind in FORK_FIELDS.items():
         value = body.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
             raise InvalidRequest(f"{name} must be a {kind.__name__}", field=name)
+    title = body.get("title")
+    if title is not None and (not isinstance(title, str) or not title.strip()):
+        raise InvalidRequest("title must be a str with some text", field="title")
+    if title is not None and len(title) > MAX_FORK_TITLE:
+        raise InvalidRequest(f"title is over {MAX_FORK_TITLE} characters", field="title")
     return body
 
 
@@ -73,6 +92,19 @@ def validate_new_session_body(body: object) -> dict[str, Any]:
     if "title" in body and not isinstance(body["title"], str):
         raise InvalidRequest("title must be a str", field="title")
     return body
+
+
+def validate_title_body(body: object) -> str:
+    """Check a ``POST /sessions/{id}/title`` body: ``{"title": str}``; the title as given."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"title"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    title = body.get("title")
+    if not isinstance(title, str):
+        raise InvalidRequest("title must be a str", field="title")
+    return title
 
 
 def validate_turn_body(body: object) -> dict[str, Any]:

@@ -37,6 +37,7 @@ from branchwise.core.errors import (
     RouteNotFound,
     SessionMismatch,
     SessionNotFound,
+    TurnRunning,
     Unauthorized,
 )
 from branchwise.core.fork.engine import fork
@@ -53,6 +54,7 @@ from branchwise.core.remote.protocol import (
     MAX_BODY,
     MAX_HEADER_FIELD,
     MAX_PAGE,
+    MAX_QUERY,
     MAX_REQUEST_LINE,
     MAX_TURN_BODY,
     MAX_TURN_INDEX,
@@ -60,10 +62,14 @@ from branchwise.core.remote.protocol import (
     NDJSON,
     validate_fork_body,
     validate_new_session_body,
+    validate_title_body,
     validate_turn_body,
 )
 from branchwise.core.remote.turns import ServedTurns, TurnSetup, demo_setup
+from branchwise.core.search import MAX_LIMIT, SearchIndex
+from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
+from branchwise.core.store.trash import Trash
 from branchwise.core.views import (
     session_lineage,
     session_list,
@@ -233,6 +239,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     ``POST /sessions/{id}/turns`` (the demo responder when not given).
     """
     targets_cache = TargetsCache()
+    search = SearchIndex(store.root)
     fork_slots = asyncio.Semaphore(FORK_SLOTS)
     served = turns or ServedTurns(store)
     expected = token.encode()
@@ -318,19 +325,30 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         after, wait = query.get("after", 0), query.get("wait", DEFAULT_WAIT)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
+        after_running: bool | None = None
         while True:
             seen = _fingerprint(store, session_id)
             snapshot = await asyncio.to_thread(store.read, session_id)
             # Whole commits, as committed: a turn's boundary is the end of its commit.
             fresh = wire_commits(snapshot.scan.frames, after)
-            if fresh or loop.time() >= deadline:
-                running = served.is_running(session_id) or _being_written(store, session_id)
+            running = served.is_running(session_id) or _being_written(store, session_id)
+            if (
+                fresh
+                or loop.time() >= deadline
+                or (after_running is not None and running != after_running)
+            ):
                 return _json(
                     {"commits": fresh, "lastSeq": snapshot.scan.last_seq, "running": running}
                 )
-            # Long-poll: wake when the session's files change (any writer, any process);
+            after_running = running
+            # Long-poll: wake when the session's files change (any writer, any process) or
+            # when its writer lets go (another app closed it: it can be written from here);
             # a client that went away ends the wait (aiohttp does not cancel handlers).
-            while _fingerprint(store, session_id) == seen and loop.time() < deadline:
+            while (
+                _fingerprint(store, session_id) == seen
+                and loop.time() < deadline
+                and _being_written(store, session_id) == running
+            ):
                 transport = request.transport
                 if transport is None or transport.is_closing():
                     return _json({"commits": [], "lastSeq": after, "running": False})  # unread
@@ -390,11 +408,62 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         )
         # Forks are CPU-bound Python: more threads than cores only add GIL contention.
         async with fork_slots:
-            result = await asyncio.to_thread(fork, store, fork_request, body["operationId"])
+            result = await asyncio.to_thread(
+                fork, store, fork_request, body["operationId"], title=body.get("title")
+            )
         return _json({"childSessionId": result.child_session_id, "created": result.created})
+
+    async def rename(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query_params(request, {})
+        title = given_title(validate_title_body(await read_json(request, MAX_BODY)))
+
+        def write() -> dict[str, Any]:
+            # A turn this server runs holds the writer: lease_held (409), try again after it.
+            with store.open_writer(session_id) as writer:
+                writer.set_title(title)
+                return {"sessionId": session_id, "title": writer.manifest.title}
+
+        return _json(await asyncio.to_thread(write))
+
+    async def trash_session(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query_params(request, {})
+        await read_json(request, MAX_BODY, empty_ok=True)
+        if served.is_running(session_id):
+            raise TurnRunning(f"a turn is running in {session_id}", sessionId=session_id)
+
+        def move() -> dict[str, Any]:
+            Trash(store).trash(session_id)
+            search.forget(session_id)
+            return {"trashed": [session_id]}
+
+        return _json(await asyncio.to_thread(move))
+
+    async def restore_session(request: web.Request) -> web.Response:
+        session_id = session_of(request)
+        query_params(request, {})
+        await read_json(request, MAX_BODY, empty_ok=True)
+        await asyncio.to_thread(Trash(store).restore, session_id)
+        return _json({"restored": [session_id]})
+
+    async def search_sessions(request: web.Request) -> web.Response:
+        text, limit = _search_query(request)
+
+        def answer() -> dict[str, Any]:
+            # The logs are the truth and nothing indexes on a turn's commit path: catch
+            # up first (one manifest read and fstat per session when nothing changed).
+            search.catch_up_all(store)
+            result = search.search(text, limit=limit)
+            # The CLI's answer, and where the matches are in each snippet (to highlight).
+            hits = [{**hit.to_json(), "spans": list(hit.spans)} for hit in result.hits]
+            return {"hits": hits, "total": result.total}
+
+        return _json(await asyncio.to_thread(answer))
 
     async def stop_turns(app: web.Application) -> None:
         await served.shutdown()
+        await asyncio.to_thread(search.close)
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_TURN_BODY)
     app.router.add_get("/capabilities", capabilities)
@@ -407,6 +476,10 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     app.router.add_get("/sessions/{session_id}/fork-targets", targets)
     app.router.add_get("/sessions/{session_id}/lineage", lineage_of)
     app.router.add_get("/sessions/{session_id}/tree", tree_of)
+    app.router.add_post("/sessions/{session_id}/title", rename)
+    app.router.add_post("/sessions/{session_id}/trash", trash_session)
+    app.router.add_post("/sessions/{session_id}/restore", restore_session)
+    app.router.add_get("/search", search_sessions)
     app.router.add_post("/fork-session", fork_session)
     app.on_shutdown.append(stop_turns)
     return app
@@ -439,14 +512,35 @@ def query_params(request: web.Request, allowed: dict[str, int]) -> dict[str, int
     for name in request.query:
         if name not in allowed:
             raise InvalidRequest(f"unknown query parameter {name[:40]!r}", field=name[:40])
-        text = request.query.getall(name)
-        if len(text) != 1 or not text[0].isascii() or not text[0].isdigit():
-            raise InvalidRequest(f"{name} must be a whole number", field=name)
-        value = int(text[0]) if len(text[0]) <= 20 else allowed[name] + 1
-        if value > allowed[name]:
-            raise InvalidRequest(f"{name} must be at most {allowed[name]}", field=name)
-        values[name] = value
+        values[name] = _whole_number(request, name, allowed[name])
     return values
+
+
+def _whole_number(request: web.Request, name: str, most: int) -> int:
+    """The query parameter ``name``, given once, as a whole number ``0..most``."""
+    text = request.query.getall(name)
+    if len(text) != 1 or not text[0].isascii() or not text[0].isdigit():
+        raise InvalidRequest(f"{name} must be a whole number", field=name)
+    value = int(text[0]) if len(text[0]) <= 20 else most + 1
+    if value > most:
+        raise InvalidRequest(f"{name} must be at most {most}", field=name)
+    return value
+
+
+def _search_query(request: web.Request) -> tuple[str, int]:
+    """``q`` (the text, once, 1…:data:`MAX_QUERY` characters) and ``limit`` (1…1000, 20)."""
+    unknown = sorted(set(request.query) - {"q", "limit"})
+    if unknown:
+        raise InvalidRequest(f"unknown query parameter {unknown[0][:40]!r}", field=unknown[0][:40])
+    texts = request.query.getall("q", [])
+    if len(texts) != 1 or not texts[0].strip():
+        raise InvalidRequest("q must be given once, not empty", field="q")
+    if len(texts[0]) > MAX_QUERY:
+        raise InvalidRequest(f"q is over {MAX_QUERY} characters", field="q")
+    limit = _whole_number(request, "limit", MAX_LIMIT) if "limit" in request.query else 20
+    if limit == 0:
+        raise InvalidRequest("limit must be at least 1", field="limit")
+    return texts[0], limit
 
 
 def _updated_at(store: SessionStore, session_id: str) -> float | None:

@@ -23,6 +23,7 @@ import orjson
 from branchwise.core.errors import (
     InvalidManifest,
     InvalidSessionId,
+    InvalidTitle,
     ManifestMismatch,
     SessionNotFound,
     UnreadableManifest,
@@ -367,3 +368,22 @@ def save_manifest(session_dir: Path, manifest: Manifest) -> None:
     """Atomically replace the manifest in ``session_dir``."""
     data = orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2)
     atomic_write_bytes(session_dir / "manifest.json", data)
+
+
+MAX_TITLE = 200
+"""The most characters a title a person gives may have (after white space is collapsed)."""
+
+
+def given_title(title: str) -> str:
+    """A title as a person typed it, made one line (runs of white space become one space).
+
+    The desktop's Rename and ``serve``'s rename route both use it, so a title
+    is refused the same way wherever it is given.
+
+    Raises:
+        InvalidTitle: empty after that, or over :data:`MAX_TITLE` characters.
+    """
+    cleaned = " ".join(title.split())
+    if not cleaned or len(cleaned) > MAX_TITLE:
+        raise InvalidTitle(f"a title must have 1 to {MAX_TITLE} characters", maxLength=MAX_TITLE)
+    return cleaned

@@ -32,6 +32,7 @@ from branchwise.core.fork.engine import ForkResult, fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.client import RemoteStore
+from branchwise.core.remote.protocol import CAP_FORK_TITLE
 from branchwise.core.store.store import SessionStore
 
 Opener = Callable[[str], Awaitable[None]]
@@ -146,6 +147,7 @@ class RemoteForkBackend:
     def __init__(self, remote: RemoteStore) -> None:
         self.remote = remote
         self._supported = False
+        self._takes_titles = False
 
     def __repr__(self) -> str:
         return f"RemoteForkBackend({self.remote.base_url!r})"
@@ -158,7 +160,8 @@ class RemoteForkBackend:
             RemoteUnavailable: it could not be asked.
         """
         if not self._supported:
-            await self.remote.require_fork_targets()
+            capabilities = await self.remote.require_fork_targets()
+            self._takes_titles = CAP_FORK_TITLE in capabilities
             self._supported = True
 
     async def fork(
@@ -166,8 +169,10 @@ class RemoteForkBackend:
     ) -> ForkResult:
         """``POST /fork-session``; the server answers a repeated operation id with its child.
 
-        ``title`` is not sent: ``session-fork-v1`` has no field for it, so a
-        remote branch keeps its parent's title until renamed.
+        ``title`` goes with the request to a server that advertises
+        ``session-fork-title-v1``, which publishes the child with it; an older
+        server has no field for it, so there the branch keeps its parent's
+        title until renamed.
         """
         if request.origin is not None or request.turn_id is None:
             # session-fork-v1 has no field for a prompt or a fork at the start: a plain
@@ -177,7 +182,8 @@ class RemoteForkBackend:
                 operationId=operation_id,
             )
         await self.check_support()
-        return await self.remote.fork(*remote_fork_fields(request), operation_id)
+        named = title if self._takes_titles else None
+        return await self.remote.fork(*remote_fork_fields(request), operation_id, named)
 
     async def session_exists(self, session_id: str) -> bool:
         """Whether the server has the session (its fork-targets answer, or not-found)."""

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation_settings import ConversationSettings
-from branchwise.core.errors import BranchwiseError, InvalidTitle, ServerUnsupported
+from branchwise.core.errors import BranchwiseError, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
@@ -39,6 +39,7 @@ from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
 from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
+from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
@@ -52,12 +53,22 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-MAX_TITLE = 200
 T = TypeVar("T")
 ChangeListener = Callable[[Changes], None]
 TextListener = Callable[[str, str, str, str], None]
 Navigator = Callable[[str], Awaitable[None]]
 ProviderFactory = Callable[[Settings], Provider]
+
+
+def branch_name(parent_title: str, forks_before: int) -> str | None:
+    """ "<title> (branch N)" in the user's language, N counting this branch; ``None`` untitled.
+
+    A fork would inherit its parent's title, so the sidebar and tabs would
+    show two identical names. Local and server conversations are named alike.
+    """
+    if not parent_title:
+        return None
+    return fill(_("{title} (branch {n})"), {"title": parent_title, "n": forks_before + 1})
 
 
 def _default_provider(settings: Settings) -> Provider:
@@ -344,11 +355,7 @@ class Host:
             InvalidTitle: an empty or overlong title (nothing is written).
             LeaseHeld: another process is writing the conversation.
         """
-        title = " ".join(title.split())
-        if not title or len(title) > MAX_TITLE:
-            raise InvalidTitle(
-                f"a title must have 1 to {MAX_TITLE} characters", maxLength=MAX_TITLE
-            )
+        title = given_title(title)
         session = self.session(session_id)
         if session is not None and session.writer is not None:
             session.writer.set_title(title)
@@ -480,19 +487,14 @@ class Host:
         return await self.request_branch(request)
 
     def branch_title(self, request: ForkRequest) -> str | None:
-        """The title a new branch of ``request``'s source gets, in the user's language.
+        """The title a new branch of ``request``'s source gets: "<title> (branch N)".
 
-        A fork would inherit its parent's title, so the sidebar and tabs would
-        show two identical names; "<title> (branch N)" tells them apart, N
-        counting the parent's forks this app knows of, this one included. The
+        N counts the parent's forks this app knows of, this one included. The
         fork writes it into the child as it publishes it; ``None`` (a parent
         with no title yet) keeps the inherited one.
         """
-        parent_title = self.title(request.source_session_id)
-        if not parent_title:
-            return None
         siblings = [m for m in self.index.children(request.source_session_id) if m.kind == "fork"]
-        return fill(_("{title} (branch {n})"), {"title": parent_title, "n": len(siblings) + 1})
+        return branch_name(self.title(request.source_session_id), len(siblings))
 
     async def open_child(self, child_id: str) -> None:
         """The coordinator's opener: index a new branch, open it, ask the window for a tab.

@@ -31,12 +31,15 @@ class NoticeAction:
     """Something the user can do from a notice, e.g. open a kept child session.
 
     Attributes:
-        kind: what to do (``open_session``, ``use_server``).
-        session_id: the session it concerns (``open_session``).
+        kind: what to do (``open_session``, ``use_server``, ``restore_session``).
+        session_id: the session it concerns (``open_session``, ``restore_session``).
+        server: the URL of the ``branchwise serve`` that keeps the session; ``""``
+            for this machine's.
     """
 
     kind: str
     session_id: str = ""
+    server: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,10 +44,13 @@ from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
 from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore, server_url
-from branchwise.core.remote.protocol import CAP_FORK_TARGETS
+from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
+from branchwise.core.search import SearchResult
 from branchwise.core.store.atomic import atomic_write_bytes
+from branchwise.core.store.manifest import given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
+from branchwise.desktop.host.host import branch_name
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
     PAGE_SIZE,
@@ -66,6 +69,10 @@ BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds between reconnection attempts; the last repeats."""
 REFRESH_INTERVAL = 10.0
 """Seconds between looks at the server's conversation list while connected."""
+IDLE_WAIT = 20
+"""Seconds a transcript's long-poll waits for a commit while nothing writes the conversation."""
+RUNNING_WAIT = 2
+"""... and while something does, so "running" ends soon after a writer lets go without a commit."""
 
 log = logging.getLogger(__name__)
 Listener = Callable[[], None]
@@ -178,6 +185,7 @@ class RemoteEntry:
         parent_id: the conversation it was branched from (on the same server).
         created_at: creation time (Unix seconds), for ordering.
         running: a turn runs in it now.
+        kind: ``root``, ``fork`` or ``child`` ("" from a server that does not say).
     """
 
     session_id: str
@@ -185,6 +193,7 @@ class RemoteEntry:
     parent_id: str | None
     created_at: float
     running: bool
+    kind: str = ""
 
 
 def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
@@ -202,6 +211,7 @@ def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
                 parent_id if isinstance(parent_id, str) else None,
                 float(created) if isinstance(created, int | float) else 0.0,
                 item.get("running") is True,
+                str(item.get("kind") or ""),
             )
         )
     return found
@@ -368,12 +378,20 @@ class RemoteTranscript:
         """
         while True:
             try:
-                ended = await self._pull(wait=0 if not self.complete else 20)
+                ended = await self._pull(wait=self._next_wait())
                 if ended:
                     await self.refresh_targets()
             except RemoteUnavailable:
                 await self.server.lost()
                 await self.server.wait_connected()
+
+    def _next_wait(self) -> int:
+        """How long the next long-poll may wait: none before the history is in; shortly while
+        the conversation is being written (its writer may let go without a commit, and the
+        server only learns what this client believes from the answer it gave); else long."""
+        if not self.complete:
+            return 0
+        return RUNNING_WAIT if self.running else IDLE_WAIT
 
     async def _pull(self, wait: int) -> bool:
         """Apply the commits after ``last_seq``; whether one of them ended a turn."""
@@ -446,9 +464,12 @@ class RemoteServer:
         self.backend = RemoteForkBackend(self.remote)
         journal = Path(root) / JOURNALS_DIR / connection.slug
         journal.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self.coordinator = ForkCoordinator(journal, self.backend, notices, self._open_child)
+        self.coordinator = ForkCoordinator(
+            journal, self.backend, notices, self._open_child, namer=self.branch_title
+        )
         self.state = ConnectionState.CONNECTING
         self.supported = True
+        self.capabilities: frozenset[str] = frozenset()
         self.entries: list[RemoteEntry] = []
         self.navigator: Navigator | None = None
         self.in_flight: set[tuple[str, str]] = set()
@@ -470,6 +491,18 @@ class RemoteServer:
     def title(self, session_id: str) -> str:
         """A conversation's title from the list ("" when not listed)."""
         return next((e.title for e in self.entries if e.session_id == session_id), "")
+
+    def report(self, exc: BranchwiseError) -> None:
+        """Post a failed request as one notice that names this server.
+
+        ``lease_held`` (409: another app or the server's own CLI writes the
+        conversation there) is not a failure of the request: it is
+        "server_busy", try again in a moment (nothing was changed there).
+        """
+        if exc.code == "lease_held":
+            self.notices.post("server_busy", Level.WARNING, server=self.name)
+            return
+        self.notices.post(exc.code, Level.ERROR, detail=f"{self.name}: {exc.message}")
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener()`` after the state or the list changes; returns an unsubscribe."""
@@ -502,6 +535,7 @@ class RemoteServer:
             RemoteUnavailable, RemoteRefusal: the server could not be used (e.g. 401).
         """
         capabilities = await self.remote.capabilities()
+        self.capabilities = frozenset(capabilities)
         self.supported = CAP_FORK_TARGETS in capabilities
         self.backend = RemoteForkBackend(self.remote)
         self.coordinator.backend = self.backend
@@ -594,6 +628,51 @@ class RemoteServer:
         answer = await self.remote.stop(session_id)
         return answer.get("stopped") is True
 
+    @property
+    def connected(self) -> bool:
+        """The server answers now."""
+        return self.state == ConnectionState.CONNECTED
+
+    def can(self, what: str) -> bool:
+        """Whether the server is connected and offers ``what`` (``rename``, ``trash``, ``search``).
+
+        An older server lacks the routes: its conversations are read, sent to
+        and branched, but not renamed, deleted or searched from here.
+        """
+        needed = {"rename": CAP_RENAME, "trash": CAP_TRASH, "search": CAP_SEARCH}[what]
+        return self.connected and needed in self.capabilities
+
+    async def rename(self, session_id: str, title: str) -> str:
+        """Rename a conversation on the server; the title as stored there.
+
+        Raises:
+            InvalidTitle: refused before asking (the server's rule, checked here too).
+            RemoteRefusal: the server refused (``lease_held``: busy, try again).
+            RemoteUnavailable: it could not be asked.
+        """
+        answer = await self.remote.rename(session_id, given_title(title))
+        await self.refresh()
+        return str(answer.get("title") or "")
+
+    async def trash(self, session_id: str) -> None:
+        """Move a conversation to the server's Trash (the server can restore it).
+
+        Raises:
+            RemoteRefusal: refused (``turn_running``, ``lease_held``, ``session_trashed``…).
+            RemoteUnavailable: it could not be asked.
+        """
+        await self.remote.trash(session_id)
+        await self.refresh()
+
+    async def restore(self, session_id: str) -> None:
+        """Move a conversation back from the server's Trash (a deletion's Undo)."""
+        await self.remote.restore(session_id)
+        await self.refresh()
+
+    async def search(self, query: str, limit: int) -> SearchResult:
+        """The server's hits for ``query`` (its own index, caught up with its logs)."""
+        return await self.remote.search(query, limit)
+
     # -- branching ----------------------------------------------------------------------------
 
     async def request_branch(self, request: ForkRequest) -> str | None:
@@ -616,6 +695,12 @@ class RemoteServer:
         if outcome.reason == "remote_unavailable":
             await self.lost()
         return outcome.child_session_id if outcome.opened else None
+
+    def branch_title(self, request: ForkRequest) -> str | None:
+        """ "<title> (branch N)", as a local branch is named (the server writes it, if it can)."""
+        source = request.source_session_id
+        forks = [e for e in self.entries if e.parent_id == source and e.kind == "fork"]
+        return branch_name(self.title(source), len(forks))
 
     async def _open_child(self, child_id: str) -> None:
         """The coordinator's opener: list the new branch, then open its tab (raises if not)."""

@@ -5,8 +5,12 @@ whenever a tab opens, closes or comes to the front, so a crash or a SIGKILL
 restores what the user last saw, not what they had at the previous clean quit.
 It is a convenience, not data: a missing, damaged or foreign file is ignored
 (the window opens empty), and a conversation that is gone or in the trash is
-skipped with a notice. Qt's geometry blob is kept as opaque base64 text; this
-module never interprets it, so it stays Qt-free.
+skipped with a notice. Tabs of conversations kept on a ``branchwise serve``
+are kept apart (``remoteTabs``: the server's URL, the id and the title last
+shown), so the window can show each at once and open it when its server
+answers; a file without that key (an older version's) has none. Qt's
+geometry blob is kept as opaque base64 text; this module never interprets
+it, so it stays Qt-free.
 """
 
 from __future__ import annotations
@@ -20,14 +24,36 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.errors import InvalidSessionId
+from branchwise.core.errors import InvalidServerUrl, InvalidSessionId
 from branchwise.core.ids import validate_session_id
+from branchwise.core.remote.client import server_url
 from branchwise.core.store.atomic import atomic_write_bytes
 
 WINDOW_STATE_FILE = "window-state.json"
 FORMAT = 1
 MAX_TABS = 100
 MAX_BYTES = 64 * 1024
+MAX_TITLE_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTab:
+    """A tab of a conversation kept on a server.
+
+    Attributes:
+        server: the server's URL (as saved in ``servers.json``).
+        session_id: the conversation's id there.
+        title: its title when the tab was last shown (shown while the server is away).
+    """
+
+    server: str
+    session_id: str
+    title: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        """``{"server", "sessionId", "title"}``."""
+        return {"server": self.server, "sessionId": self.session_id, "title": self.title}
+
 
 log = logging.getLogger(__name__)
 
@@ -41,12 +67,16 @@ class WindowState:
         current: the conversation in front (one of ``tabs``), if any.
         geometry: Qt's ``saveGeometry()`` bytes (opaque here).
         splitter: the sizes of the sidebar and the conversation pane.
+        remote_tabs: the open conversations kept on servers, left to right.
+        current_remote: the server conversation in front, if one was.
     """
 
     tabs: tuple[str, ...] = ()
     current: str | None = None
     geometry: bytes = b""
     splitter: tuple[int, ...] = ()
+    remote_tabs: tuple[RemoteTab, ...] = ()
+    current_remote: RemoteTab | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The file's shape."""
@@ -56,6 +86,8 @@ class WindowState:
             "current": self.current,
             "geometry": base64.b64encode(self.geometry).decode("ascii"),
             "splitter": list(self.splitter),
+            "remoteTabs": [tab.to_json() for tab in self.remote_tabs],
+            "currentRemote": self.current_remote.to_json() if self.current_remote else None,
         }
 
 
@@ -96,12 +128,35 @@ def _parse(data: object) -> WindowState | None:
         blob = base64.b64decode(geometry, validate=True)
     except (binascii.Error, ValueError):
         blob = b""
+    remote = data.get("remoteTabs", [])
+    remote_tabs = tuple(
+        dict.fromkeys(t for t in map(_remote_tab, remote if isinstance(remote, list) else []) if t)
+    )[:MAX_TABS]
+    current_remote = _remote_tab(data.get("currentRemote"))
     return WindowState(
         tabs=unique,
         current=current if isinstance(current, str) and current in unique else None,
         geometry=blob,
         splitter=tuple(splitter),
+        remote_tabs=remote_tabs,
+        current_remote=current_remote if current_remote in remote_tabs else None,
     )
+
+
+def _remote_tab(item: object) -> RemoteTab | None:
+    """One ``remoteTabs`` entry, or ``None`` when it is not one (it is then left out)."""
+    if not isinstance(item, dict):
+        return None
+    server, session_id, title = item.get("server"), item.get("sessionId"), item.get("title", "")
+    if not isinstance(server, str) or not isinstance(session_id, str):
+        return None
+    if not isinstance(title, str) or not _is_session_id(session_id):
+        return None
+    try:
+        url = server_url(server)
+    except InvalidServerUrl:
+        return None
+    return RemoteTab(url, session_id, title[:MAX_TITLE_CHARS])
 
 
 def _is_session_id(value: str) -> bool:

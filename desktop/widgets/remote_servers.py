@@ -16,15 +16,18 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QObject, Qt
+import shiboken6
+from PySide6.QtCore import QObject, QPoint, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
     QHBoxLayout,
+    QInputDialog,
     QLabel,
     QLineEdit,
+    QMenu,
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
@@ -34,11 +37,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.desktop.host.notices import Level
+from branchwise.desktop.host.notices import Level, NoticeAction
 from branchwise.desktop.host.remote import (
     Connection,
     ConnectionState,
@@ -49,6 +52,9 @@ from branchwise.desktop.host.remote import (
     save_connection,
 )
 from branchwise.desktop.host.rows import PAGE_SIZE
+from branchwise.desktop.host.trashing import RESTORE_ACTION
+from branchwise.desktop.host.window_state import RemoteTab
+from branchwise.desktop.widgets.search import RemoteResults
 from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
 if TYPE_CHECKING:
@@ -176,6 +182,9 @@ class RemoteConversationTab(QWidget):
             transcript.subscribe(self.refresh),
             transcript.server.subscribe(self.refresh),
         ]
+        # A tab deleted with its window (not closed first) must stop listening too.
+        subscriptions = self._unsubscribe
+        self.destroyed.connect(lambda *_args: [stop() for stop in list(subscriptions)])
         self.retranslate_ui()
         self.refresh()
 
@@ -234,7 +243,7 @@ class RemoteConversationTab(QWidget):
         """Stop listening (the tab is going away)."""
         for unsubscribe in self._unsubscribe:
             unsubscribe()
-        self._unsubscribe = []
+        self._unsubscribe.clear()
 
     def _branch(self, request: ForkRequest) -> None:
         self._on_branch(request)
@@ -253,6 +262,71 @@ class RemoteConversationTab(QWidget):
         self.stop_button.setText(_("Stop"))
 
 
+class WaitingRemoteTab(QWidget):
+    """A server conversation's tab from last time, shown until its server answers.
+
+    It says why the conversation is not here yet (connecting, the server does
+    not answer, or the server refused it); the window replaces it with the
+    conversation's tab as soon as that opens.
+
+    Args:
+        server: the server that keeps the conversation.
+        saved: what the window remembered of the tab.
+    """
+
+    def __init__(
+        self, server: RemoteServer, saved: RemoteTab, parent: QWidget | None = None
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName("waitingRemoteTab")
+        self.server = server
+        self.saved = saved
+        self.problem: str | None = None
+        self.message_label = QLabel(self)
+        self.message_label.setObjectName("remoteWaitingLabel")
+        self.message_label.setWordWrap(True)
+        self.message_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.message_label, 1)
+        unsubscribe = server.subscribe(self.retranslate_ui)
+        self.destroyed.connect(lambda *_args: unsubscribe())
+        self.retranslate_ui()
+
+    @property
+    def session_id(self) -> str:
+        """The conversation's id on its server."""
+        return self.saved.session_id
+
+    @property
+    def title(self) -> str:
+        """The title the tab had last time."""
+        return untitled(self.saved.title)
+
+    def show_problem(self, code: str) -> None:
+        """The server answered but cannot give this conversation (e.g. it is gone)."""
+        self.problem = code
+        self.retranslate_ui()
+
+    def retranslate_ui(self) -> None:
+        """Say, in the current language, why the conversation is not shown yet."""
+        names = {"server": self.server.name}
+        if self.problem is not None:
+            text = fill(
+                _("{server} could not open this conversation: {reason}"),
+                {**names, "reason": reason_text(self.problem)},
+            )
+        elif self.server.state == ConnectionState.CONNECTED:
+            text = fill(_("Opening this conversation from {server}…"), names)
+        elif self.server.state == ConnectionState.CONNECTING:
+            text = fill(
+                _("Connecting to {server}… This conversation opens when it answers."), names
+            )
+        else:
+            text = fill(_("{server} does not answer. This conversation opens when it does."), names)
+        self.message_label.setText(text)
+        self.setAccessibleName(text)
+
+
 class RemoteServers(QObject):
     """The window's servers: the menu action, the sidebar section and the remote tabs.
 
@@ -267,6 +341,7 @@ class RemoteServers(QObject):
         self.servers: list[RemoteServer] = []
         self.dialog: ConnectDialog | None = None
         self._follow: dict[RemoteConversationTab, asyncio.Task[None]] = {}
+        self._waiting: dict[WaitingRemoteTab, asyncio.Task[None]] = {}
         self.connect_action = QAction(window)
         self.connect_action.setObjectName("connectServerAction")
         self.connect_action.triggered.connect(lambda _checked=False: self.show_connect())
@@ -276,12 +351,16 @@ class RemoteServers(QObject):
         self.tree.setHeaderHidden(True)
         self.tree.itemActivated.connect(self._activated)
         self.tree.itemClicked.connect(self._activated)
+        self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tree.customContextMenuRequested.connect(self._context_menu)
+        self.rename_dialog: QInputDialog | None = None
         self.tree.hide()
         sidebar_layout = window.sidebar.layout()
         if sidebar_layout is not None:
             sidebar_layout.addWidget(self.tree)
         window.tabs.tabCloseRequested.connect(self._close_tab_at)
         window.closed.connect(self._stop_all)
+        window.search_panel.remote_search = self.search
         self.retranslate_ui()
 
     # -- servers ------------------------------------------------------------------------------
@@ -366,6 +445,8 @@ class RemoteServers(QObject):
             self.tree.addTopLevelItem(top)
         self.tree.expandAll()
         self.tree.setVisible(bool(self.servers))
+        for tab in self.remote_tabs():  # a title changed on the server (here or elsewhere)
+            self._render_tab_title(tab)
 
     def _server_text(self, server: RemoteServer) -> str:
         if server.state == ConnectionState.CONNECTED:
@@ -383,6 +464,134 @@ class RemoteServers(QObject):
     def _server_of(self, url: str | None) -> RemoteServer | None:
         return next((s for s in self.servers if s.connection.url == url), None)
 
+    async def search(self, query: str, limit: int) -> list[RemoteResults]:
+        """Every connected server's hits that can search (asked at once), in sidebar order.
+
+        A server that stops answering is marked lost (one notice; it reconnects);
+        a refusal is a notice. Neither hides the other servers' hits.
+        """
+        servers = [server for server in self.servers if server.can("search")]
+
+        async def ask(server: RemoteServer) -> RemoteResults | None:
+            try:
+                result = await server.search(query, limit)
+            except RemoteUnavailable:
+                await server.lost()
+                return None
+            except BranchwiseError as exc:
+                server.report(exc)
+                return None
+            return RemoteResults(
+                server.name,
+                result,
+                server.title,
+                lambda session_id, _message_id: self._open_hit(server, session_id),
+            )
+
+        answers = await asyncio.gather(*(ask(server) for server in servers))
+        return [answer for answer in answers if answer is not None]
+
+    def _open_hit(self, server: RemoteServer, session_id: str) -> None:
+        self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
+
+    # -- managing a server's conversations ----------------------------------------------------
+
+    def _context_menu(self, pos: QPoint) -> None:
+        item = self.tree.itemAt(pos)
+        server = self._server_of(item.data(0, SERVER_ROLE)) if item is not None else None
+        if item is None or server is None:
+            return
+        menu = self.context_menu(server, item.data(0, SESSION_ROLE))
+        menu.popup(self.tree.viewport().mapToGlobal(pos))
+
+    def context_menu(self, server: RemoteServer, session_id: str | None) -> QMenu:
+        """The menu of a server (New conversation) or of one of its conversations (+ Rename…,
+        Delete); what the server cannot do now (disconnected, an older server) is disabled."""
+        menu = QMenu(self.tree)
+        menu.setObjectName("serverConversationMenu")
+        new = menu.addAction(_("New conversation"), lambda: self.new_remote(server))
+        new.setEnabled(server.connected)
+        if session_id:
+            rename = menu.addAction(_("Rename…"), lambda: self.ask_rename(server, session_id))
+            rename.setEnabled(server.can("rename"))
+            delete = menu.addAction(_("Delete"), lambda: self.delete_remote(server, session_id))
+            delete.setEnabled(server.can("trash"))
+            delete.setToolTip(_("Move the conversation to the server's Trash (it can be restored)"))
+        return menu
+
+    def new_remote(self, server: RemoteServer) -> None:
+        """Start a conversation on the server and open its tab."""
+        self.host.spawn(self._create(server), "start a server conversation")
+
+    async def _create(self, server: RemoteServer) -> None:
+        try:
+            session_id = await server.create_session()
+        except BranchwiseError as exc:
+            server.report(exc)
+            return
+        await self.open_remote(server, session_id)
+
+    def ask_rename(self, server: RemoteServer, session_id: str) -> QInputDialog:
+        """Ask for a new title (non-blocking) and rename the conversation on its server."""
+        dialog = QInputDialog(self.window)
+        dialog.setObjectName("renameDialog")
+        dialog.setWindowTitle(_("Rename conversation"))
+        dialog.setLabelText(_("Title"))
+        dialog.setTextValue(untitled(server.title(session_id)))
+        dialog.textValueSelected.connect(lambda text: self.rename_remote(server, session_id, text))
+        dialog.finished.connect(dialog.deleteLater)
+        self.rename_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def rename_remote(self, server: RemoteServer, session_id: str, title: str) -> None:
+        """Rename on the server; a refusal (busy, a bad title) is a notice."""
+        self.host.spawn(self._rename(server, session_id, title), "rename a server conversation")
+
+    async def _rename(self, server: RemoteServer, session_id: str, title: str) -> None:
+        try:
+            await server.rename(session_id, title)
+        except BranchwiseError as exc:
+            server.report(exc)
+            return
+        tab = self.tab_for(server, session_id)
+        if tab is not None:
+            self._render_tab_title(tab)
+
+    def delete_remote(self, server: RemoteServer, session_id: str) -> None:
+        """Move a server conversation to the server's Trash; its tab closes; Undo restores it."""
+        self.host.spawn(self._delete(server, session_id), "delete a server conversation")
+
+    async def _delete(self, server: RemoteServer, session_id: str) -> None:
+        title = untitled(server.title(session_id))
+        try:
+            await server.trash(session_id)
+        except BranchwiseError as exc:
+            server.report(exc)
+            return
+        tab = self.tab_for(server, session_id)
+        if tab is not None:
+            self._close_tab_at(self.window.tabs.indexOf(tab))
+        self.host.notices.post(
+            "remote_conversation_trashed",
+            Level.SUCCESS,
+            title=title,
+            server=server.name,
+            action=NoticeAction(RESTORE_ACTION, session_id, server.connection.url),
+        )
+
+    def restore(self, url: str, session_id: str) -> None:
+        """A deletion's Undo: move the conversation back from its server's Trash."""
+        server = self._server_of(url)
+        if server is not None:
+            self.host.spawn(self._restore(server, session_id), "restore a server conversation")
+
+    async def _restore(self, server: RemoteServer, session_id: str) -> None:
+        try:
+            await server.restore(session_id)
+        except BranchwiseError as exc:
+            server.report(exc)
+
     # -- tabs ---------------------------------------------------------------------------------
 
     def remote_tabs(self) -> list[RemoteConversationTab]:
@@ -393,6 +602,91 @@ class RemoteServers(QObject):
             for i in range(tabs.count())
             if isinstance(tab := tabs.widget(i), RemoteConversationTab)
         ]
+
+    def waiting_tabs(self) -> list[WaitingRemoteTab]:
+        """The tabs from last time still waiting for their server, in tab order."""
+        tabs = self.window.tabs
+        return [
+            tab for i in range(tabs.count()) if isinstance(tab := tabs.widget(i), WaitingRemoteTab)
+        ]
+
+    def tab_states(self) -> tuple[RemoteTab, ...]:
+        """What the window remembers of the server tabs (open and waiting), left to right."""
+        tabs = self.window.tabs
+        found: list[RemoteTab] = []
+        for i in range(tabs.count()):
+            tab = tabs.widget(i)
+            if isinstance(tab, RemoteConversationTab):
+                server = tab.transcript.server
+                found.append(RemoteTab(server.connection.url, tab.session_id, tab.title))
+            elif isinstance(tab, WaitingRemoteTab):
+                found.append(tab.saved)
+        return tuple(found)
+
+    def current_state(self) -> RemoteTab | None:
+        """The server tab in front, if the tab in front is one."""
+        current = self.window.tabs.currentWidget()
+        if isinstance(current, RemoteConversationTab):
+            server = current.transcript.server
+            return RemoteTab(server.connection.url, current.session_id, current.title)
+        if isinstance(current, WaitingRemoteTab):
+            return current.saved
+        return None
+
+    def restore_tabs(
+        self, saved: tuple[RemoteTab, ...], current: RemoteTab | None
+    ) -> list[RemoteTab]:
+        """Show last time's server tabs at once; each opens when its server answers.
+
+        Returns those that could not be shown (their server is no longer saved).
+        """
+        skipped: list[RemoteTab] = []
+        for entry in saved:
+            server = self._server_of(entry.server)
+            if server is None:
+                skipped.append(entry)
+                continue
+            waiting = WaitingRemoteTab(server, entry, self.window)
+            self.window.tabs.addTab(waiting, waiting.title)
+            self.window.tabs.setTabToolTip(
+                self.window.tabs.indexOf(waiting),
+                fill(_("{title} on {server}"), {"title": waiting.title, "server": server.name}),
+            )
+            if entry == current:
+                self.window.tabs.setCurrentWidget(waiting)
+            self._follow_waiting(waiting)
+        return skipped
+
+    def _follow_waiting(self, waiting: WaitingRemoteTab) -> None:
+        task = self.host.spawn(self._open_when_answering(waiting), "reopen a server tab")
+        self._waiting[waiting] = task
+
+    async def _open_when_answering(self, waiting: WaitingRemoteTab) -> None:
+        """Wait for the server, open the conversation, and put its tab where the waiting one is."""
+        server = waiting.server
+        while True:
+            await server.wait_connected()
+            waiting.retranslate_ui()
+            try:
+                transcript = await server.open_transcript(waiting.session_id)
+            except RemoteUnavailable:
+                await server.lost()
+                continue
+            except BranchwiseError as exc:
+                waiting.show_problem(exc.code)
+                return
+            break
+        tabs = self.window.tabs
+        index = tabs.indexOf(waiting)
+        if index < 0:
+            return  # closed meanwhile
+        front = tabs.currentWidget() is waiting
+        tab = self._make_tab(server, transcript, index)
+        self._waiting.pop(waiting, None)
+        tabs.removeTab(tabs.indexOf(waiting))
+        waiting.deleteLater()
+        if front:
+            tabs.setCurrentWidget(tab)
 
     def tab_for(self, server: RemoteServer, session_id: str) -> RemoteConversationTab | None:
         """The open tab of a server's conversation."""
@@ -421,35 +715,60 @@ class RemoteServers(QObject):
         tab = self.tab_for(server, session_id)
         if tab is None:
             transcript = await server.open_transcript(session_id)
-            tab = RemoteConversationTab(
-                transcript,
-                lambda request: self.host.spawn(
-                    server.request_branch(request), "branch a server conversation"
-                ),
-                lambda text: self.host.spawn(
-                    self._send(server, session_id, text), "send to a server"
-                ),
-                self.window,
-                lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
-            )
-            self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
-            self.window.tabs.addTab(tab, tab.title)
-            index = self.window.tabs.indexOf(tab)
-            self.window.tabs.setTabToolTip(
-                index, fill(_("{title} on {server}"), {"title": tab.title, "server": server.name})
-            )
+            tab = self._make_tab(server, transcript)
         self.window.tabs.setCurrentWidget(tab)
         self.window._render_empty_state()
         return tab
+
+    def _make_tab(
+        self, server: RemoteServer, transcript: RemoteTranscript, index: int = -1
+    ) -> RemoteConversationTab:
+        """A loaded conversation's tab, following its transcript, at ``index`` (-1: last)."""
+        session_id = transcript.session_id
+        tab = RemoteConversationTab(
+            transcript,
+            lambda request: self.host.spawn(
+                server.request_branch(request), "branch a server conversation"
+            ),
+            lambda text: self.host.spawn(self._send(server, session_id, text), "send to a server"),
+            self.window,
+            lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
+        )
+        self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
+        self.window.tabs.insertTab(index, tab, tab.title)
+        self._render_tab_title(tab)
+        transcript.subscribe(lambda: self._render_tab_title(tab))
+        self.window._state_changed()
+        return tab
+
+    def _render_tab_title(self, tab: RemoteConversationTab) -> None:
+        """The tab's text and tooltip: the conversation's title (a rename shows at once)."""
+        if not shiboken6.isValid(tab) or (index := self.window.tabs.indexOf(tab)) < 0:
+            return
+        server = tab.transcript.server
+        title = untitled(server.title(tab.session_id) or tab.transcript.title)
+        self.window.tabs.setTabText(index, title)
+        self.window.tabs.setTabToolTip(
+            index, fill(_("{title} on {server}"), {"title": title, "server": server.name})
+        )
 
     async def _send(self, server: RemoteServer, session_id: str, text: str) -> None:
         try:
             await server.send(session_id, text)
         except BranchwiseError as exc:
-            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            server.report(exc)
 
     def _close_tab_at(self, index: int) -> None:
         tab = self.window.tabs.widget(index)
+        if isinstance(tab, WaitingRemoteTab):
+            waiting = self._waiting.pop(tab, None)
+            if waiting is not None:
+                waiting.cancel()
+            self.window.tabs.removeTab(index)
+            tab.deleteLater()
+            self.window._render_empty_state()
+            self.window._state_changed()
+            return
         if not isinstance(tab, RemoteConversationTab):
             return
         tab.close_tab()
@@ -459,6 +778,7 @@ class RemoteServers(QObject):
         self.window.tabs.removeTab(index)
         tab.deleteLater()
         self.window._render_empty_state()
+        self.window._state_changed()
 
     def retranslate_ui(self) -> None:
         """Render every text in the current language."""
@@ -466,5 +786,7 @@ class RemoteServers(QObject):
         self.render_tree()
         for tab in self.remote_tabs():
             tab.retranslate_ui()
+        for waiting in self.waiting_tabs():
+            waiting.retranslate_ui()
         if self.dialog is not None:
             self.dialog.retranslate_ui()

@@ -11,8 +11,10 @@ catches up with every conversation the field's status line counts them.
 
 from __future__ import annotations
 
+import asyncio
 import html
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -96,22 +98,52 @@ class SearchField(QLineEdit):
         super().keyPressEvent(event)
 
 
+@dataclass(frozen=True, slots=True)
+class RemoteResults:
+    """One server's answer to a search, and how to show and open its hits.
+
+    Attributes:
+        server_name: the server's name in the sidebar (each of its hits says it).
+        result: the server's hits.
+        title_of: a conversation's title on that server (for "also in").
+        open_hit: opens one of its conversations at a message.
+    """
+
+    server_name: str
+    result: SearchResult
+    title_of: Callable[[str], str]
+    open_hit: OpenHit
+
+
+#: Searches the connected servers: ``await remote_search(query, limit)``.
+RemoteSearch = Callable[[str, int], Awaitable[list[RemoteResults]]]
+
+
 class ResultRow(QFrame):
     """One hit: title, role, highlighted snippet, and "also in N branches".
 
     Args:
         hit: what it shows.
-        host: for the titles of the other conversations.
+        title_of: the titles of the other conversations ("also in").
         on_open: ``on_open(session_id, message_id)`` opens a conversation at a message.
+        server_name: the server that keeps the conversation; ``None`` for this machine.
     """
 
-    def __init__(self, hit: SearchHit, host: Host, on_open: OpenHit, parent: QWidget) -> None:
+    def __init__(
+        self,
+        hit: SearchHit,
+        title_of: Callable[[str], str],
+        on_open: OpenHit,
+        parent: QWidget,
+        server_name: str | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("searchResult")
         self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         self.setCursor(Qt.CursorShape.PointingHandCursor)
         self.hit = hit
-        self._host = host
+        self.server_name = server_name
+        self._title_of = title_of
         self._on_open = on_open
         self.title_label = QLabel(self)
         self.title_label.setObjectName("searchResultTitle")
@@ -167,6 +199,8 @@ class ResultRow(QFrame):
         """Re-render every localized text."""
         hit = self.hit
         title = untitled(hit.title)
+        if self.server_name is not None:
+            title = fill(_("{title} on {server}"), {"title": title, "server": self.server_name})
         role = role_name(hit.role)
         self.title_label.setText(title)
         self.title_label.setToolTip(title)
@@ -190,7 +224,7 @@ class ResultRow(QFrame):
             self.also_button.setAccessibleName(text)
             self.also_button.setToolTip(_("Other conversations that contain this message"))
             for session_id in hit.also_in:
-                action = menu.addAction(untitled(self._host.title(session_id)))
+                action = menu.addAction(untitled(self._title_of(session_id)))
                 action.triggered.connect(
                     lambda _checked=False, sid=session_id: self._on_open(sid, hit.message_id)
                 )
@@ -222,6 +256,9 @@ class SearchPanel(QWidget):
         self._generation = 0
         self._searching = False
         self.result: SearchResult | None = None
+        self.remote_results: list[RemoteResults] = []
+        self.remote_search: RemoteSearch | None = None
+        """Set by the window while servers are connected: their hits follow this machine's."""
         self.field = SearchField(self)
         self.field.setObjectName("searchField")
         self.field.setClearButtonEnabled(True)
@@ -300,10 +337,18 @@ class SearchPanel(QWidget):
         self.host.spawn(self._query(query, self._generation), "search")
 
     async def _query(self, query: str, generation: int) -> None:
-        result = await self.host.search(query, limit=RESULT_LIMIT)
+        remote: list[RemoteResults] = []
+        if self.remote_search is None:
+            result = await self.host.search(query, limit=RESULT_LIMIT)
+        else:
+            # This machine's index and every connected server's, at once.
+            result, remote = await asyncio.gather(
+                self.host.search(query, limit=RESULT_LIMIT),
+                self.remote_search(query, RESULT_LIMIT),
+            )
         if not shiboken6.isValid(self) or generation != self._generation:
             return  # the user typed on, or the window is gone
-        self._show(result)
+        self._show(result, remote)
         self.results_shown.emit()
 
     def apply_changes(self, changes: Changes) -> None:
@@ -316,23 +361,33 @@ class SearchPanel(QWidget):
 
     # -- rendering ---------------------------------------------------------------
 
-    def _show(self, result: SearchResult | None) -> None:
+    def _show(self, result: SearchResult | None, remote: list[RemoteResults] | None = None) -> None:
+        """This machine's hits first, then each server's (each saying which server)."""
         self.result = result
+        self.remote_results = list(remote or [])
         for row in self._rows:
             self._results_layout.removeWidget(row)
             row.hide()
             row.deleteLater()
         self._rows = []
         body = self._results_body
-        for position, hit in enumerate(result.hits if result is not None else ()):
-            row = ResultRow(hit, self.host, self._on_open, body)
+        for hit in result.hits if result is not None else ():
+            self._rows.append(ResultRow(hit, self.host.title, self._on_open, body))
+        for answer in self.remote_results:
+            for hit in answer.result.hits:
+                row = ResultRow(hit, answer.title_of, answer.open_hit, body, answer.server_name)
+                self._rows.append(row)
+        for position, row in enumerate(self._rows):
             self._results_layout.insertWidget(1 + position, row)
-            self._rows.append(row)
         self._render_empty()
 
     def _render_empty(self) -> None:
         result = self.result
-        empty = result is not None and not result.hits
+        empty = (
+            result is not None
+            and not result.hits
+            and not any(answer.result.hits for answer in self.remote_results)
+        )
         self.empty_label.setVisible(empty)
         if empty:
             self.empty_label.setText(

@@ -590,6 +590,8 @@ class MainWindow(QMainWindow):
     def _notice_action(self, action: NoticeAction) -> None:
         if action.kind == "use_server" and self.first_run is not None:
             self.first_run.accept()
+        elif action.kind == RESTORE_ACTION and action.server:
+            self.remote_servers.restore(action.server, action.session_id)
         elif action.kind == RESTORE_ACTION:
             self.host.spawn(self._restore_then_refresh(action.session_id), "restore conversation")
         elif action.kind == "open_session":
@@ -705,6 +707,8 @@ class MainWindow(QMainWindow):
             current=current.session_id if current is not None else None,
             geometry=bytes(self.saveGeometry().data()),
             splitter=tuple(self.splitter.sizes()),
+            remote_tabs=self.remote_servers.tab_states(),
+            current_remote=self.remote_servers.current_state(),
         )
 
     def restore_state(self, state: WindowState) -> None:
@@ -724,6 +728,10 @@ class MainWindow(QMainWindow):
             front = self.tab_for(state.current) if state.current else None
             if front is not None:
                 self.tabs.setCurrentWidget(front)
+            # Server tabs show at once and open when their server answers (servers saved
+            # in servers.json are connecting by now: connect_saved runs first).
+            lost = self.remote_servers.restore_tabs(state.remote_tabs, state.current_remote)
+            skipped.extend(f"{tab.session_id} ({tab.server})" for tab in lost)
         finally:
             self._restoring = False
         if skipped:

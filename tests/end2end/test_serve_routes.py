@@ -7,6 +7,7 @@ request is also checked to leave the data root byte for byte as it was.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from helpers.cli import cli_command, run_cli
 from helpers.serve import Served, serve_process
 from helpers.sessions import tree_hashes
 
+from branchwise.core.errors import RemoteRefusal
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import CAPABILITIES
 from branchwise.core.store.store import SessionStore
 
@@ -60,7 +63,7 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 9
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 13
 
 
 ROUTES = [
@@ -75,6 +78,10 @@ ROUTES = [
     ("GET", "/sessions/{sid}/lineage"),
     ("GET", "/sessions/{sid}/tree"),
     ("POST", "/fork-session"),
+    ("POST", "/sessions/{sid}/title"),
+    ("POST", "/sessions/{sid}/trash"),
+    ("POST", "/sessions/{sid}/restore"),
+    ("GET", "/search?q=one"),
     ("GET", "/no-such-route"),
 ]
 
@@ -205,6 +212,16 @@ def test_bad_input_is_refused_typed_and_changes_nothing(root: Path, served: Serv
         ("POST", "/fork-session", b"x" * (10 * 1024 * 1024), 413, "body_too_large"),
         ("POST", "/fork-session", orjson.dumps({**fork_ok, "turnId": 3}), 400, "invalid_request"),
         ("POST", "/fork-session", orjson.dumps({"turnId": "t"}), 400, "invalid_request"),
+        ("POST", "/fork-session", orjson.dumps({**fork_ok, "title": 5}), 400, "invalid_request"),
+        ("POST", "/fork-session", orjson.dumps({**fork_ok, "title": " "}), 400, "invalid_request"),
+        (
+            "POST",
+            "/fork-session",
+            orjson.dumps({**fork_ok, "title": "t" * 1001}),
+            400,
+            "invalid_request",
+        ),
+        ("POST", "/fork-session", orjson.dumps({**fork_ok, "name": "x"}), 400, "invalid_request"),
         ("POST", "/sessions/..%2F..%2Fetc/turns", b'{"text": "hi"}', 400, "invalid_session_id"),
         ("POST", "/sessions/..%2F..%2Fetc/stop", b"", 400, "invalid_session_id"),
         ("GET", "/sessions/..%2F..%2Fetc", b"", 400, "invalid_session_id"),
@@ -225,6 +242,35 @@ def test_bad_input_is_refused_typed_and_changes_nothing(root: Path, served: Serv
         ("GET", "/sessions/a/b/c/d", b"", 404, "not_found"),
         ("GET", "/etc/passwd", b"", 404, "not_found"),
         ("DELETE", "/sessions", b"", 405, "invalid_request"),
+        ("POST", f"/sessions/{sid}/title", b"{nope", 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/title", b"{}", 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/title", b'{"title": 5}', 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/title", b'{"title": "a", "x": 1}', 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/title", b'{"title": "   "}', 400, "invalid_title"),
+        (
+            "POST",
+            f"/sessions/{sid}/title",
+            orjson.dumps({"title": "t" * 201}),
+            400,
+            "invalid_title",
+        ),
+        ("POST", f"/sessions/{sid}/title", b"x" * (10 * 1024 * 1024), 413, "body_too_large"),
+        ("POST", "/sessions/..%2F..%2Fetc/title", b'{"title": "x"}', 400, "invalid_session_id"),
+        ("POST", "/sessions/abcdefgh-none/title", b'{"title": "x"}', 404, "session_not_found"),
+        ("POST", "/sessions/..%2F..%2Fetc/trash", b"", 400, "invalid_session_id"),
+        ("POST", "/sessions/abcdefgh-none/trash", b"", 404, "session_not_found"),
+        ("POST", f"/sessions/{sid}/trash", b"{nope", 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/trash?x=1", b"", 400, "invalid_request"),
+        ("POST", f"/sessions/{sid}/restore", b"", 409, "not_trashed"),
+        ("POST", "/sessions/abcdefgh-none/restore", b"", 404, "session_not_found"),
+        ("GET", "/search", b"", 400, "invalid_request"),
+        ("GET", "/search?q=", b"", 400, "invalid_request"),
+        ("GET", "/search?q=a&q=b", b"", 400, "invalid_request"),
+        ("GET", "/search?q=" + "a" * 1001, b"", 400, "invalid_request"),
+        ("GET", "/search?q=one&limit=0", b"", 400, "invalid_request"),
+        ("GET", "/search?q=one&limit=1001", b"", 400, "invalid_request"),
+        ("GET", "/search?q=one&limit=x", b"", 400, "invalid_request"),
+        ("GET", "/search?q=one&session=x", b"", 400, "invalid_request"),
     ]
     with _client(served) as client:
         for method, path, body, status, code in bad:
@@ -279,3 +325,106 @@ def test_binding_beyond_loopback_warns(tmp_path: Path) -> None:
     assert "SSH tunnel" in warning
     token = (tmp_path / "root" / "serve-token").read_text().strip()
     assert token not in warning
+
+
+async def _refusal_of_turn(remote: RemoteStore, session_id: str) -> RemoteRefusal:
+    try:
+        async for _record in remote.send_turn(session_id, "hello?"):
+            pass
+    except RemoteRefusal as exc:
+        return exc
+    raise AssertionError("the turn was not refused")
+
+
+def test_a_conversation_written_elsewhere_is_a_retryable_409(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    with SessionStore(root).open_writer(sid):  # this process writes it: the server cannot
+        before = tree_hashes(root)
+        with _client(served) as client:
+            reply = client.post(f"/sessions/{sid}/turns", json={"text": "hello?"})
+        assert reply.status_code == 409
+        assert reply.json()["error"]["code"] == "lease_held"
+        refusal = asyncio.run(_refusal_of_turn(RemoteStore(served.url, served.token), sid))
+        assert (refusal.code, refusal.details["status"]) == ("lease_held", 409)
+        assert not refusal.definitive  # "busy": the client may retry
+        assert tree_hashes(root) == before
+    # Retrying once the other writer is done succeeds (the refusal was not definitive).
+    with _client(served) as client:
+        records = _turn_records(client, sid, "hello?")
+    assert records[-1]["type"] == "ended"
+
+
+def test_rename_trash_restore_and_search(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    store = SessionStore(root)
+    with _client(served) as client:
+        renamed = client.post(f"/sessions/{sid}/title", json={"title": "  Lab\n notes "})
+        assert renamed.status_code == 200
+        assert renamed.json() == {"sessionId": sid, "title": "Lab notes"}
+        assert store.manifest(sid).title == "Lab notes"
+
+        found = client.get("/search", params={"q": "two"}).json()
+        _, local = run_cli(root, "search", "two")
+        assert [{k: v for k, v in h.items() if k != "spans"} for h in found["hits"]] == local[
+            "hits"
+        ]
+        assert found["total"] == local["total"]
+        assert all(h["spans"] for h in found["hits"])
+        assert client.get("/search", params={"q": "Lab"}).json()["hits"][0]["role"] == "title"
+
+        trashed = client.post(f"/sessions/{sid}/trash")
+        assert (trashed.status_code, trashed.json()) == (200, {"trashed": [sid]})
+        assert not store.exists(sid)
+        assert client.get("/sessions").json()["sessions"] == []
+        assert client.get("/search", params={"q": "two"}).json() == {"hits": [], "total": 0}
+        again = client.post(f"/sessions/{sid}/trash")
+        assert (again.status_code, again.json()["error"]["code"]) == (409, "session_trashed")
+
+        restored = client.post(f"/sessions/{sid}/restore")
+        assert (restored.status_code, restored.json()) == (200, {"restored": [sid]})
+        assert store.manifest(sid).title == "Lab notes"
+
+
+def test_a_running_turn_keeps_its_conversation_from_rename_and_trash(
+    root: Path, served: Served
+) -> None:
+    sid = _only_session(root)
+    with (
+        _client(served) as client,
+        client.stream("POST", f"/sessions/{sid}/turns", json={"text": "x " * 50}) as reply,
+    ):
+        assert orjson.loads(next(reply.iter_lines()))["type"] == "started"
+        renamed = client.post(f"/sessions/{sid}/title", json={"title": "later"})
+        assert (renamed.status_code, renamed.json()["error"]["code"]) == (409, "lease_held")
+        trashed = client.post(f"/sessions/{sid}/trash")
+        assert (trashed.status_code, trashed.json()["error"]["code"]) == (409, "turn_running")
+        client.post(f"/sessions/{sid}/stop")
+    assert SessionStore(root).manifest(sid).title == "remote"
+
+
+def test_a_fork_may_name_its_child(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    with _client(served) as client:
+        target = client.get(
+            f"/sessions/{sid}/fork-targets", headers={"X-Expected-Session": sid}
+        ).json()["targets"][0]
+        body = {
+            "sourceSessionId": sid,
+            "turnId": target["turnId"],
+            "boundarySequence": target["boundarySequence"],
+            "expectedGeneration": 1,
+        }
+        named = client.post(
+            "/fork-session", json={**body, "operationId": "op-named", "title": "remote (branch 1)"}
+        ).json()
+        plain = client.post("/fork-session", json={**body, "operationId": "op-plain"}).json()
+        # A retry under the same operation id gets the same child, named as it was.
+        again = client.post(
+            "/fork-session", json={**body, "operationId": "op-named", "title": "something else"}
+        ).json()
+    store = SessionStore(root)
+    assert store.manifest(named["childSessionId"]).title == "remote (branch 1)"
+    assert store.read(named["childSessionId"]).projection.title == "remote (branch 1)"
+    assert store.manifest(plain["childSessionId"]).title == "remote"
+    assert again == {"childSessionId": named["childSessionId"], "created": False}
+    assert store.manifest(named["childSessionId"]).title == "remote (branch 1)"

@@ -80,3 +80,42 @@ async def server_without_capabilities() -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def server_without_fork_titles(child_id: str) -> AsyncIterator[tuple[str, list[dict]]]:
+    """A server as ``branchwise serve`` was before ``session-fork-title-v1``, on 127.0.0.1.
+
+    It advertises fork targets and forks, refuses a ``POST /fork-session``
+    body with a field it does not know (as that version did), and answers any
+    other fork with ``child_id``. Yields its URL and the fork bodies it got.
+    """
+    bodies: list[dict] = []
+    known = {"sourceSessionId", "turnId", "boundarySequence", "expectedGeneration", "operationId"}
+
+    async def capabilities(request: web.Request) -> web.Response:
+        return web.json_response(
+            {"capabilities": ["session-fork-targets-v1", "session-fork-v1", "sessions-list-v1"]}
+        )
+
+    async def fork(request: web.Request) -> web.Response:
+        body = await request.json()
+        bodies.append(body)
+        unknown = sorted(set(body) - known)
+        if unknown:
+            error = {"code": "invalid_request", "message": f"unknown fields: {unknown}"}
+            return web.json_response({"error": error}, status=400)
+        return web.json_response({"childSessionId": child_id, "created": True})
+
+    app = web.Application()
+    app.router.add_get("/capabilities", capabilities)
+    app.router.add_post("/fork-session", fork)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}", bodies
+    finally:
+        await runner.cleanup()

@@ -18,11 +18,14 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 from helpers.forking import children_per_operation, make_source, request_for
-from helpers.serve import serve_process, server_without_capabilities
+from helpers.serve import serve_process, server_without_capabilities, server_without_fork_titles
 from helpers.sessions import commits_of
 
 from branchwise.core.errors import BranchwiseError, InvalidServerUrl
+from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.remote import (
     SERVERS_FILE,
@@ -105,9 +108,13 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
         assert child in {e.session_id for e in server.entries}
         branch = store.read(child)
         assert [m.content for m in branch.projection.messages] == ["question 0", "answer 0"]
+        # Named as a local branch is, by the server as it publishes it.
+        assert branch.manifest.title == "on the workstation (branch 1)"
+        assert server.title(child) == "on the workstation (branch 1)"
         # After acknowledgement a new click on the same turn is a new branch.
         second = await server.request_branch(states[0].target)  # type: ignore[arg-type]
         assert second not in (None, child)
+        assert store.manifest(second).title == "on the workstation (branch 2)"  # type: ignore[arg-type]
 
     with serve_process(served_root) as served:
         asyncio.run(scenario(served.url, served.token))
@@ -283,3 +290,25 @@ def test_a_server_restarted_mid_turn_shows_the_turn_interrupted(tmp_path: Path) 
                 await asyncio.to_thread(_stop, restarted)
 
         asyncio.run(scenario())
+
+
+def test_a_server_from_before_fork_titles_gets_no_title_and_still_forks() -> None:
+    child = "0190aaaa-bbbb-7ccc-8ddd-eeeeffff0001"
+    request = ForkRequest("0190aaaa-bbbb-7ccc-8ddd-eeeeffff0000", "t1", 4, 1)
+
+    async def scenario() -> None:
+        async with server_without_fork_titles(child) as (url, bodies):
+            backend = RemoteForkBackend(RemoteStore(url, "token"))
+            result = await backend.fork(request, "op-old", title="notes (branch 1)")
+            assert result.child_session_id == child
+            assert [sorted(body) for body in bodies] == [
+                [
+                    "boundarySequence",
+                    "expectedGeneration",
+                    "operationId",
+                    "sourceSessionId",
+                    "turnId",
+                ]
+            ]
+
+    asyncio.run(scenario())

@@ -11,6 +11,7 @@ import pytest
 from branchwise.core.ids import new_session_id
 from branchwise.desktop.host.window_state import (
     WINDOW_STATE_FILE,
+    RemoteTab,
     WindowState,
     load_window_state,
     save_window_state,
@@ -62,3 +63,31 @@ def test_bad_ids_duplicates_and_a_stray_current_are_dropped(tmp_path: Path) -> N
 
 def test_no_file_is_no_state(tmp_path: Path) -> None:
     assert load_window_state(tmp_path) is None
+
+
+def test_server_tabs_read_back_and_bad_ones_are_dropped(tmp_path: Path) -> None:
+    sid = new_session_id()
+    kept = RemoteTab("http://127.0.0.1:8765", sid, "Lab notes")
+    state = WindowState(remote_tabs=(kept,), current_remote=kept)
+    save_window_state(tmp_path, state)
+    assert load_window_state(tmp_path) == state
+
+    data = orjson.loads((tmp_path / WINDOW_STATE_FILE).read_bytes())
+    data["remoteTabs"] = [
+        {"server": "http://127.0.0.1:8765/", "sessionId": sid, "title": "Lab notes"},
+        {"server": "ftp://box", "sessionId": sid},
+        {"server": "http://127.0.0.1:8765", "sessionId": "../../etc"},
+        {"server": "http://127.0.0.1:8765", "sessionId": sid, "title": 5},
+        {"server": "http://127.0.0.1:8765", "sessionId": sid, "title": "Lab notes"},  # twice
+        "junk",
+    ]
+    data["currentRemote"] = {"server": "http://elsewhere:1", "sessionId": sid}
+    (tmp_path / WINDOW_STATE_FILE).write_bytes(orjson.dumps(data))
+    assert load_window_state(tmp_path) == WindowState(remote_tabs=(kept,))
+
+
+def test_a_file_from_before_server_tabs_has_none(tmp_path: Path) -> None:
+    sid = new_session_id()
+    data = {"format": 1, "tabs": [sid], "current": sid, "geometry": "", "splitter": []}
+    (tmp_path / WINDOW_STATE_FILE).write_bytes(orjson.dumps(data))
+    assert load_window_state(tmp_path) == WindowState(tabs=(sid,), current=sid)

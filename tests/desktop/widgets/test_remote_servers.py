@@ -107,7 +107,9 @@ def test_connect_list_open_and_branch_on_a_server(
         assert children_per_operation(served_store).total() == 1
         qtbot.waitUntil(lambda: len(_tree_texts(app)) == 3, timeout=WAIT_MS)
         assert _tree_texts(app)[:2] == ["workstation", "  Lab notes"]
-        assert _tree_texts(app)[2].startswith("    ")  # the branch nests under its parent
+        assert _tree_texts(app)[2] == "    Lab notes (branch 1)"  # nested, named as local ones
+        tabs = app.window.tabs
+        assert tabs.tabText(tabs.indexOf(child_tab)) == "Lab notes (branch 1)"
         server = app.window.remote_servers.servers[0]
         assert server.coordinator.records() == ()
 
