@@ -35,7 +35,6 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             ["--big", "60", "--small", "5", "--read-turns", "60", "--runs", "1", "--no-window"],
             "ratio",
         ),
-
         ("bench_partials.py", ["--kb", "4", "--commits", "20", "--repeat", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
