@@ -250,12 +250,12 @@ def test_a_streaming_answers_deltas_are_restored(tmp_path: Path) -> None:
     session = _session(store, 2)
     with store.open_writer(session) as writer:
         writer.commit([ev.turn_start("s"), ev.user_message("u-s", "stream please")])
-        writer.commit([ev.assistant_delta("a-s", "Hel", "demo")])
-        writer.commit([ev.assistant_delta("a-s", "lo, wor", "demo")])
+        writer.commit([ev.assistant_delta("Hel", ("a-s", "demo"))])
+        writer.commit([ev.assistant_delta("lo, wor")])
     _open_and_close(store, session)  # closes the turn as interrupted, keeps the text
     with store.open_writer(session, continue_turn=None) as writer:
         writer.commit([ev.turn_start("s2"), ev.user_message("u-s2", "again")])
-        writer.commit([ev.assistant_delta("a-s2", "part", "demo")])
+        writer.commit([ev.assistant_delta("part", ("a-s2", "demo"))])
     quick, full, used = _both(store, session)
     assert used and quick == full
     answer = quick.message("a-s")
