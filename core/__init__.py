@@ -99,6 +99,7 @@ from branchwise.core.lineage import create_child, lineage, tree
 from branchwise.core.projection.events import (
     EndReason,
     EventType,
+    assistant_delta,
     assistant_message,
     session_created,
     step_end,
@@ -124,6 +125,7 @@ __all__ = [
     "turn_end",
     "user_message",
     "assistant_message",
+    "assistant_delta",
     "step_start",
     "step_end",
     "usage",

@@ -3,8 +3,15 @@
 A turn is written as a few commits (DESIGN §2.2)::
 
     [turn/start, message/user, step/start]          the question is durable
-    [message/assistant partial] …                    at most every flush_interval
+    [message/assistant-delta] …                      at most every flush_interval
     [message/assistant, step/end, usage, turn/end]   the closing commit
+
+A partial commit stores only the text received since the previous one (a
+``message/assistant-delta``; replay concatenates), so a long answer costs its
+length about twice on disk, not its length squared; the closing commit holds
+the whole answer. A format-1 session (``events.log``, read by older builds)
+keeps the old shape: each partial commit a whole ``message/assistant`` with
+``partial: true``.
 
 Streamed text reaches listeners live; what was received is committed at least
 every ``flush_interval`` seconds, so a crash loses at most about that much of
@@ -263,10 +270,10 @@ class TurnRunner:
         if self._text_len == self._committed_len:
             return
         text = self.text
+        model = self.provider.model
+        delta = ev.assistant_delta(self.message_id, text[self._committed_len :], model)
         try:
-            self._commit(
-                [ev.assistant_message(self.message_id, text, self.provider.model, partial=True)]
-            )
+            self._commit([delta])
         except BranchwiseError as exc:
             # Stop asking the model: the turn ends as an error keeping what was saved.
             self._failure = exc

@@ -19,7 +19,11 @@ What is indexed, and how it stays current:
   shown in the session asked for (``session_id=``), else in the most recently
   created session containing it; the others are its ``also_in``.
 * A streaming answer is committed as growing partial texts of one message
-  id: the row is updated in place with the latest text.
+  id: the row is updated in place with the latest text. In format 2 a
+  partial commit holds only the new text (``message/assistant-delta``): the
+  row holds the concatenation, continuing from the text indexed before when a
+  catch-up starts inside that answer's turn, so an answer cut by a crash is
+  found by words that only its deltas hold.
 * Per session the index remembers the next commit and seq, the byte offset
   past the last indexed frame, the manifest's ``generation`` and the log
   file's inode. :meth:`SearchIndex.catch_up` reads only the bytes after that
@@ -31,6 +35,15 @@ What is indexed, and how it stays current:
   nothing: the next catch-up finds the commit after the remembered offset.
 * The same message id carrying different text in two sessions (a log
   replaced by a rewind that reused an id) keeps the text indexed last.
+* Every ``session/merge`` event (a branch brought back into a conversation,
+  :mod:`branchwise.core.merge`) is recorded in the ``merges`` table as it is
+  read. The merge lives only in the log it was written to, and this
+  catch-up already reads every new commit of every session, so the lineage
+  tree learns which branches were brought back — including merges another
+  process wrote — for the price of one row per merge
+  (:meth:`SearchIndex.merges`). A fork inherits its parent's merges with
+  its seed, so rows name the log that holds them; which of them concern a
+  branch (the log is one of its ancestors) is for the reader to decide.
 * Nothing indexes on a turn's commit path: the CLI's writing commands leave
   the index alone (the next ``search`` catches up), the app catches up in a
   background worker. The schema version is ``PRAGMA user_version``; an index
@@ -105,7 +118,7 @@ from branchwise.core.store.store import SessionStore
 log = logging.getLogger(__name__)
 
 INDEX_NAME = "search.sqlite3"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Kept in ``PRAGMA user_version``; an index of another version is emptied and refilled."""
 MAX_LIMIT = 1000
 """The most hits one search returns."""
@@ -121,10 +134,12 @@ RANKED_CANDIDATES = 2000
 _T = TypeVar("_T")
 _USER = EventType.MESSAGE_USER.value
 _ASSISTANT = EventType.MESSAGE_ASSISTANT.value
+_DELTA = EventType.MESSAGE_ASSISTANT_DELTA.value
 _TITLE_EVENTS = (EventType.SESSION_CREATED.value, EventType.SESSION_TITLE.value)
 _TURN_START = EventType.TURN_START.value
 _TURN_END = EventType.TURN_END.value
 _LEGACY = EventType.LEGACY_IMPORT.value
+_MERGE = EventType.SESSION_MERGE.value
 # SQLite's primary result codes (the low byte of an extended code).
 _SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 8, 11, 14, 26
 
@@ -157,6 +172,14 @@ _SCHEMA = (
     PRIMARY KEY (message, session_id)
 ) WITHOUT ROWID""",
     """CREATE INDEX message_sessions_by_session ON message_sessions(session_id, message)""",
+    # Branches brought back: one row per session/merge event, keyed by the log holding it.
+    """CREATE TABLE merges(
+    into_session_id TEXT NOT NULL,
+    merge_sequence INTEGER NOT NULL,
+    child_session_id TEXT NOT NULL,
+    ts REAL NOT NULL,
+    PRIMARY KEY (into_session_id, merge_sequence)
+) WITHOUT ROWID""",
     # Terms of three or more characters: substrings, through trigrams.
     """CREATE VIRTUAL TABLE messages_fts USING fts5(
     content, content='messages', content_rowid='id', tokenize='trigram'
@@ -263,6 +286,28 @@ class SearchResult:
 
 
 @dataclass(frozen=True, slots=True)
+class MergedBranch:
+    """One ``session/merge`` event the index has read: a branch brought back into a log.
+
+    Attributes:
+        child_session_id: the branch that was brought back.
+        into_session_id: the session whose log holds the merge (an ancestor of
+            the branch, or a fork of one that inherited the merge).
+        merge_sequence: the merge event's seq in that log.
+        at: when it was written (seconds since the epoch).
+    """
+
+    child_session_id: str
+    into_session_id: str
+    merge_sequence: int
+    at: float
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"intoSessionId", "mergeSequence"}``, as the CLI's lineage nodes carry it."""
+        return {"intoSessionId": self.into_session_id, "mergeSequence": self.merge_sequence}
+
+
+@dataclass(frozen=True, slots=True)
 class _Position:
     """Where a session's indexing stopped (a row of ``sessions``)."""
 
@@ -352,6 +397,21 @@ class SearchIndex:
                     _forget(conn, session_id)
 
             self._guarded(drop)
+
+    def merges(self) -> tuple[MergedBranch, ...]:
+        """Every merge indexed so far, oldest first (as current as the last catch-up).
+
+        Raises:
+            SearchIndexUnavailable: the index is locked or cannot be read.
+        """
+        with self._lock:
+            rows = self._guarded(
+                lambda conn: conn.execute(
+                    "SELECT child_session_id, into_session_id, merge_sequence, ts FROM merges "
+                    "ORDER BY ts, into_session_id, merge_sequence"
+                ).fetchall()
+            )
+        return tuple(MergedBranch(str(c), str(i), int(q), float(t)) for c, i, q, t in rows)
 
     # -- searching ---------------------------------------------------------
 
@@ -599,6 +659,8 @@ def _index_frames(
     # sessions reusing an id (an import, a test) stay two messages.
     lineage = f"{manifest.root_session_id or session_id}/"
     latest: dict[str, tuple[str, str, str | None, str]] = {}  # key -> id, role, turn, text
+    growing: dict[str, list[str]] = {}  # key -> a streaming answer's text, in pieces
+    merges: list[tuple[str, int, str, float]] = []
     frames = 0
     for frame in iter_frames(tail, start=0, first_commit=commit, first_seq=seq):
         frames += 1
@@ -613,6 +675,23 @@ def _index_frames(
                     known = latest.get(key)
                     turn = known[2] if known is not None else open_turn
                     latest[key] = (message_id, role, turn, content)
+                    growing.pop(key, None)
+            elif kind == _DELTA:
+                message_id, delta = event.get("messageId"), event.get("delta")
+                if isinstance(message_id, str) and isinstance(delta, str):
+                    key = lineage + message_id
+                    pieces = growing.get(key)
+                    if pieces is None:
+                        known = latest.get(key)
+                        if known is not None:
+                            base = known[3]
+                        elif open_turn is not None and open_turn == position.open_turn:
+                            base = _indexed_text(conn, key)  # the answer's text indexed so far
+                        else:
+                            base = ""  # its earlier text, if any, is in this tail
+                        pieces = growing[key] = [base]
+                        latest[key] = (message_id, "assistant", open_turn, "")
+                    pieces.append(delta)
             elif kind == _TURN_START:
                 open_turn = event.get("turnId")
             elif kind == _TURN_END:
@@ -623,8 +702,16 @@ def _index_frames(
                     title = event["title"]
             elif kind == _LEGACY:
                 _legacy_messages(event, session_id, latest)
+            elif kind == _MERGE:
+                child, number, ts = event.get("childSessionId"), event.get("seq"), event.get("ts")
+                if isinstance(child, str) and isinstance(number, int):
+                    when = float(ts) if isinstance(ts, int | float) else 0.0
+                    merges.append((session_id, number, child, when))
     if frames == 0 and position.log_offset != 0:
         return 0  # nothing new but a growing (or torn) last frame
+    for key, pieces in growing.items():
+        message_id, role, turn, _ = latest[key]
+        latest[key] = (message_id, role, turn, "".join(pieces))
     if latest:
         conn.executemany(
             "INSERT INTO messages(key, message_id, role, turn_id, content) VALUES (?, ?, ?, ?, ?) "
@@ -636,6 +723,12 @@ def _index_frames(
             "INSERT OR IGNORE INTO message_sessions(message, session_id) "
             "SELECT id, ? FROM messages WHERE key = ?",
             [(session_id, key) for key in latest],
+        )
+    if merges:
+        conn.executemany(
+            "INSERT OR REPLACE INTO merges(into_session_id, merge_sequence, child_session_id, ts) "
+            "VALUES (?, ?, ?, ?)",
+            merges,
         )
     if title != position.title or position.log_offset == 0:
         _index_title(conn, session_id, title)
@@ -655,6 +748,12 @@ def _index_frames(
         ),
     )
     return frames
+
+
+def _indexed_text(conn: sqlite3.Connection, key: str) -> str:
+    """The text indexed for a message so far ("" if none)."""
+    row = conn.execute("SELECT content FROM messages WHERE key = ?", (key,)).fetchone()
+    return str(row[0]) if row is not None else ""
 
 
 def _legacy_messages(
@@ -701,6 +800,7 @@ def _forget(conn: sqlite3.Connection, session_id: str) -> None:
         (session_id,),
     )
     conn.execute("DELETE FROM message_sessions WHERE session_id = ?", (session_id,))
+    conn.execute("DELETE FROM merges WHERE into_session_id = ?", (session_id,))
     conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
 
 

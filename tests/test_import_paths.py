@@ -278,6 +278,7 @@ PUBLIC_API = {
             "turn_end",
             "user_message",
             "assistant_message",
+            "assistant_delta",
             "step_start",
             "step_end",
             "usage",

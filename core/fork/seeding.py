@@ -42,6 +42,7 @@ from branchwise.core.log.sidecars import (
     read_index,
     write_sidecars,
 )
+from branchwise.core.log.snapshots import SNAPSHOT_FILE, inheritable_snapshot
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import (
@@ -321,6 +322,13 @@ def publish_seeded_child(
                     source.last_crc,
                 )
             )
+        if seeds:  # a cache: the source's projection snapshot, if it covers only seeds
+            snapshot = inheritable_snapshot(
+                plan.seeds[0].path.parent, sum(s.end for s in plan.seeds), len(plan.seeds)
+            )
+            if snapshot is not None:
+                with contextlib.suppress(OSError):
+                    os.link(snapshot, log_dir / SNAPSHOT_FILE, follow_symlinks=False)
         if seeds:  # the bound must be durable before the manifest names it
             fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
             try:

@@ -7,13 +7,21 @@ Header layout (little-endian)::
 
     magic    3 bytes  b"\\xffBW"  (0xFF never occurs in UTF-8, so the magic
                                    cannot appear inside a JSON payload)
-    version  1 byte   FRAME_VERSION
+    version  1 byte   1, or 2 for a commit holding a message/assistant-delta
     length   4 bytes  payload length
     crc      4 bytes  CRC32 of the payload
     hcrc     4 bytes  CRC32 of the first 12 header bytes
 
 The header checksum lets a scan tell a damaged length field from a frame that
 is merely incomplete.
+
+Version 2 frames differ only in what their events may mean: they hold
+``message/assistant-delta`` events (a streaming answer's new text since the
+previous partial commit; :func:`~branchwise.core.projection.events.assistant_delta`).
+A build that predates deltas would skip that event type and show a shortened
+answer; instead it meets a frame version it does not know and refuses the log
+with ``unsupported_format``, naming the offset. Every other commit is still
+written as version 1, which every build reads.
 
 One size limit, :data:`MAX_PAYLOAD`, binds every writer and every reader: the
 encoder refuses a bigger payload (:class:`~branchwise.core.errors.CommitTooLarge`,
@@ -42,7 +50,12 @@ import orjson
 from branchwise.core.errors import CommitTooLarge, InvalidFrame, UnsupportedFormat
 
 MAGIC = b"\xffBW"
-FRAME_VERSION = 1
+FRAME_VERSION = 2
+"""The newest frame version this build reads (and writes for commits holding a delta)."""
+_PLAIN_VERSION = 1
+# The delta event's type as orjson writes it: inside a JSON string every quote is
+# escaped, so these bytes occur only as a real "type" member of the payload.
+_DELTA_MARK = b'"type":"message/assistant-delta"'
 HEADER = struct.Struct("<3sBIII")
 HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 256 * 1024 * 1024
@@ -72,14 +85,14 @@ class Frame(NamedTuple):
 _new_frame = tuple.__new__
 
 
-def _header(payload: bytes) -> bytes:
+def _header(payload: bytes, version: int = _PLAIN_VERSION) -> bytes:
     if len(payload) > MAX_PAYLOAD:
         raise CommitTooLarge(
             f"a commit of {len(payload)} bytes is over the limit of {MAX_PAYLOAD} bytes",
             size=len(payload),
             limit=MAX_PAYLOAD,
         )
-    head = _HEAD.pack(MAGIC, FRAME_VERSION, len(payload), zlib.crc32(payload))
+    head = _HEAD.pack(MAGIC, version, len(payload), zlib.crc32(payload))
     return head + _HCRC.pack(zlib.crc32(head))
 
 
@@ -90,7 +103,7 @@ def encode_frame(commit: int, events: list[dict[str, Any]]) -> bytes:
         CommitTooLarge: the payload is over :data:`MAX_PAYLOAD`.
     """
     payload = orjson.dumps({"commit": commit, "events": events})
-    return _header(payload) + payload
+    return _header(payload, _version_of(payload)) + payload
 
 
 def encode_frame_into(out: bytearray, commit: int, events: list[dict[str, Any]]) -> None:
@@ -100,8 +113,13 @@ def encode_frame_into(out: bytearray, commit: int, events: list[dict[str, Any]])
         CommitTooLarge: the payload is over :data:`MAX_PAYLOAD` (``out`` is unchanged).
     """
     payload = orjson.dumps({"commit": commit, "events": events})
-    out += _header(payload)
+    out += _header(payload, _version_of(payload))
     out += payload
+
+
+def _version_of(payload: bytes) -> int:
+    """The frame version a commit's payload needs: 2 when it holds a delta, else 1."""
+    return FRAME_VERSION if _DELTA_MARK in payload else _PLAIN_VERSION
 
 
 class Incomplete(Exception):
@@ -222,12 +240,12 @@ def iter_frames(
         magic, version, length, crc, hcrc = unpack(view, offset)
         if magic != MAGIC or crc32(view[offset : offset + 12]) != hcrc:
             return
-        if version != FRAME_VERSION:
-            if version > FRAME_VERSION:
-                raise UnsupportedFormat(
-                    f"frame version {version} is newer than supported {FRAME_VERSION}",
-                    offset=offset,
-                )
+        if version > FRAME_VERSION:
+            raise UnsupportedFormat(
+                f"frame version {version} is newer than supported {FRAME_VERSION}",
+                offset=offset,
+            )
+        if version < _PLAIN_VERSION:
             return
         end = offset + HEADER_SIZE + length
         if end > size or length > limit:

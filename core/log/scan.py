@@ -55,21 +55,44 @@ class TornTail:
     length: int
 
 
+@dataclass(frozen=True, slots=True)
+class ResumePoint:
+    """Where a scan started after history a projection snapshot already covers.
+
+    Attributes:
+        end: the byte offset the covered history ends at (a frame end).
+        commit: the last covered commit.
+        seq: the last covered seq.
+        frame_offset: where the last covered frame starts.
+        frame_crc: that frame's payload checksum.
+    """
+
+    end: int
+    commit: int
+    seq: int
+    frame_offset: int
+    frame_crc: int
+
+
 @dataclass(slots=True)
 class LogScan:
     """The result of reading a log: whole frames and what follows them.
 
     Attributes:
-        frames: every whole, verified frame before any damage.
+        frames: every whole, verified frame before any damage (after
+            ``resumed`` only, when the scan resumed after a snapshot).
         end: byte offset just past the last good frame.
         torn_tail: incomplete or damaged trailing bytes, if any.
         corruption: a damaged frame followed by good ones, if any.
+        resumed: the history before ``frames`` that a projection snapshot
+            covers (its bytes checksummed, not decoded), if any.
     """
 
     frames: list[Frame] = field(default_factory=list)
     end: int = 0
     torn_tail: TornTail | None = None
     corruption: CorruptLog | None = None
+    resumed: ResumePoint | None = None
 
     @property
     def last_seq(self) -> int:
@@ -77,12 +100,14 @@ class LogScan:
         for frame in reversed(self.frames):
             if frame.events:
                 return int(frame.events[-1]["seq"])
-        return 0
+        return self.resumed.seq if self.resumed is not None else 0
 
     @property
     def last_commit(self) -> int:
         """Number of the last good commit (0 for an empty log)."""
-        return self.frames[-1].commit if self.frames else 0
+        if self.frames:
+            return self.frames[-1].commit
+        return self.resumed.commit if self.resumed is not None else 0
 
 
 def scan_bytes(buf: bytes, start: int = 0, first_commit: int = 1, first_seq: int = 1) -> LogScan:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,8 @@ class SegmentWriter:
             they do not say exactly this.
         ops: the system calls appends use (tests inject failures).
         roll_bytes: the size at which a new segment is started.
+        sidecar_base: the active segment's sidecar bytes for the frames before
+            ``active_entries`` (when a projection snapshot stood for them).
 
     Attributes:
         cut_tail: the torn tail cut (or broken off) on open, if any.
@@ -67,6 +70,7 @@ class SegmentWriter:
         ops: FileOps = OS_FILE_OPS,
         *,
         roll_bytes: int = ROLL_BYTES,
+        sidecar_base: Mapping[str, bytes] | None = None,
     ) -> None:
         scan = session_log.scan
         if scan.corruption is not None:
@@ -115,7 +119,22 @@ class SegmentWriter:
                 last_frame.commit,
                 scan.last_seq,
             )
-        _refresh_sidecars(path, active_entries)
+        elif (
+            active is not None
+            and not scan.frames
+            and scan.resumed is not None
+            and scan.resumed.frame_offset >= session_log.active_start
+        ):
+            # Resumed after a projection snapshot that ends inside the active segment.
+            resumed, base = scan.resumed, session_log.active_start
+            self._last = (
+                resumed.frame_offset - base,
+                resumed.end - base,
+                resumed.frame_crc,
+                resumed.commit,
+                resumed.seq,
+            )
+        _refresh_sidecars(path, active_entries, sidecar_base if active is not None else None)
         self._sidecars = SidecarWriter(path)
 
     def _break_off(self, path: Path, good: int) -> None:
@@ -206,7 +225,9 @@ class SegmentWriter:
         self._log.close()
 
 
-def _refresh_sidecars(segment: Path, entries: list[tuple[CommitEntries, int]]) -> None:
+def _refresh_sidecars(
+    segment: Path, entries: list[tuple[CommitEntries, int]], base: Mapping[str, bytes] | None
+) -> None:
     """Rewrite a segment's sidecars unless they already say exactly ``entries`` (best effort)."""
     with contextlib.suppress(OSError):
-        write_sidecars(segment, entries, only_changed=True)
+        write_sidecars(segment, entries, only_changed=True, base=base)

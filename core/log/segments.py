@@ -25,13 +25,14 @@ from __future__ import annotations
 import bisect
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from branchwise.core.errors import BranchwiseError, CorruptLog
 from branchwise.core.log import scan as log_scan
 from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
-from branchwise.core.log.scan import LogScan, gc_paused
+from branchwise.core.log.scan import LogScan, ResumePoint, gc_paused
 from branchwise.core.store.atomic import open_no_follow
 from branchwise.core.store.manifest import Manifest, Seed, load_manifest
 
@@ -236,12 +237,21 @@ def read_session_log(directory: Path, manifest: Manifest) -> SessionLog:
     return SessionLog(manifest, pieces, starts, data)
 
 
-def scan_session_log(directory: Path, manifest: Manifest) -> SessionLog:
+def scan_session_log(
+    directory: Path,
+    manifest: Manifest,
+    resume_from: Callable[[SessionLog], ResumePoint | None] | None = None,
+) -> SessionLog:
     """Read and scan a session's log: frames, torn tail, corruption and continuity.
 
     A damaged seed (missing, short, not ending on its ``lastCrc``) does not
     raise: like any corruption it is reported in ``scan.corruption`` and
     history ends before it.
+
+    ``resume_from`` is asked, once the bytes are read, whether a projection
+    snapshot vouches for a prefix of them (:mod:`~branchwise.core.log.snapshots`
+    checks the prefix's checksum and layout); frames are then decoded and
+    checked only after it, and ``scan.resumed`` says where that was.
     """
     try:
         log = read_session_log(directory, manifest)
@@ -249,9 +259,14 @@ def scan_session_log(directory: Path, manifest: Manifest) -> SessionLog:
         log = SessionLog(manifest, [], [], b"")
         log.scan.corruption = exc
         return log
+    point = resume_from(log) if resume_from is not None else None
     with gc_paused():
-        log.scan = log_scan.scan_bytes(log.data)  # looked up per call: a counting seam
-    _check_pieces(log)
+        if point is None:
+            log.scan = log_scan.scan_bytes(log.data)  # looked up per call: a counting seam
+        else:
+            log.scan = log_scan.scan_bytes(log.data, point.end, point.commit + 1, point.seq + 1)
+            log.scan.resumed = point
+    _check_pieces(log, point.end if point is not None else 0)
     return log
 
 
@@ -263,8 +278,12 @@ def _first_seq_of(frame: Frame) -> int | None:
     return int(frame.events[0]["seq"]) if frame.events else None
 
 
-def _check_pieces(log: SessionLog) -> None:
-    """Continuity across pieces, and damage named by its file (see the module doc)."""
+def _check_pieces(log: SessionLog, resumed_at: int = 0) -> None:
+    """Continuity across pieces, and damage named by its file (see the module doc).
+
+    Pieces (and the start of a piece) before ``resumed_at`` were checked when
+    the snapshot that covers them was written, and are the same bytes.
+    """
     scan, pieces = log.scan, log.pieces
     if not pieces:
         return
@@ -272,6 +291,14 @@ def _check_pieces(log: SessionLog) -> None:
     for index, piece in enumerate(pieces):
         start = log.starts[index]
         end = log.starts[index + 1] if index + 1 < len(pieces) else len(log.data)
+        if end <= resumed_at and start < resumed_at:
+            continue
+        if start < resumed_at:
+            if piece.seed is not None and end <= scan.end:
+                _check_seed_end(log, piece, end)
+                if scan.corruption is not None:
+                    return
+            continue
         if start == end:
             if piece.seed is not None:
                 _corrupt_at(log, start, f"{piece.name} is empty")
@@ -292,20 +319,27 @@ def _check_pieces(log: SessionLog) -> None:
             _corrupt_at(log, start, f"{reason}, seq {piece.first_seq}")
             return
         if piece.seed is not None and end <= scan.end:
-            at = bisect.bisect_left(frames, end, key=lambda f: f.end)
-            last = frames[at] if at < len(frames) else None
-            if (
-                last is None
-                or last.end != end
-                or last.commit != piece.seed.end_commit
-                or _frame_crc(log.data, last) != piece.seed.last_crc
-            ):
-                reason = f"{piece.name} does not end on commit {piece.seed.end_commit}"
-                _corrupt_at(
-                    log, end, f"{reason} with checksum {piece.seed.last_crc}", (piece, end - start)
-                )
+            _check_seed_end(log, piece, end)
+            if scan.corruption is not None:
                 return
     _name_scan_damage(log)
+
+
+def _check_seed_end(log: SessionLog, piece: Piece, end: int) -> None:
+    """A seed must end exactly on a frame of commit ``endCommit`` with checksum ``lastCrc``."""
+    assert piece.seed is not None
+    frames = log.scan.frames
+    at = bisect.bisect_left(frames, end, key=lambda f: f.end)
+    last = frames[at] if at < len(frames) else None
+    if (
+        last is None
+        or last.end != end
+        or last.commit != piece.seed.end_commit
+        or _frame_crc(log.data, last) != piece.seed.last_crc
+    ):
+        reason = f"{piece.name} does not end on commit {piece.seed.end_commit}"
+        start = end - piece.seed.end
+        _corrupt_at(log, end, f"{reason} with checksum {piece.seed.last_crc}", (piece, end - start))
 
 
 def _corrupt_at(

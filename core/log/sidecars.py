@@ -24,7 +24,7 @@ import contextlib
 import os
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -251,11 +251,17 @@ class SidecarWriter:
                 os.close(fd)
 
 
-def sidecar_bytes(entries: list[tuple[CommitEntries, int]]) -> dict[str, bytes]:
-    """The whole content of a segment's three sidecars for these entries, by suffix."""
-    idx = bytearray(index_header())
-    tix = bytearray()
-    blobs = bytearray()
+def sidecar_bytes(
+    entries: list[tuple[CommitEntries, int]], base: Mapping[str, bytes] | None = None
+) -> dict[str, bytes]:
+    """The whole content of a segment's three sidecars for these entries, by suffix.
+
+    ``base``: the files' bytes for the segment's earlier frames (header
+    included), which the entries' records follow.
+    """
+    idx = bytearray(base[INDEX_SUFFIX] if base is not None else index_header())
+    tix = bytearray(base[TURNS_SUFFIX] if base is not None else b"")
+    blobs = bytearray(base[BLOBS_SUFFIX] if base is not None else b"")
     for commit_entries, commit in entries:
         for record, turn in commit_entries.records:
             idx += record.to_bytes()
@@ -271,6 +277,7 @@ def write_sidecars(
     *,
     only_changed: bool = False,
     durable: bool = True,
+    base: Mapping[str, bytes] | None = None,
 ) -> None:
     """Write a segment's sidecars whole, durably, replacing whatever was there.
 
@@ -280,9 +287,10 @@ def write_sidecars(
     cache or the new one. ``only_changed`` leaves a file that already holds
     exactly its bytes alone (a writer's open usually finds them right);
     ``durable=False`` skips the fsyncs (a cache a crash may lose: a new fork's
-    first own segment, whose writer rebuilds it if it is gone).
+    first own segment, whose writer rebuilds it if it is gone). ``base``: see
+    :func:`sidecar_bytes`.
     """
-    for suffix, data in sidecar_bytes(entries).items():
+    for suffix, data in sidecar_bytes(entries, base).items():
         final = segment.with_suffix(suffix)
         if only_changed and _read(final) == data:
             continue
@@ -419,3 +427,24 @@ def read_blob_entries(segment: Path, through_commit: int) -> list[str] | None:
             break
         names.extend(str(name) for name in blobs)
     return names
+
+
+def sidecar_prefixes(
+    segment: Path, expected: Mapping[str, tuple[int, int]]
+) -> dict[str, bytes] | None:
+    """The first bytes of each sidecar of ``segment``, if they have the length and CRC32 expected.
+
+    ``expected`` maps each suffix to ``(length, crc)``; ``None`` when any file
+    is missing, shorter or different (a projection snapshot then does not
+    stand in for the replay that rebuilds them).
+    """
+    found: dict[str, bytes] = {}
+    for suffix in SIDECAR_SUFFIXES:
+        if suffix not in expected:
+            return None
+        length, crc = expected[suffix]
+        data = _read(segment.with_suffix(suffix))
+        if data is None or len(data) < length or zlib.crc32(data[:length]) != crc:
+            return None
+        found[suffix] = data[:length]
+    return found

@@ -29,6 +29,7 @@ class EventType(StrEnum):
     TURN_END = "turn/end"
     MESSAGE_USER = "message/user"
     MESSAGE_ASSISTANT = "message/assistant"
+    MESSAGE_ASSISTANT_DELTA = "message/assistant-delta"
     STEP_START = "step/start"
     STEP_END = "step/end"
     TOOL_CALL = "tool/call"
@@ -73,6 +74,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     EventType.TURN_END: ("turnId", "reason"),
     EventType.MESSAGE_USER: ("messageId", "content"),
     EventType.MESSAGE_ASSISTANT: ("messageId", "content", "model"),
+    EventType.MESSAGE_ASSISTANT_DELTA: ("messageId", "delta", "model"),
     EventType.STEP_START: ("stepId",),
     EventType.STEP_END: ("stepId",),
     EventType.TOOL_CALL: ("callId", "name", "args"),
@@ -100,6 +102,8 @@ def validate_event(event: Event) -> Event:
         raise InvalidEvent(f"{kind} is missing {', '.join(missing)}")
     if kind == EventType.TURN_END and event["reason"] not in EndReason.__members__.values():
         raise InvalidEvent(f"unknown turn end reason {event['reason']!r}")
+    if kind == EventType.MESSAGE_ASSISTANT_DELTA and not isinstance(event["delta"], str):
+        raise InvalidEvent("message/assistant-delta needs its delta as text")
     if "seq" in event or "ts" in event:
         raise InvalidEvent("seq and ts are assigned by the log, not by callers")
     return event
@@ -168,6 +172,26 @@ def assistant_message(message_id: str, content: str, model: str, *, partial: boo
     if partial:
         event["partial"] = True
     return event
+
+
+def assistant_delta(message_id: str, delta: str, model: str) -> Event:
+    """The text a streaming answer gained since its previous partial commit (format 2).
+
+    A partial commit used to store the whole answer so far, so a long answer
+    streamed over minutes wrote a quadratic amount (a 120 KB answer in 600
+    commits wrote 36 MB). A delta stores only what is new; a replay
+    concatenates the deltas of one ``messageId`` after the last whole text of
+    it, and the closing commit's :func:`assistant_message` still holds the
+    whole answer. A commit holding a delta is framed as version 2
+    (:mod:`~branchwise.core.log.frames`), so a build that predates deltas
+    refuses the log instead of showing a shortened answer.
+    """
+    return {
+        "type": EventType.MESSAGE_ASSISTANT_DELTA.value,
+        "messageId": message_id,
+        "delta": delta,
+        "model": model,
+    }
 
 
 def step_start(step_id: str) -> Event:

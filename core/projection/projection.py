@@ -33,7 +33,8 @@ class Message:
     Attributes:
         message_id: stable id (the UI's key).
         role: ``user``, ``assistant`` or ``tool``.
-        content: the text (latest partial text while an answer streams).
+        content: the text (the text so far while an answer streams: the
+            last whole text, then every ``message/assistant-delta`` after it).
         turn_id: the turn it belongs to, ``None`` for imported history.
         partial: the answer is still streaming (or was cut by a crash).
         model: which model wrote an assistant message.
@@ -120,6 +121,29 @@ class Projection(TurnTracker):
         message = self._put(event, "assistant", turn.turn_id if turn is not None else None)
         message.model = event.get("model")
         message.partial = bool(event.get("partial", False))
+
+    def _assistant_delta(self, event: dict[str, Any], turn: Turn | None) -> None:
+        """Text a streaming answer gained: appended to what its message holds so far.
+
+        The first delta of a message creates it (format 2 stores no whole
+        partial text before it); a whole ``message/assistant`` after deltas
+        replaces the text, as the closing commit's final answer does.
+        """
+        delta = event["delta"]
+        if type(delta) is not str:
+            raise TypeError(f"message/assistant-delta at seq {event['seq']} has no text delta")
+        message = self._by_message.get(event["messageId"])
+        if message is None:
+            message = self._put(
+                {"messageId": event["messageId"], "content": delta, "seq": event["seq"]},
+                "assistant",
+                turn.turn_id if turn is not None else None,
+            )
+        else:
+            message.content += delta
+            message.seq = event["seq"]
+        message.model = event.get("model")
+        message.partial = True
 
     def _turn_end(self, event: dict[str, Any], turn: Turn | None) -> None:
         """A turn that ended now: its answers stop streaming (even if a crash cut them)."""
@@ -220,6 +244,7 @@ class Projection(TurnTracker):
     _HOOKS: ClassVar[Mapping[str, Hook]] = {
         EventType.MESSAGE_USER.value: _user,
         EventType.MESSAGE_ASSISTANT.value: _assistant,
+        EventType.MESSAGE_ASSISTANT_DELTA.value: _assistant_delta,
         EventType.TURN_END.value: _turn_end,
         EventType.SESSION_CREATED.value: _created,
         EventType.SESSION_TITLE.value: _title,

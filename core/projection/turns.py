@@ -20,7 +20,8 @@ The rules:
 * A closing commit that also starts a later turn *spills*: no cut can end
   exactly at the turn it closed.
 * The first user message in a turn binds as ``user_message_id``; every
-  assistant message rebinds ``message_id`` (the latest one is the answer).
+  assistant message, or delta of one, rebinds ``message_id`` (the latest one
+  is the answer).
 * A turn id used twice means the latest turn of that id.
 * Message-only history (``legacy/import`` messages and no turn records) is
   not verifiable.
@@ -100,6 +101,7 @@ Hook = Callable[[Any, dict[str, Any], Turn | None], None]
 ) = range(9)
 _CODES: dict[str, int] = {
     EventType.MESSAGE_ASSISTANT.value: _C_ASSISTANT,
+    EventType.MESSAGE_ASSISTANT_DELTA.value: _C_ASSISTANT,  # a streaming answer binds as well
     EventType.MESSAGE_USER.value: _C_USER,
     EventType.TURN_START.value: _C_TURN_START,
     EventType.TURN_END.value: _C_TURN_END,

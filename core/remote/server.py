@@ -18,6 +18,7 @@ import hmac
 import logging
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,8 @@ from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import TargetsCache
 from branchwise.core.ids import validate_session_id
+from branchwise.core.log.frames import Frame
+from branchwise.core.projection.events import EventType
 from branchwise.core.remote.protocol import (
     CAPABILITIES,
     DEFAULT_WAIT,
@@ -75,6 +78,51 @@ SHUTDOWN_TIMEOUT = 2.0
 """Seconds a stopping server lets open requests (long-polls, turn streams) finish."""
 
 log = logging.getLogger(__name__)
+
+
+_ASSISTANT = EventType.MESSAGE_ASSISTANT.value
+_DELTA = EventType.MESSAGE_ASSISTANT_DELTA.value
+
+
+def wire_commits(frames: Iterable[Frame], after: int) -> list[list[dict[str, Any]]]:
+    """The events after seq ``after``, grouped by commit, as ``session-events-v1`` sends them.
+
+    The wire keeps the meaning it had before format 2 stored partial answers
+    as deltas: every partial commit carries the whole answer so far. So a
+    ``message/assistant-delta`` goes out as the ``message/assistant`` with
+    ``partial: true`` it stands for (same seq, text concatenated from the
+    whole log), and a client of any version shows the same text as a local
+    replay.
+    """
+    pieces: dict[str, list[str]] = {}  # message id -> its text so far, in pieces
+    fresh: list[list[dict[str, Any]]] = []
+    for frame in frames:
+        events = frame.events
+        wanted = bool(events) and int(events[-1]["seq"]) > after
+        commit: list[dict[str, Any]] = []
+        for event in events:
+            kind = event["type"]
+            if kind == _ASSISTANT:
+                pieces[event["messageId"]] = [event["content"]]
+            elif kind == _DELTA:
+                parts = pieces.setdefault(event["messageId"], [])
+                parts.append(event["delta"])
+                if wanted and int(event["seq"]) > after:
+                    parts[:] = ["".join(parts)]
+                    event = {
+                        "seq": event["seq"],
+                        "ts": event["ts"],
+                        "type": _ASSISTANT,
+                        "messageId": event["messageId"],
+                        "content": parts[0],
+                        "model": event["model"],
+                        "partial": True,
+                    }
+            if wanted and int(event["seq"]) > after:
+                commit.append(event)
+        if wanted:
+            fresh.append(commit)
+    return fresh
 
 
 def load_or_create_token(root: Path) -> str:
@@ -260,11 +308,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
             seen = _fingerprint(store, session_id)
             snapshot = await asyncio.to_thread(store.read, session_id)
             # Whole commits, as committed: a turn's boundary is the end of its commit.
-            fresh = [
-                [event for event in frame.events if int(event["seq"]) > after]
-                for frame in snapshot.scan.frames
-                if frame.events and int(frame.events[-1]["seq"]) > after
-            ]
+            fresh = wire_commits(snapshot.scan.frames, after)
             if fresh or loop.time() >= deadline:
                 running = served.is_running(session_id) or _being_written(store, session_id)
                 return _json(

@@ -42,9 +42,17 @@ from branchwise.core.log.segments import (
     scan_session_log,
 )
 from branchwise.core.log.sidecars import CommitEntries, sidecar_entries
+from branchwise.core.log.snapshots import (
+    SNAPSHOT_MIN_BYTES,
+    Resumed,
+    resuming,
+    schedule_snapshot,
+    snapshot_note,
+)
 from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.snapshot import StateMismatch
 from branchwise.core.store.atomic import (
     disk_full_as_typed,
     fsync_dir,
@@ -116,6 +124,8 @@ class SessionStore:
         prepare: create the data root and ``sessions/`` if missing.
         roll_bytes: the segment size writers roll at (tests and benchmarks
             make rolls happen sooner than the 16 MiB default).
+        snapshot_bytes: a writer open that replays at least this many bytes
+            writes a projection snapshot (``None``: never; tests use 0).
     """
 
     def __init__(
@@ -125,9 +135,11 @@ class SessionStore:
         *,
         prepare: bool = True,
         roll_bytes: int = ROLL_BYTES,
+        snapshot_bytes: int | None = SNAPSHOT_MIN_BYTES,
     ) -> None:
         self.root = Path(root)
         self.roll_bytes = roll_bytes
+        self.snapshot_bytes = snapshot_bytes
         self.sessions_dir = self.root / "sessions"
         self.file_ops = file_ops
         if not prepare:
@@ -238,15 +250,26 @@ class SessionStore:
 
     # -- reading -----------------------------------------------------------
 
-    def read(self, session_id: str) -> SessionSnapshot:
-        """Read a session without any lock (whole committed frames only)."""
+    def read(self, session_id: str, *, every_frame: bool = True) -> SessionSnapshot:
+        """Read a session without any lock (whole committed frames only).
+
+        Args:
+            session_id: the session.
+            every_frame: the caller reads ``scan.frames`` (an export, a
+                catch-up); ``False`` when only the projection is wanted: the
+                projection snapshot (:mod:`~branchwise.core.log.snapshots`) may
+                then stand for the history it covers, and ``scan.frames`` holds
+                only the frames after it (``scan.resumed`` says where).
+        """
         directory = self.session_dir(session_id)
         manifest = load_manifest(directory)
+        used: list[Resumed] = []
         # One GC pause over scan and replay: re-enabling in between would make
         # the collector walk every freshly decoded event once more.
         with gc_paused():
-            log = scan_session_log(directory, manifest)
-            projection = _replay(log.scan, session_id, log.manifest.seed_length)
+            log = scan_session_log(directory, manifest, None if every_frame else resuming(used))
+            start = _restored(used, log, session_id)
+            projection = _replay(log.scan, session_id, log.manifest.seed_length, start)
         return SessionSnapshot(log.manifest, projection, log.scan)
 
     def open_writer(self, session_id: str, *, continue_turn: str | None = None) -> SessionWriter:
@@ -281,12 +304,14 @@ class SessionStore:
                     remove_leftovers(directory, manifest)
                 else:
                     manifest = migrate_locked(directory, manifest)
+            used: list[Resumed] = []
             with gc_paused():
-                session_log = scan_session_log(directory, manifest)
+                session_log = scan_session_log(directory, manifest, resuming(used, for_writer=True))
                 manifest = session_log.manifest
                 if session_log.scan.corruption is not None:
                     raise session_log.scan.corruption
-                projection, entries = _replay_indexing(session_log, session_id)
+                previous = used[0] if used else None
+                projection, entries = _replay_indexing(session_log, session_id, previous)
                 with refusing_read_only(directory), disk_full_as_typed(full, sessionId=session_id):
                     log = SegmentWriter(
                         directory / manifest.log_dir,
@@ -294,7 +319,13 @@ class SessionStore:
                         entries,
                         self.file_ops,
                         roll_bytes=self.roll_bytes,
+                        sidecar_base=previous.sidecar_base if previous is not None else None,
                     )
+                covered = previous.snapshot.end if previous is not None else 0
+                replayed = session_log.scan.end - covered
+                if self.snapshot_bytes is not None and replayed >= self.snapshot_bytes:
+                    # Before any commit below moves the projection past the scanned end.
+                    schedule_snapshot(session_log, projection, previous, entries)
         except BaseException:
             lease.release()
             raise
@@ -487,6 +518,8 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
         if scan.corruption is not None:
             report["corruption"] = scan.corruption.to_json()["error"]
             problem(scan.corruption, str(scan.corruption.details.get("file", "events.log")))
+        elif (note := snapshot_note(session_log)) is not None:
+            findings.append(note)  # a cache: noted, never blocking
     findings.extend(_cut_copies(directory, directory))
     findings.extend(_cut_copies(directory / manifest.log_dir, directory))
     return report
@@ -584,11 +617,31 @@ def _builder_alive(rest: str) -> bool:
     return True
 
 
+def _restored(used: list[Resumed], log: SessionLog, session_id: str) -> Projection | None:
+    """The projection the snapshot the scan resumed after holds (``None`` if it resumed after none).
+
+    A snapshot whose checksums hold but whose state does not restore was
+    written by a buggy build: refused like an unreadable event, never guessed.
+    """
+    if not used:
+        return None
+    try:
+        return used[0].snapshot.projection(log.manifest.seed_length)
+    except StateMismatch as exc:
+        raise CorruptLog(
+            f"the projection snapshot of session {session_id} does not restore: {exc}",
+            sessionId=session_id,
+        ) from exc
+
+
 def _replay_indexing(
-    session_log: SessionLog, session_id: str
+    session_log: SessionLog, session_id: str, previous: Resumed | None = None
 ) -> tuple[Projection, list[tuple[CommitEntries, int]]]:
-    """Replay a whole log, and collect the sidecar entries of its active segment's frames."""
-    projection = Projection(seed_length=session_log.manifest.seed_length)
+    """Replay a log (after ``previous``, if it resumed after a snapshot), and collect
+    the sidecar entries of its active segment's frames (after the snapshot's)."""
+    projection = _restored([previous] if previous else [], session_log, session_id)
+    if projection is None:
+        projection = Projection(seed_length=session_log.manifest.seed_length)
     try:
         entries = list(
             sidecar_entries(
@@ -608,15 +661,18 @@ def _replay_indexing(
     return projection, entries
 
 
-def _replay(scan: LogScan, session_id: str, seed_length: int = 0) -> Projection:
-    """Replay verified frames; an event whose fields make no sense is a typed error.
+def _replay(
+    scan: LogScan, session_id: str, seed_length: int = 0, start: Projection | None = None
+) -> Projection:
+    """Replay verified frames (onto ``start``, a snapshot's projection, if given).
 
-    Checksums prove bytes are as written, not that a writer wrote sense (a
-    newer or buggy writer); such a log is refused like corruption, never with
-    a bare ``KeyError``.
+    An event whose fields make no sense is a typed error: checksums prove
+    bytes are as written, not that a writer wrote sense (a newer or buggy
+    writer); such a log is refused like corruption, never with a bare
+    ``KeyError``.
     """
     try:
-        projection = Projection(seed_length=seed_length)
+        projection = start if start is not None else Projection(seed_length=seed_length)
         for frame in scan.frames:
             projection.apply(frame.events)
         return projection

@@ -37,7 +37,7 @@ from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import LineageIndex
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
-from branchwise.core.search import SearchIndex, SearchResult
+from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
@@ -130,6 +130,7 @@ class Host:
         self._search_rescanned = float("-inf")
         self.search_rescan_interval = 10.0
         """Seconds between two quiet catch-ups with what other processes wrote."""
+        self._merged: dict[str, tuple[MergedBranch, ...]] = {}
 
     # -- start and stop ------------------------------------------------------
 
@@ -563,6 +564,58 @@ class Host:
         result = await self._use_search_index(lambda index: index.search(query, limit=limit))
         return result if result is not None else SearchResult((), 0)
 
+    def refresh_from_disk(self) -> None:
+        """Catch up, in the background, with what other processes wrote (the window's timer).
+
+        One quiet catch-up of the search index with every conversation: cheap
+        when nothing changed (a manifest read and an ``fstat`` per session).
+        Merges it finds re-render the branches they mark.
+        """
+        self._search_rescanned = time.monotonic()
+        self._search_rescan = True
+        self._kick_search()
+
+    def merges_of(self, session_id: str) -> tuple[MergedBranch, ...]:
+        """Where a branch was brought back: merges into one of its ancestors, oldest first.
+
+        The search index's catch-up reads every ``session/merge`` (the only
+        record of a merge is in the log it was written to). A merge a fork
+        inherited from an ancestor names the fork, which is not an ancestor of
+        the branch: it is left out here, as is one into a conversation no
+        longer known.
+        """
+        found = self._merged.get(session_id)
+        if not found:
+            return ()
+        ancestors: set[str] = set()
+        by_id = self.index.by_id
+        current = by_id.get(session_id)
+        while current is not None and current.parent is not None:
+            parent_id = current.parent.session_id
+            if parent_id in ancestors or parent_id == session_id:
+                break  # a damaged parent loop
+            ancestors.add(parent_id)
+            current = by_id.get(parent_id)
+        return tuple(merge for merge in found if merge.into_session_id in ancestors)
+
+    async def _reload_merges(self) -> None:
+        """Re-read the merges the index knows; re-render the branches whose marks changed."""
+        records = await self._use_search_index(lambda index: index.merges())
+        if records is None:
+            return
+        grouped: dict[str, list[MergedBranch]] = {}
+        for record in records:
+            grouped.setdefault(record.child_session_id, []).append(record)
+        merged = {child: tuple(found) for child, found in grouped.items()}
+        changed = {
+            child
+            for child in merged.keys() | self._merged.keys()
+            if merged.get(child) != self._merged.get(child)
+        }
+        self._merged = merged
+        if changed:
+            self.emit(Changes(sessions=frozenset(changed)))
+
     def index_all_for_search(self) -> None:
         """Catch the search index up with every conversation, in the background.
 
@@ -602,6 +655,7 @@ class Host:
                     self._search_rescan = False  # the same catch-up, with progress
                     self._search_pending.clear()
                     await self._catch_up_all()
+                    await self._reload_merges()  # what earlier runs indexed, too
                 elif self._search_pending:
                     session_id = self._search_pending.pop()
 
@@ -611,6 +665,7 @@ class Host:
                     count = await self._use_search_index(catch_up)
                     if count:
                         self.emit(Changes(search=True))
+                        await self._reload_merges()
                 elif self._search_rescan:
                     self._search_rescan = False
                     found = await self._use_search_index(
@@ -618,6 +673,7 @@ class Host:
                     )
                     if found:
                         self.emit(Changes(search=True))
+                        await self._reload_merges()
                 else:
                     break
         finally:

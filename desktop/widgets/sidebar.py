@@ -42,6 +42,7 @@ from branchwise.desktop.widgets.turn_widget import untitled
 
 SESSION_ROLE = Qt.ItemDataRole.UserRole
 RUNNING_MARK = "● "
+MERGED_MARK = "↩"
 
 
 class _LineageTree(QTreeWidget):
@@ -265,16 +266,37 @@ class Sidebar(QWidget):
         sid = item.data(0, SESSION_ROLE)
         title = untitled(self.host.title(sid))
         running = self.host.is_running(sid)
-        item.setText(0, (RUNNING_MARK if running else "") + title)
+        merged = self.merged_lines(sid)
+        text = (RUNNING_MARK if running else "") + title
+        if merged:
+            text += "  " + fill(_("{mark} merged"), {"mark": MERGED_MARK})
+        item.setText(0, text)
         lines = [title, _("Running")] if running else [title]
-        item.setData(0, Qt.ItemDataRole.AccessibleTextRole, ", ".join(lines))
+        item.setData(0, Qt.ItemDataRole.AccessibleTextRole, ", ".join(lines + merged))
+
+    def merged_lines(self, session_id: str) -> list[str]:
+        """One "Brought back into <title> on <date>" per merge of this branch into an ancestor.
+
+        Few branches are merged, so formatting their dates on render costs little.
+        """
+        return [
+            fill(
+                _("Brought back into {title} on {when}"),
+                {
+                    "title": untitled(self.host.title(merge.into_session_id)),
+                    "when": format_datetime(merge.at),
+                },
+            )
+            for merge in self.host.merges_of(session_id)
+        ]
 
     def tooltip_for(self, session_id: str) -> str:
-        """Title, running state and creation time (formatted only when asked for)."""
+        """Title, running state, merges and creation time (formatted only when asked for)."""
         manifest = self.host.index.by_id.get(session_id)
         lines = [untitled(self.host.title(session_id))]
         if self.host.is_running(session_id):
             lines.append(_("Running"))
+        lines.extend(self.merged_lines(session_id))
         if manifest is not None and manifest.created_at:
             lines.append(fill(_("Created {when}"), {"when": format_datetime(manifest.created_at)}))
         return "\n".join(lines)

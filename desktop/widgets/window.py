@@ -75,6 +75,8 @@ from branchwise.desktop.widgets.turn_widget import untitled
 TAB_TITLE_CHARS = 28
 MERGE_RETRY_MS = 20_000
 """How often merges still pending (their parent held by another process) are retried."""
+DISK_REFRESH_MS = 15_000
+"""How often the window catches up with what other processes wrote (the CLI, serve)."""
 STATE_SAVE_MS = 300
 """How soon after a tab change the window state is written."""
 
@@ -167,6 +169,11 @@ class MainWindow(QMainWindow):
         self._merge_timer.timeout.connect(self.resume_pending_merges)
         self._merge_timer.start()
         QTimer.singleShot(0, self, self.resume_pending_merges)
+        # What other processes wrote (merges into a parent, say) shows within a refresh.
+        self.disk_refresh_timer = QTimer(self)
+        self.disk_refresh_timer.setInterval(DISK_REFRESH_MS)
+        self.disk_refresh_timer.timeout.connect(host.refresh_from_disk)
+        self.disk_refresh_timer.start()
         self.tabs.tabBar().tabMoved.connect(self._state_changed)
         splitter.splitterMoved.connect(self._state_changed)
         self.provider_label = QLabel(self)

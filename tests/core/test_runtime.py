@@ -54,10 +54,13 @@ def test_partial_text_is_committed_while_streaming(store: SessionStore) -> None:
     with store.create("slow") as writer:
         runner = TurnRunner(writer, DemoProvider(delay=0.01), recorder, flush_interval=0.05)
         asyncio.run(runner.run("stream please"))
-    partials = [c for c in recorder.commits if c[0].get("partial")]
-    assert len(partials) >= 2
-    texts = [c[0]["content"] for c in partials]
-    assert all(b.startswith(a) and len(b) > len(a) for a, b in zip(texts, texts[1:], strict=False))
+    deltas = [c[0] for c in recorder.commits if c[0]["type"] == "message/assistant-delta"]
+    assert len(deltas) >= 2 and all(len(c) == 1 for c in recorder.commits[1:-1])
+    assert all(d["delta"] and d["messageId"] == runner.message_id for d in deltas)
+    # Each partial commit stored only what was new; together they are a prefix of the answer.
+    final = recorder.commits[-1][0]
+    assert final["type"] == "message/assistant" and final["content"] == runner.text
+    assert runner.text.startswith("".join(d["delta"] for d in deltas))
 
 
 def test_cancel_keeps_the_partial_text(store: SessionStore) -> None:
