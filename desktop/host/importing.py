@@ -17,6 +17,7 @@ enter the lineage index and the sidebar rebuilds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -117,7 +118,9 @@ class Importing:
         loop = asyncio.get_running_loop()
 
         def progressed(step: ImportProgress) -> None:  # in the worker thread
-            loop.call_soon_threadsafe(self._progressed, step)
+            # A closed loop (the app quit) raises RuntimeError: nobody is left to show it.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._progressed, step)
 
         self._set_progress(ImportProgress(read_bytes=0, total_bytes=0, conversations=0))
         try:

@@ -654,6 +654,9 @@ class MainWindow(QMainWindow):
             self._confirm_stop(text, _("Stop and quit"), self._quit_after_confirm)
             return
         self.save_state()
+        # A running import stops after the conversation it is writing (each is whole);
+        # quitting must not wait for the rest of a 600 MB file.
+        self.importing.cancel()
         for unsubscribe in self._unsubscribe:
             unsubscribe()
         self._unsubscribe = []

@@ -102,12 +102,7 @@ def test_the_file_picker_fills_the_path(qtbot: QtBot, make_app: Callable[..., Ap
     dialog.file_dialog.reject()
 
 
-def test_cancel_during_a_long_import_leaves_whole_conversations(
-    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
-) -> None:
-    app = make_app()
-    export = tmp_path / "many.json"
-    chats = 2000  # the click lands long before the last one
+def _write_many_chats(export: Path, chats: int) -> None:
     rows = [
         {
             "id": f"chat-{n}",
@@ -135,6 +130,15 @@ def test_cancel_during_a_long_import_leaves_whole_conversations(
         for n in range(chats)
     ]
     export.write_text(json.dumps(rows))
+
+
+def test_cancel_during_a_long_import_leaves_whole_conversations(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    app = make_app()
+    export = tmp_path / "many.json"
+    chats = 2000  # the click lands long before the last one
+    _write_many_chats(export, chats)
     dialog = _open_dialog(app)
     _type_path(qtbot, dialog, export)
     qtbot.mouseClick(dialog.import_button, Qt.MouseButton.LeftButton)
@@ -196,3 +200,26 @@ def test_the_dialog_and_its_summary_follow_a_language_switch(
     i18n.set_language("zh_Hant")
     qtbot.waitUntil(lambda: dialog.folder_button.text() == "選擇資料夾…", timeout=WAIT_MS)
     assert dialog.result_label.text() == "已匯入 3 個對話（0 個已存在，略過 0 個）。"
+
+
+def test_quitting_during_an_import_stops_it_after_a_whole_conversation(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    app = make_app()
+    export = tmp_path / "many.json"
+    _write_many_chats(export, 2000)
+    dialog = _open_dialog(app)
+    _type_path(qtbot, dialog, export)
+    qtbot.mouseClick(dialog.import_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(
+        lambda: dialog.count_label.text() not in ("", "0 conversations"), timeout=WAIT_MS
+    )
+
+    app.window.close()
+
+    qtbot.waitUntil(lambda: not app.window.importing.running, timeout=WAIT_MS)
+    sessions = app.host.store.list_sessions()
+    assert 0 < len(sessions) < 2000
+    for manifest in sessions:
+        turns = app.host.store.read(manifest.session_id).projection.turns
+        assert [t.end_reason for t in turns] == ["completed"]
