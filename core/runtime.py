@@ -3,15 +3,16 @@
 A turn is written as a few commits (DESIGN §2.2)::
 
     [turn/start, message/user, step/start]          the question is durable
-    [message/assistant-delta] …                      at most every flush_interval
+    [message/delta] …                                at most every flush_interval
     [message/assistant, step/end, usage, turn/end]   the closing commit
 
 A partial commit stores only the text received since the previous one (a
-``message/assistant-delta``; replay concatenates), so a long answer costs its
-length about twice on disk, not its length squared; the closing commit holds
-the whole answer. A format-1 session (``events.log``, read by older builds)
-keeps the old shape: each partial commit a whole ``message/assistant`` with
-``partial: true``.
+``message/delta``: the first names the message, the next ones continue it;
+replay concatenates), so a long answer costs about twice its length on disk,
+not its length squared; the closing commit holds the whole answer. Only
+format-2 logs get deltas: every writer is format 2 (a writer open migrates a
+format-1 session first), and the whole-text partial ``message/assistant``
+events older logs hold are read as before.
 
 Streamed text reaches listeners live; what was received is committed at least
 every ``flush_interval`` seconds, so a crash loses at most about that much of
@@ -270,10 +271,9 @@ class TurnRunner:
         if self._text_len == self._committed_len:
             return
         text = self.text
-        model = self.provider.model
-        delta = ev.assistant_delta(self.message_id, text[self._committed_len :], model)
+        opening = None if self._committed_len else (self.message_id, self.provider.model)
         try:
-            self._commit([delta])
+            self._commit([ev.assistant_delta(text[self._committed_len :], opening)])
         except BranchwiseError as exc:
             # Stop asking the model: the turn ends as an error keeping what was saved.
             self._failure = exc

@@ -20,9 +20,10 @@ What is indexed, and how it stays current:
   created session containing it; the others are its ``also_in``.
 * A streaming answer is committed as growing partial texts of one message
   id: the row is updated in place with the latest text. In format 2 a
-  partial commit holds only the new text (``message/assistant-delta``): the
-  row holds the concatenation, continuing from the text indexed before when a
-  catch-up starts inside that answer's turn, so an answer cut by a crash is
+  partial commit holds only the new text (``message/delta``; the first names
+  the message, later ones continue the open turn's answer): the row holds the
+  concatenation, continuing from the text and the message indexed before when
+  a catch-up starts inside that answer's turn, so an answer cut by a crash is
   found by words that only its deltas hold.
 * Per session the index remembers the next commit and seq, the byte offset
   past the last indexed frame, the manifest's ``generation`` and the log
@@ -134,7 +135,7 @@ RANKED_CANDIDATES = 2000
 _T = TypeVar("_T")
 _USER = EventType.MESSAGE_USER.value
 _ASSISTANT = EventType.MESSAGE_ASSISTANT.value
-_DELTA = EventType.MESSAGE_ASSISTANT_DELTA.value
+_DELTA = EventType.MESSAGE_DELTA.value
 _TITLE_EVENTS = (EventType.SESSION_CREATED.value, EventType.SESSION_TITLE.value)
 _TURN_START = EventType.TURN_START.value
 _TURN_END = EventType.TURN_END.value
@@ -660,6 +661,7 @@ def _index_frames(
     lineage = f"{manifest.root_session_id or session_id}/"
     latest: dict[str, tuple[str, str, str | None, str]] = {}  # key -> id, role, turn, text
     growing: dict[str, list[str]] = {}  # key -> a streaming answer's text, in pieces
+    streaming: str | None = None  # the answer the open turn streams, once seen in this tail
     merges: list[tuple[str, int, str, float]] = []
     frames = 0
     for frame in iter_frames(tail, start=0, first_commit=commit, first_seq=seq):
@@ -676,9 +678,14 @@ def _index_frames(
                     turn = known[2] if known is not None else open_turn
                     latest[key] = (message_id, role, turn, content)
                     growing.pop(key, None)
+                    if kind == _ASSISTANT and open_turn is not None:
+                        streaming = message_id
             elif kind == _DELTA:
-                message_id, delta = event.get("messageId"), event.get("delta")
+                message_id, delta = event.get("messageId", streaming), event.get("delta")
+                if message_id is None and open_turn is not None and open_turn == position.open_turn:
+                    message_id = _streamed_answer(conn, lineage, open_turn)  # opened before
                 if isinstance(message_id, str) and isinstance(delta, str):
+                    streaming = message_id
                     key = lineage + message_id
                     pieces = growing.get(key)
                     if pieces is None:
@@ -693,10 +700,10 @@ def _index_frames(
                         latest[key] = (message_id, "assistant", open_turn, "")
                     pieces.append(delta)
             elif kind == _TURN_START:
-                open_turn = event.get("turnId")
+                open_turn, streaming = event.get("turnId"), None
             elif kind == _TURN_END:
                 if event.get("turnId") == open_turn:
-                    open_turn = None
+                    open_turn, streaming = None, None
             elif kind in _TITLE_EVENTS:
                 if isinstance(event.get("title"), str):
                     title = event["title"]
@@ -748,6 +755,20 @@ def _index_frames(
         ),
     )
     return frames
+
+
+def _streamed_answer(conn: sqlite3.Connection, lineage: str, turn_id: str) -> str | None:
+    """The message id of the answer a turn was streaming when its last deltas were indexed.
+
+    Rows are read newest first and lazily: the answer being streamed is among
+    the last rows written, so this stops after a few, with no index on turns.
+    """
+    rows = conn.execute(
+        "SELECT key, message_id FROM messages WHERE turn_id = ? AND role = 'assistant' "
+        "ORDER BY id DESC",
+        (turn_id,),
+    )
+    return next((str(m) for key, m in rows if str(key).startswith(lineage)), None)
 
 
 def _indexed_text(conn: sqlite3.Connection, key: str) -> str:

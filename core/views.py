@@ -48,7 +48,8 @@ def session_show(
     carry their ``turnId``; without ``limit``
     the answer is the whole session, exactly as ``session show`` prints it.
     """
-    snapshot = store.read(validate_session_id(session_id))
+    # Only the projection is shown: a projection snapshot may stand for the history it covers.
+    snapshot = store.read(validate_session_id(session_id), every_frame=False)
     manifest, projection = snapshot.manifest, snapshot.projection
     turns = projection.turns
     messages = projection.messages

@@ -1,11 +1,13 @@
-"""``branchwise session export ID [--format markdown|json] [--tree] [--out FILE [--overwrite]]``.
+"""``branchwise session export ID [--format FORMAT] [--tree] [--out FILE [--overwrite]]``.
 
 Without ``--out`` the export itself is printed: Markdown as text, JSON as
 the ``branchwise.export/1`` (or, with ``--tree``, ``branchwise.export-tree/1``)
 document. With ``--out`` the file is written atomically and the command prints
 ``{"exported": PATH, "format": "markdown"|"json", "bytes": N}``; an existing
 file is refused with ``output_exists`` unless ``--overwrite`` is given.
-``--tree`` is JSON only. Markdown labels follow ``--lang``.
+``--tree`` is JSON only. Markdown labels follow ``--lang``. ``chatgpt`` is
+always the whole lineage tree, as a ChatGPT ``conversations.json`` array
+that ``branchwise import`` reads back as the same tree.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from branchwise.core.errors import InvalidArgument
 from branchwise.core.export import (
     FORMATS,
     encode_json,
+    export_chatgpt,
     export_document,
     export_tree,
     render_markdown,
@@ -32,7 +37,11 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     """Add ``session export`` under ``session``."""
     export = session_sub.add_parser("export", help="export a session as Markdown or JSON")
     export.add_argument("session_id")
-    export.add_argument("--format", choices=FORMATS, help="markdown (default) or json")
+    export.add_argument(
+        "--format",
+        choices=(*FORMATS, "chatgpt"),
+        help="markdown (default), json, or chatgpt (the tree as a conversations.json)",
+    )
     export.add_argument(
         "--tree", action="store_true", help="the whole lineage tree as one JSON document"
     )
@@ -53,8 +62,11 @@ def cmd_export(store: SessionStore, args: argparse.Namespace) -> dict[str, Any] 
 
         set_language(choose_language(args.lang, None, system_locale())[0])
     session_id = validate_session_id(args.session_id)
-    fmt = "json" if args.tree else args.format or "markdown"
-    if args.tree:
+    fmt = args.format if args.format == "chatgpt" else "json" if args.tree else args.format
+    fmt = fmt or "markdown"
+    if fmt == "chatgpt":
+        data = orjson.dumps(export_chatgpt(store, session_id)) + b"\n"
+    elif args.tree:
         data = encode_json(export_tree(store, session_id))
     elif fmt == "json":
         data = encode_json(export_document(store, session_id))

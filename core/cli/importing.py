@@ -1,6 +1,7 @@
 """``branchwise import PATH [--format NAME]``: bring another app's conversations in.
 
-Progress goes to stderr (a line at most every half second, and a last one);
+Progress goes to stderr in the ``--lang`` language (a line at most every half
+second, and a last one);
 the last line on stdout is the report: ``{"conversations": [...], "skipped":
 [...], "warnings": [...]}`` (:meth:`~branchwise.core.importing.run.ImportReport.to_json`).
 """
@@ -13,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.i18n.language import format_number, ngettext, set_language
+from branchwise.core.i18n.locales import choose_language, system_locale
+from branchwise.core.i18n.reasons import fill
 from branchwise.core.importing.formats import IMPORTERS
 from branchwise.core.importing.run import ImportProgress, import_path
 from branchwise.core.store.store import SessionStore
@@ -40,27 +44,39 @@ class _StderrProgress:
 
     def __call__(self, progress: ImportProgress) -> None:
         now = time.monotonic()
-        if now - self._last < _PROGRESS_EVERY:
+        if not progress.total_bytes or now - self._last < _PROGRESS_EVERY:
             return
         self._last = now
-        total = progress.total_bytes
-        share = f" ({100 * progress.read_bytes // total}%)" if total else ""
-        print(
-            f"import: {progress.conversations} conversations, "
-            f"{progress.read_bytes / 1e6:.1f} of {progress.total_bytes / 1e6:.1f} MB read{share}",
-            file=sys.stderr,
-            flush=True,
+        text = ngettext(
+            "Importing: {n} conversation, {read} of {total} MB read",
+            "Importing: {n} conversations, {read} of {total} MB read",
+            progress.conversations,
         )
+        params = {
+            "n": format_number(progress.conversations),
+            "read": format_number(round(progress.read_bytes / 1e6, 1)),
+            "total": format_number(round(progress.total_bytes / 1e6, 1)),
+        }
+        print(fill(text, params), file=sys.stderr, flush=True)
 
 
 def cmd_import(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Import ``args.path``; the report is the command's JSON."""
+    if args.lang:
+        set_language(choose_language(args.lang, None, system_locale())[0])
     progress = _StderrProgress()
     report = import_path(store, args.path, format=args.format, on_progress=progress)
-    print(
-        f"import: done, {report.created} new of {len(report.conversations)} conversations, "
-        f"{len(report.skipped)} skipped, {len(report.warnings)} warnings",
-        file=sys.stderr,
-        flush=True,
+    done = ngettext(
+        "Imported: {created} new of {n} conversation, {skipped} skipped, {warnings} warnings",
+        "Imported: {created} new of {n} conversations, {skipped} skipped, {warnings} warnings",
+        len(report.conversations),
     )
+    counts = {
+        "created": report.created,
+        "n": len(report.conversations),
+        "skipped": len(report.skipped),
+        "warnings": len(report.warnings),
+    }
+    params = {name: format_number(value) for name, value in counts.items()}
+    print(fill(done, params), file=sys.stderr, flush=True)
     return report.to_json()

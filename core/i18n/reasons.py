@@ -60,6 +60,7 @@ REASONS: Mapping[str, str] = {
         "added as soon as it is free."
     ),
     "merge_written": N_("Brought back into “{title}”."),
+    "import_running": N_("An import is already running; wait for it or cancel it."),
     "not_related": N_("These conversations are not branches of one another."),
     "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(
@@ -269,9 +270,27 @@ def _dropped(n: int) -> str:
     )
 
 
+def _imported(n: int) -> str:
+    return ngettext(
+        "Imported {n} conversation ({existing} already there, {skipped} skipped).",
+        "Imported {n} conversations ({existing} already there, {skipped} skipped).",
+        n,
+    )
+
+
+def _import_cancelled(n: int) -> str:
+    return ngettext(
+        "Import cancelled after {n} conversation ({existing} already there, {skipped} skipped).",
+        "Import cancelled after {n} conversations ({existing} already there, {skipped} skipped).",
+        n,
+    )
+
+
 PLURAL_REASONS: Mapping[str, Callable[[int], str]] = {
     "fork_recovered": _recovered,
     "journal_record_dropped": _dropped,
+    "import_finished": _imported,
+    "import_cancelled": _import_cancelled,
 }
 """Codes whose sentence depends on a ``count`` param (shown as ``{n}``)."""
 

@@ -25,8 +25,9 @@ only for its ``conversations.json`` member, after checking its size and
 compression ratio against zip bombs and its name against path escapes.
 
 Nesting is guarded before ijson sees the bytes: ijson keeps a path string per
-level, so a few megabytes of ``[[[[…`` would cost gigabytes. The guard drops
-strings with one regular expression per megabyte and counts the brackets left.
+level, so a few megabytes of ``[[[[…`` would cost gigabytes. The guard keeps
+only quotes and brackets (C-level passes over each megabyte), drops the
+strings among them and counts the brackets left.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ CHUNK = 1 << 20
 _HIDDEN_TYPES = frozenset(
     {"user_editable_context", "model_editable_context", "thoughts", "reasoning_recap"}
 )
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+_PLAIN_STRING = re.compile(rb'"[^"]*"')
+_NOT_MARKS = bytes(c for c in range(256) if c not in b'[]{}"')
 _DEPTH_STEP = [0] * 256
 for _open in b"[{":
     _DEPTH_STEP[_open] = 1
@@ -87,18 +88,20 @@ class _NotAnArray(Exception):
 class _GuardedStream:
     """A binary reader that counts bytes and refuses absurd nesting before ijson parses it."""
 
-    def __init__(self, raw: IO[bytes], limit: int | None = None) -> None:
+    def __init__(self, raw: IO[bytes], limit: int | None = None, chunk: int = CHUNK) -> None:
         self._raw = raw
+        self._chunk = chunk
         self._limit = limit
         self.read_bytes = 0
         self._depth = 0
-        self._carry = b""  # an unterminated string from the previous chunk
+        self._carry = b""  # the quotes and brackets of a string still open
+        self._backslashes = b""  # a chunk's trailing backslashes, read with the next one
         self._started = False
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:
             return b""  # ijson's probe for bytes or text
-        chunk = self._raw.read(CHUNK if size is None or size < 0 else max(size, CHUNK))
+        chunk = self._raw.read(self._chunk if size is None or size < 0 else max(size, self._chunk))
         if not self._started and chunk:
             chunk = chunk.removeprefix(b"\xef\xbb\xbf")  # a BOM some editors add
             head = chunk.lstrip()
@@ -113,20 +116,31 @@ class _GuardedStream:
         return chunk
 
     def _check_depth(self, chunk: bytes) -> None:
-        text = _STRING.sub(b"", self._carry + chunk)
+        """Refuse nesting deeper than :data:`MAX_DEPTH`, counting brackets outside strings.
+
+        Cheap because almost every byte is dropped by C-level passes first:
+        escaped backslashes and quotes are removed (a trailing backslash waits
+        for the next chunk), then everything but quotes and brackets; what is
+        left is short, its strings are plain ``"…"`` runs, and a string still
+        open at the end is carried over.
+        """
+        data = self._backslashes + chunk
+        kept = data.rstrip(b"\\")
+        self._backslashes = data[len(kept) :]
+        marks = kept.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_MARKS)
+        text = _PLAIN_STRING.sub(b"", self._carry + marks)
         quote = text.find(b'"')
         if quote >= 0:  # the rest is one string that goes on in the next chunk
             self._carry = text[quote:]
             text = text[:quote]
         else:
             self._carry = b""
-        brackets = text.translate(None, _NOT_BRACKETS)
-        if not brackets:
+        if not text:
             return
-        depths = itertools.accumulate(map(_DEPTH_STEP.__getitem__, brackets), initial=self._depth)
-        if max(depths) > MAX_DEPTH:
+        steps = list(map(_DEPTH_STEP.__getitem__, text))
+        if max(itertools.accumulate(steps, initial=self._depth)) > MAX_DEPTH:
             raise _TooDeep
-        self._depth += sum(map(_DEPTH_STEP.__getitem__, brackets))
+        self._depth += sum(steps)
 
 
 @contextlib.contextmanager

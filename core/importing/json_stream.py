@@ -44,7 +44,11 @@ class Element:
 
 @dataclass(frozen=True, slots=True)
 class Malformed:
-    """The document stopped being JSON at element ``index`` (nothing after it is read)."""
+    """The document stopped being JSON at element ``index`` (nothing after it is read).
+
+    At index 0 nothing was read at all: the file is not this format (the
+    importer raises); later, the elements before it were whole.
+    """
 
     index: int
     reason: str

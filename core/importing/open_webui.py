@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.errors import MalformedImport
 from branchwise.core.importing.json_stream import Element, Malformed, head, stream, top_level
 from branchwise.core.importing.message_parts import Part, chain, seconds
 from branchwise.core.importing.source import (
@@ -51,12 +52,23 @@ def sniff(path: Path) -> bool:
 
 
 def read(path: Path) -> Iterator[SourceRecord]:
-    """Every chat of the export at ``path``, one at a time."""
+    """Every chat of the export at ``path``, one at a time.
+
+    Raises:
+        MalformedImport: the file is not JSON, or breaks off before its first chat.
+    """
     path = Path(path)
     total = path.stat().st_size if path.is_file() else 0
     for element in stream(path):
         if isinstance(element, Malformed):
-            yield SourceSkip(source=f"{path}#{element.index}", reason=element.reason)
+            if element.index == 0:  # nothing read: the file is not this format at all
+                raise MalformedImport(
+                    f"{path} cannot be read as an Open WebUI export: {element.reason}"
+                )
+            yield SourceWarning(
+                f"{path}: {element.reason} after conversation {element.index}; "
+                "the rest of the file was not imported"
+            )
             return
         yield from _chat(path, element)
         yield Progress(read_bytes=element.read_bytes, total_bytes=total)

@@ -18,6 +18,8 @@ cancel leaves whole conversations only:
 * a child carries the same ``session/child`` link event as its parent's
   spawning turn (the parent holds it in that turn's commit).
 
+The source's identity (``{"format", "id"}``) is kept in the conversation's
+first own event (``session/created``, or ``session/fork`` for a fork).
 Re-importing creates nothing new, cheaply: a conversation's session id, and
 the turn and message ids inside it, are derived from its source identity
 (format, conversation id, the main leaf that fixes the tree's version, the
@@ -36,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from branchwise.core.errors import SessionExists, StaleSource
 from branchwise.core.fork.seeding import (
     ForkPlan,
@@ -44,22 +48,22 @@ from branchwise.core.fork.seeding import (
     publish_seeded_child,
 )
 from branchwise.core.importing.plan import ImportPlan, PlannedConversation, PlannedTurn
+from branchwise.core.importing.source import SourceSkip
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.segments import scan_session_log, segment_name
-from branchwise.core.log.sidecars import entries_for, frame_crc, write_sidecars
 from branchwise.core.projection.events import EventType, validate_event
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import write_durably
+from branchwise.core.store.atomic import fsync_dir, write_durably
 from branchwise.core.store.manifest import (
     SEGMENTED,
     BranchOrigin,
     Manifest,
     ParentLink,
     load_manifest,
-    save_manifest,
 )
 from branchwise.core.store.publish import building_session
 from branchwise.core.store.store import SessionStore
+from branchwise.core.store.trash import Trash
 
 Event = dict[str, Any]
 UNKNOWN_MODEL = "unknown"
@@ -223,6 +227,7 @@ class TreePublisher:
             for c in plan.conversations
         ]
         self._written: list[_Written] = []
+        self._trash = Trash(store)
         # (parent index, parent turn index) -> the link events of children spawned there
         self._links: dict[tuple[int, int], list[tuple[int, str | None]]] = {}
         for index, conversation in enumerate(plan.conversations):
@@ -230,14 +235,22 @@ class TreePublisher:
                 key = (int(conversation.parent or 0), conversation.spawned_turn)
                 self._links.setdefault(key, []).append((index, conversation.spawned_call))
 
-    def publish(self) -> Iterator[ImportedConversation]:
-        """Publish each conversation not yet in the store; yield each as it is done."""
+    def publish(self) -> Iterator[ImportedConversation | SourceSkip]:
+        """Publish each conversation not yet in the store; yield each as it is done.
+
+        A conversation found in the store, or in the Trash (the person deleted
+        it), is not published again (``created: false``). A fork whose parent
+        is neither (in the Trash, or skipped itself) cannot be seeded and is
+        skipped, with its own forks.
+        """
         for index, conversation in enumerate(self._plan.conversations):
             yield self._publish_one(index, conversation)
 
     # -- one conversation ----------------------------------------------------------
 
-    def _publish_one(self, index: int, conversation: PlannedConversation) -> ImportedConversation:
+    def _publish_one(
+        self, index: int, conversation: PlannedConversation
+    ) -> ImportedConversation | SourceSkip:
         session_id = self._ids[index]
         parent = None if conversation.parent is None else self._written[conversation.parent]
         created_at = conversation.created if conversation.created is not None else time.time()
@@ -248,7 +261,13 @@ class TreePublisher:
             written, fork_turn = self._fresh_log(index, conversation, parent, created_at)
         self._written.append(written)
         created = False
-        if not self._store.exists(session_id):
+        # one deleted by the person after an earlier import is not brought back
+        live = self._store.exists(session_id) or self._trash.contains(session_id)
+        seedless = parent is not None and not self._store.exists(parent.session_id)
+        if not live and conversation.kind == "fork" and seedless:
+            where = f"{self._plan.format}:{conversation.source_id}"
+            return SourceSkip(where, "the conversation it branches from is in the Trash")
+        if not live:
             try:
                 self._write(conversation, written, parent, fork_turn, created_at)
                 created = True
@@ -298,6 +317,7 @@ class TreePublisher:
             "type": EventType.SESSION_CREATED.value,
             "title": conversation.title,
             "kind": conversation.kind,
+            "source": self._source(conversation),
         }
         commits = [[stamper.stamp(created)]]
         spawn_turn: str | None = None
@@ -334,6 +354,7 @@ class TreePublisher:
                         "type": EventType.SESSION_CREATED.value,
                         "title": conversation.title,
                         "kind": "fork",
+                        "source": self._source(conversation),
                     }
                 )
             )
@@ -345,6 +366,7 @@ class TreePublisher:
             "boundarySequence": boundary,
             "seedLength": boundary,
             "operationId": _operation_id(session_id),
+            "source": self._source(conversation),
         }
         origin = self._origin(conversation, parent)
         if origin is not None:
@@ -363,6 +385,10 @@ class TreePublisher:
         )
         self._turns(index, written, conversation.own_turns, at, stamper)
         return written, fork_turn
+
+    def _source(self, conversation: PlannedConversation) -> dict[str, str]:
+        """Where the conversation came from, kept in its first own event."""
+        return {"format": self._plan.format, "id": conversation.source_id}
 
     def _origin(self, conversation: PlannedConversation, parent: _Written) -> BranchOrigin | None:
         at = conversation.inherited
@@ -459,21 +485,22 @@ def _seed_plan(parent_dir: Path, parent: Manifest, boundary: int, turn_id: str |
 
 
 def _publish_whole(store: SessionStore, manifest: Manifest, commits: list[list[Event]]) -> None:
-    """A root's or child's folder: one segment with its turn index, the manifest, one rename."""
-    tracker = TurnTracker()
+    """A root's or child's folder: one segment and the manifest, published with one rename.
+
+    The fewest files the format allows (creating files is what an import
+    spends its time on): no turn index beside the segment (a cache the first
+    writer open or a fork's scan rebuilds), and the manifest written straight
+    into the unpublished folder (nobody can see it before the rename).
+    """
     data = bytearray()
-    entries = []
     for number, events in enumerate(commits, start=1):
-        offset = len(data)
         data += encode_frame(number, events)
-        tracker.apply(events)
-        found = entries_for(number, events, offset, len(data), frame_crc(data, offset), tracker)
-        if found:
-            entries.append((found, number))
     with building_session(store, manifest.session_id) as tmp:
         log_dir = tmp / manifest.log_dir
         log_dir.mkdir(mode=0o700)
-        segment = log_dir / segment_name(1, 1)
-        write_durably(segment, data)
-        write_sidecars(segment, entries, durable=False)
-        save_manifest(tmp, manifest)  # fsyncs the folder: the segment's name is durable
+        write_durably(log_dir / segment_name(1, 1), data)
+        write_durably(
+            tmp / "manifest.json", orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2)
+        )
+        fsync_dir(log_dir)
+        fsync_dir(tmp)

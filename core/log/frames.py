@@ -7,7 +7,7 @@ Header layout (little-endian)::
 
     magic    3 bytes  b"\\xffBW"  (0xFF never occurs in UTF-8, so the magic
                                    cannot appear inside a JSON payload)
-    version  1 byte   1, or 2 for a commit holding a message/assistant-delta
+    version  1 byte   1, or 2 for a commit holding a message/delta
     length   4 bytes  payload length
     crc      4 bytes  CRC32 of the payload
     hcrc     4 bytes  CRC32 of the first 12 header bytes
@@ -16,7 +16,7 @@ The header checksum lets a scan tell a damaged length field from a frame that
 is merely incomplete.
 
 Version 2 frames differ only in what their events may mean: they hold
-``message/assistant-delta`` events (a streaming answer's new text since the
+``message/delta`` events (a streaming answer's new text since the
 previous partial commit; :func:`~branchwise.core.projection.events.assistant_delta`).
 A build that predates deltas would skip that event type and show a shortened
 answer; instead it meets a frame version it does not know and refuses the log
@@ -55,7 +55,7 @@ FRAME_VERSION = 2
 _PLAIN_VERSION = 1
 # The delta event's type as orjson writes it: inside a JSON string every quote is
 # escaped, so these bytes occur only as a real "type" member of the payload.
-_DELTA_MARK = b'"type":"message/assistant-delta"'
+_DELTA_MARK = b'"type":"message/delta"'
 HEADER = struct.Struct("<3sBIII")
 HEADER_SIZE = HEADER.size
 MAX_PAYLOAD = 256 * 1024 * 1024

@@ -259,6 +259,13 @@ def scan_session_log(
         log = SessionLog(manifest, [], [], b"")
         log.scan.corruption = exc
         return log
+    return scan_read_log(log, resume_from)
+
+
+def scan_read_log(
+    log: SessionLog, resume_from: Callable[[SessionLog], ResumePoint | None] | None = None
+) -> SessionLog:
+    """Scan a log already read (``log.scan`` is replaced; see :func:`scan_session_log`)."""
     point = resume_from(log) if resume_from is not None else None
     with gc_paused():
         if point is None:

@@ -12,10 +12,21 @@ and otherwise fall back to the log.
 CRC32 of the first 12 bytes), then fixed-size records, one per turn a commit
 closes, in seq order: ``lastSeq, commit, offset, end, frameCrc, flags,
 recordCrc`` (and, when the segment is sealed at a roll, a last record with
-only :data:`SEALS_SEGMENT` set, naming its last frame). ``.tix``: one record
-``{"turnId", "messageId", "startSeq", "index"}`` per turn record (``index`` is
-the turn's 1-based position, so a reader sees a turn that never closed as a
-gap). ``.blobs``: ``{"commit", "blobs"}`` for each commit holding a checkpoint.
+only :data:`SEALS_SEGMENT` set, naming its last frame). ``.blobs``:
+``{"commit", "blobs"}`` for each commit holding a checkpoint.
+
+``.tix``: binary, so cold fork targets read a turn without decoding JSON. A
+16-byte header (magic ``BWTX``, format version, tracker version, CRC32 of the
+first 12 bytes), then one record per turn record of the ``.idx``: ``lastSeq,
+commit, startSeq, index, flags, len(turnId), len(messageId)`` (little-endian
+``QQQIIHH``; a message length of 0xFFFF is "no answer"), the two ids in UTF-8,
+and a **chained CRC32**: the CRC of every byte of the file before it. So one
+CRC call over a whole file vouches for every record in it; only a file that
+fails it (a torn last record, damage) is walked record by record, keeping the
+records before the first that fails. ``index`` is the turn's 1-based position,
+so a reader sees a turn that never closed as a gap. A ``.tix`` of the earlier
+JSON layout fails the header check: it is not used (fork targets replay) until
+a writer rewrites it.
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from branchwise.core.log.frames import HEADER, Frame, encode_record, iter_records
 from branchwise.core.projection.events import EventType
@@ -40,12 +51,18 @@ BLOBS_SUFFIX = ".blobs"
 SIDECAR_SUFFIXES = (INDEX_SUFFIX, TURNS_SUFFIX, BLOBS_SUFFIX)
 INDEX_MAGIC = b"BWIX"
 INDEX_VERSION = 1
+TURNS_MAGIC = b"BWTX"
+TURNS_VERSION = 1
 TRACKER_VERSION = 1
 """Bumped when the turn rules change what a record says; older indexes are then not used."""
 _HEAD = struct.Struct("<4sHH4xI")
 _RECORD = struct.Struct("<QQQQIII")
 _RECORD_BODY = struct.Struct("<QQQQII")
 RECORD_SIZE = _RECORD.size
+_TURN = struct.Struct("<QQQIIHH")
+_CRC = struct.Struct("<I")
+NO_MESSAGE = 0xFFFF
+"""The message-id length of a turn record whose turn has no answer."""
 
 CLOSES_TURN = 1
 CLOSING_COMMIT_SPILLS = 2
@@ -62,6 +79,37 @@ def index_header() -> bytes:
     """The 16 bytes every ``.idx`` starts with."""
     head = _HEAD.pack(INDEX_MAGIC, INDEX_VERSION, TRACKER_VERSION, 0)[:12]
     return head + struct.pack("<I", zlib.crc32(head))
+
+
+def turns_header() -> bytes:
+    """The 16 bytes every ``.tix`` starts with."""
+    head = _HEAD.pack(TURNS_MAGIC, TURNS_VERSION, TRACKER_VERSION, 0)[:12]
+    return head + struct.pack("<I", zlib.crc32(head))
+
+
+def turn_record(record: IndexRecord, entry: TurnEntry, chain: int) -> tuple[bytes, int]:
+    """One ``.tix`` record after bytes whose CRC32 is ``chain``; returns it and the new chain.
+
+    Raises:
+        ValueError: an id too long for the record (over 65,534 bytes of UTF-8).
+    """
+    turn_id = entry.turn_id.encode()
+    message_id = b"" if entry.message_id is None else entry.message_id.encode()
+    if len(turn_id) >= NO_MESSAGE or len(message_id) >= NO_MESSAGE:
+        raise ValueError("an id is too long for a turn record")
+    body = _TURN.pack(
+        record.last_seq,
+        record.commit,
+        entry.start_seq,
+        entry.index,
+        record.flags,
+        len(turn_id),
+        NO_MESSAGE if entry.message_id is None else len(message_id),
+    )
+    body += turn_id + message_id
+    crc = zlib.crc32(body, chain)
+    tail = _CRC.pack(crc)
+    return body + tail, zlib.crc32(tail, crc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,15 +159,6 @@ class TurnEntry:
     message_id: str | None
     start_seq: int
     index: int
-
-    def to_json(self) -> dict[str, Any]:
-        """The record's payload."""
-        return {
-            "turnId": self.turn_id,
-            "messageId": self.message_id,
-            "startSeq": self.start_seq,
-            "index": self.index,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +227,7 @@ class SidecarWriter:
         self.segment = segment
         self._fds: dict[str, int] = {}
         self.broken = False
+        self._chain = 0  # CRC32 of the whole .tix so far (its records are chained)
         try:
             for suffix in SIDECAR_SUFFIXES:
                 fd = open_no_follow(
@@ -196,6 +236,10 @@ class SidecarWriter:
                 self._fds[suffix] = fd
                 if suffix == INDEX_SUFFIX and os.fstat(fd).st_size == 0:
                     write_all(fd, index_header())
+                elif suffix == TURNS_SUFFIX:
+                    if os.fstat(fd).st_size == 0:
+                        write_all(fd, turns_header())
+                    self._chain = zlib.crc32(_read(segment.with_suffix(suffix)) or b"")
         except OSError:
             self._fail()
 
@@ -217,16 +261,18 @@ class SidecarWriter:
                 write_all(
                     self._fds[INDEX_SUFFIX], b"".join(r.to_bytes() for r, _ in entries.records)
                 )
-                write_all(
-                    self._fds[TURNS_SUFFIX],
-                    b"".join(encode_record(t.to_json()) for _, t in entries.records),
-                )
+                chain, pieces = self._chain, []
+                for record, turn in entries.records:
+                    piece, chain = turn_record(record, turn, chain)
+                    pieces.append(piece)
+                write_all(self._fds[TURNS_SUFFIX], b"".join(pieces))
+                self._chain = chain
             if entries.blobs:
                 write_all(
                     self._fds[BLOBS_SUFFIX],
                     encode_record({"commit": commit, "blobs": list(entries.blobs)}),
                 )
-        except OSError:
+        except (OSError, ValueError):
             self._fail()
 
     def _fail(self) -> None:
@@ -260,12 +306,14 @@ def sidecar_bytes(
     included), which the entries' records follow.
     """
     idx = bytearray(base[INDEX_SUFFIX] if base is not None else index_header())
-    tix = bytearray(base[TURNS_SUFFIX] if base is not None else b"")
+    tix = bytearray(base[TURNS_SUFFIX] if base is not None else turns_header())
+    chain = zlib.crc32(tix)
     blobs = bytearray(base[BLOBS_SUFFIX] if base is not None else b"")
     for commit_entries, commit in entries:
         for record, turn in commit_entries.records:
             idx += record.to_bytes()
-            tix += encode_record(turn.to_json())
+            piece, chain = turn_record(record, turn, chain)
+            tix += piece
         if commit_entries.blobs:
             blobs += encode_record({"commit": commit, "blobs": list(commit_entries.blobs)})
     return {INDEX_SUFFIX: bytes(idx), TURNS_SUFFIX: bytes(tix), BLOBS_SUFFIX: bytes(blobs)}
@@ -397,22 +445,71 @@ def find_record(segment: Path, last_seq: int) -> tuple[IndexRecord, int] | None:
         os.close(fd)
 
 
+class TurnRow(NamedTuple):
+    """One verified ``.tix`` record: a turn closed in this segment, as fork targets need it."""
+
+    turn_id: str
+    message_id: str | None
+    last_seq: int
+    commit: int
+    start_seq: int
+    number: int  # the turn's 1-based position (``index`` is tuple's)
+    flags: int
+
+
+def read_turn_rows(segment: Path) -> list[TurnRow] | None:
+    """The records of a segment's ``.tix`` up to the first that is not whole and verified.
+
+    ``None``: no usable file (missing, or not this layout). One pass of
+    ``struct`` reads and two ``decode`` calls per record, then one CRC of the
+    whole file (the chained CRC of its last record); only when that fails is
+    each record's chained CRC checked, to keep the ones before the damage.
+    """
+    data = _read(segment.with_suffix(TURNS_SUFFIX))
+    if data is None or data[:16] != turns_header():
+        return None
+    rows: list[TurnRow] = []
+    offset, size, head = 16, len(data), _TURN.size
+    unpack, append, new = _TURN.unpack_from, rows.append, tuple.__new__
+    try:
+        while size - offset >= head:
+            last_seq, commit, start_seq, number, flags, turn_len, message_len = unpack(data, offset)
+            ids = offset + head
+            message_at = ids + turn_len
+            crc_at = message_at + (0 if message_len == NO_MESSAGE else message_len)
+            if crc_at + 4 > size:
+                break
+            message_id = None if message_len == NO_MESSAGE else data[message_at:crc_at].decode()
+            turn_id = data[ids:message_at].decode()
+            # tuple.__new__ skips the named tuple's Python-level constructor (a third of the time)
+            append(new(TurnRow, (turn_id, message_id, last_seq, commit, start_seq, number, flags)))
+            offset = crc_at + 4
+    except UnicodeDecodeError:
+        pass  # damage: the checks below keep the records before it
+    if not rows or zlib.crc32(data[: offset - 4]) == _CRC.unpack_from(data, offset - 4)[0]:
+        return rows
+    return rows[: _verified_count(data, len(rows))]
+
+
+def _verified_count(data: bytes, parsed: int) -> int:
+    """How many of the first ``parsed`` records of a ``.tix`` pass their chained CRC."""
+    chain, offset = zlib.crc32(data[:16]), 16
+    for number in range(parsed):
+        turn_len, message_len = _TURN.unpack_from(data, offset)[5:]
+        crc_at = offset + _TURN.size + turn_len + (0 if message_len == NO_MESSAGE else message_len)
+        crc = zlib.crc32(data[offset:crc_at], chain)
+        if _CRC.unpack_from(data, crc_at)[0] != crc:
+            return number
+        chain, offset = zlib.crc32(data[crc_at : crc_at + 4], crc), crc_at + 4
+    return parsed
+
+
 def read_turn_entries(segment: Path) -> list[TurnEntry]:
-    """The ``.tix`` records of a segment (stopping at the first that is not whole and valid)."""
-    data = _read(segment.with_suffix(TURNS_SUFFIX)) or b""
-    entries = []
-    for record in iter_records(data):
-        turn_id, message_id = record.get("turnId"), record.get("messageId")
-        start_seq, index = record.get("startSeq"), record.get("index")
-        if not (
-            isinstance(turn_id, str)
-            and (message_id is None or isinstance(message_id, str))
-            and isinstance(start_seq, int)
-            and isinstance(index, int)
-        ):
-            break
-        entries.append(TurnEntry(turn_id, message_id, start_seq, index))
-    return entries
+    """The ``.tix`` records of a segment as turn entries (none without a usable file)."""
+    return [
+        TurnEntry(row.turn_id, row.message_id, row.start_seq, row.number)
+        for row in read_turn_rows(segment) or ()
+    ]
 
 
 def read_blob_entries(segment: Path, through_commit: int) -> list[str] | None:

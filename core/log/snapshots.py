@@ -79,8 +79,12 @@ from branchwise.core.store.atomic import open_no_follow, write_all
 
 SNAPSHOT_FILE = "projection.snap"
 SNAPSHOT_FORMAT = 1
-SNAPSHOT_MIN_BYTES = 2 * 1024 * 1024
-"""A writer open writes a snapshot once it had to replay at least this many bytes."""
+SNAPSHOT_MIN_BYTES = 512 * 1024
+"""A writer open writes a snapshot once it had to replay at least this many bytes.
+
+The size at which the desktop starts opening a conversation on a preview
+(below it, a replay takes a few milliseconds and a snapshot would only cost disk).
+"""
 _MAGIC = b"BWSNAP"
 _START = struct.Struct("<6sH")
 _SECTION = struct.Struct("<II")
@@ -174,10 +178,13 @@ class Resumed:
         snapshot: the snapshot.
         sidecar_base: the active segment's sidecar bytes it covers, when it
             ends inside the active segment (a writer open needs them).
+        restored: the state it holds: a projection counting usage as this
+            session does, or (when only the turn state was read) a bare tracker.
     """
 
     snapshot: Snapshot
     sidecar_base: dict[str, bytes] | None
+    restored: TurnTracker
 
 
 # -- reading -------------------------------------------------------------------------
@@ -328,11 +335,16 @@ def resuming(
             ends_in_active = log.active is not None and len(snapshot.key["pieces"]) == len(
                 log.pieces
             )
-        except (KeyError, TypeError, ValueError):
+            if for_writer and ends_in_active and base is None:
+                return None
+            # Restored here, so a state that does not restore (a buggy writer's)
+            # means a full replay, like any other unusable snapshot.
+            restored = (
+                snapshot.projection(log.manifest.seed_length) if whole else snapshot.tracker_state()
+            )
+        except (KeyError, TypeError, ValueError):  # StateMismatch is a ValueError
             return None
-        if for_writer and ends_in_active and base is None:
-            return None
-        used.append(Resumed(snapshot, base))
+        used.append(Resumed(snapshot, base, restored))
         return point
 
     return resume_from
@@ -455,7 +467,13 @@ def snapshot_bytes(
 
 
 def write_snapshot(path: Path, data: bytes) -> None:
-    """Replace the snapshot at ``path`` with ``data`` (temporary name, then one rename)."""
+    """Replace the snapshot at ``path`` with ``data`` (temporary name, then one rename).
+
+    Temporary files a killed writer left behind are removed first (only the
+    lease holder writes here, so another live process's file is one whose
+    writing thread outlived its lease: left alone).
+    """
+    _sweep_temporary(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     try:
         fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
@@ -467,6 +485,32 @@ def write_snapshot(path: Path, data: bytes) -> None:
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+
+
+def _sweep_temporary(path: Path) -> None:
+    prefix = f".{path.name}.tmp-"
+    try:
+        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(prefix) :].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        with contextlib.suppress(OSError):
+            os.unlink(path.parent / name)
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 _pending: list[threading.Thread] = []

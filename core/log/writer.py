@@ -32,7 +32,16 @@ from typing import Any, Protocol
 from branchwise.core.errors import DiskFull, DurabilityError, WriterClosed
 from branchwise.core.log.frames import HEADER, encode_frame
 from branchwise.core.log.scan import LogScan, TornTail
+from branchwise.core.projection.events import EventType
 from branchwise.core.store.atomic import fsync_dir, open_no_follow, write_all
+
+_UNTIMED = EventType.MESSAGE_DELTA.value
+"""The one event type stamped without ``ts``: a streaming answer's deltas.
+
+Hundreds of partial commits store a few hundred bytes of text each; a
+timestamp nobody reads (the answer's time is its closing commit's) would be a
+fifth of them (issue 11: a streamed answer costs at most 2.5× its size).
+"""
 
 CUT_SUFFIX = ".cut-"
 """``events.log.cut-…``: bytes a repair removed from ``events.log``, kept beside it."""
@@ -129,7 +138,10 @@ class LogWriter:
         stamped = []
         seq = self._next_seq
         for event in events:
-            stamped.append({"seq": seq, "ts": ts, **event})
+            if event["type"] == _UNTIMED:
+                stamped.append({"seq": seq, **event})
+            else:
+                stamped.append({"seq": seq, "ts": ts, **event})
             seq += 1
         data = encode_frame(self._next_commit, stamped)  # refuses an oversized commit first
         self._write_all(data)

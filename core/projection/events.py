@@ -29,7 +29,7 @@ class EventType(StrEnum):
     TURN_END = "turn/end"
     MESSAGE_USER = "message/user"
     MESSAGE_ASSISTANT = "message/assistant"
-    MESSAGE_ASSISTANT_DELTA = "message/assistant-delta"
+    MESSAGE_DELTA = "message/delta"
     STEP_START = "step/start"
     STEP_END = "step/end"
     TOOL_CALL = "tool/call"
@@ -74,7 +74,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     EventType.TURN_END: ("turnId", "reason"),
     EventType.MESSAGE_USER: ("messageId", "content"),
     EventType.MESSAGE_ASSISTANT: ("messageId", "content", "model"),
-    EventType.MESSAGE_ASSISTANT_DELTA: ("messageId", "delta", "model"),
+    EventType.MESSAGE_DELTA: ("delta",),
     EventType.STEP_START: ("stepId",),
     EventType.STEP_END: ("stepId",),
     EventType.TOOL_CALL: ("callId", "name", "args"),
@@ -102,8 +102,13 @@ def validate_event(event: Event) -> Event:
         raise InvalidEvent(f"{kind} is missing {', '.join(missing)}")
     if kind == EventType.TURN_END and event["reason"] not in EndReason.__members__.values():
         raise InvalidEvent(f"unknown turn end reason {event['reason']!r}")
-    if kind == EventType.MESSAGE_ASSISTANT_DELTA and not isinstance(event["delta"], str):
-        raise InvalidEvent("message/assistant-delta needs its delta as text")
+    if kind == EventType.MESSAGE_DELTA:
+        if not isinstance(event["delta"], str):
+            raise InvalidEvent("message/delta needs its delta as text")
+        if ("messageId" in event) != ("model" in event) or not all(
+            isinstance(event.get(name, ""), str) for name in ("messageId", "model")
+        ):
+            raise InvalidEvent("an opening message/delta names its messageId and model as text")
     if "seq" in event or "ts" in event:
         raise InvalidEvent("seq and ts are assigned by the log, not by callers")
     return event
@@ -174,24 +179,27 @@ def assistant_message(message_id: str, content: str, model: str, *, partial: boo
     return event
 
 
-def assistant_delta(message_id: str, delta: str, model: str) -> Event:
+def assistant_delta(delta: str, opening: tuple[str, str] | None = None) -> Event:
     """The text a streaming answer gained since its previous partial commit (format 2).
 
     A partial commit used to store the whole answer so far, so a long answer
     streamed over minutes wrote a quadratic amount (a 120 KB answer in 600
-    commits wrote 36 MB). A delta stores only what is new; a replay
-    concatenates the deltas of one ``messageId`` after the last whole text of
-    it, and the closing commit's :func:`assistant_message` still holds the
-    whole answer. A commit holding a delta is framed as version 2
-    (:mod:`~branchwise.core.log.frames`), so a build that predates deltas
-    refuses the log instead of showing a shortened answer.
+    commits wrote 36 MB). A ``message/delta`` stores only what is new, and as
+    little else as a commit can: the first delta of an answer (``opening``:
+    its message id and model) names the message; each later one continues
+    the answer its open turn is streaming (the turn's ``messageId``); the log
+    writer stamps no ``ts`` on deltas. A replay concatenates them after the
+    last whole text of the message; the closing commit's
+    :func:`assistant_message` still holds the whole answer. A commit holding
+    a delta is framed as version 2 (:mod:`~branchwise.core.log.frames`), so a
+    build that predates deltas refuses the log instead of showing a
+    shortened answer.
     """
-    return {
-        "type": EventType.MESSAGE_ASSISTANT_DELTA.value,
-        "messageId": message_id,
-        "delta": delta,
-        "model": model,
-    }
+    event: Event = {"type": EventType.MESSAGE_DELTA.value}
+    if opening is not None:
+        event["messageId"], event["model"] = opening
+    event["delta"] = delta
+    return event
 
 
 def step_start(step_id: str) -> Event:

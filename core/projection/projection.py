@@ -34,7 +34,7 @@ class Message:
         message_id: stable id (the UI's key).
         role: ``user``, ``assistant`` or ``tool``.
         content: the text (the text so far while an answer streams: the
-            last whole text, then every ``message/assistant-delta`` after it).
+            last whole text, then every ``message/delta`` after it).
         turn_id: the turn it belongs to, ``None`` for imported history.
         partial: the answer is still streaming (or was cut by a crash).
         model: which model wrote an assistant message.
@@ -125,24 +125,36 @@ class Projection(TurnTracker):
     def _assistant_delta(self, event: dict[str, Any], turn: Turn | None) -> None:
         """Text a streaming answer gained: appended to what its message holds so far.
 
-        The first delta of a message creates it (format 2 stores no whole
-        partial text before it); a whole ``message/assistant`` after deltas
+        An opening delta names its message (and creates it: format 2 stores
+        no whole partial text before it); a later one continues the answer
+        its open turn is streaming. A whole ``message/assistant`` after deltas
         replaces the text, as the closing commit's final answer does.
+
+        Raises:
+            ValueError: a delta that continues no answer (a writer's bug; the
+                replay refuses the log as corrupt rather than drop text).
+            TypeError: a delta that is not text.
         """
         delta = event["delta"]
         if type(delta) is not str:
-            raise TypeError(f"message/assistant-delta at seq {event['seq']} has no text delta")
-        message = self._by_message.get(event["messageId"])
+            raise TypeError(f"message/delta at seq {event['seq']} has no text delta")
+        message_id = event.get("messageId")
+        if message_id is None:
+            message_id = turn.message_id if turn is not None else None
+            if message_id is None:
+                raise ValueError(f"message/delta at seq {event['seq']} continues no answer")
+        message = self._by_message.get(message_id)
         if message is None:
             message = self._put(
-                {"messageId": event["messageId"], "content": delta, "seq": event["seq"]},
+                {"messageId": message_id, "content": delta, "seq": event["seq"]},
                 "assistant",
                 turn.turn_id if turn is not None else None,
             )
         else:
             message.content += delta
             message.seq = event["seq"]
-        message.model = event.get("model")
+        if "model" in event:
+            message.model = event["model"]
         message.partial = True
 
     def _turn_end(self, event: dict[str, Any], turn: Turn | None) -> None:
@@ -244,7 +256,7 @@ class Projection(TurnTracker):
     _HOOKS: ClassVar[Mapping[str, Hook]] = {
         EventType.MESSAGE_USER.value: _user,
         EventType.MESSAGE_ASSISTANT.value: _assistant,
-        EventType.MESSAGE_ASSISTANT_DELTA.value: _assistant_delta,
+        EventType.MESSAGE_DELTA.value: _assistant_delta,
         EventType.TURN_END.value: _turn_end,
         EventType.SESSION_CREATED.value: _created,
         EventType.SESSION_TITLE.value: _title,

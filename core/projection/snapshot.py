@@ -14,9 +14,11 @@ every answer costs about as much as the replay it replaces; slicing one
 decoded text does not).
 
 Fields are read from the dataclasses themselves, and their names are part of
-:func:`schema`: a field added to ``Turn``, ``Message``, ``TurnTracker`` or
-``Projection`` changes the schema, so older snapshots are ignored rather than
-restored without it.
+:func:`schema`, with the event types the projection interprets: a field
+added to ``Turn``, ``Message``, ``TurnTracker`` or ``Projection``, or an event
+type learnt, changes the schema, so older snapshots are ignored rather than
+restored without it. A change of what an existing rule does bumps
+:data:`STATE_VERSION`.
 """
 
 from __future__ import annotations
@@ -55,6 +57,9 @@ def schema() -> str:
     """
     parts = (
         f"v{STATE_VERSION}",
+        # The event types the projection interprets: a build that reads one more
+        # (or one less) would not have built the same state from the same log.
+        ",".join(sorted(Projection._DISPATCH)),
         ",".join(_TURN_FIELDS),
         ",".join(_MESSAGE_FIELDS),
         ",".join(_TRACKER_FIELDS),

@@ -20,8 +20,9 @@ The rules:
 * A closing commit that also starts a later turn *spills*: no cut can end
   exactly at the turn it closed.
 * The first user message in a turn binds as ``user_message_id``; every
-  assistant message, or delta of one, rebinds ``message_id`` (the latest one
-  is the answer).
+  assistant message, and the opening ``message/delta`` of a streaming one,
+  rebinds ``message_id`` (the latest one is the answer; a later delta
+  continues it).
 * A turn id used twice means the latest turn of that id.
 * Message-only history (``legacy/import`` messages and no turn records) is
   not verifiable.
@@ -90,6 +91,7 @@ Hook = Callable[[Any, dict[str, Any], Turn | None], None]
 # The event types the turn rules read, as small codes.
 (
     _C_ASSISTANT,
+    _C_DELTA,
     _C_USER,
     _C_TURN_START,
     _C_TURN_END,
@@ -98,10 +100,10 @@ Hook = Callable[[Any, dict[str, Any], Turn | None], None]
     _C_REQUEST,
     _C_RESOLVE,
     _C_LEGACY,
-) = range(9)
+) = range(10)
 _CODES: dict[str, int] = {
     EventType.MESSAGE_ASSISTANT.value: _C_ASSISTANT,
-    EventType.MESSAGE_ASSISTANT_DELTA.value: _C_ASSISTANT,  # a streaming answer binds as well
+    EventType.MESSAGE_DELTA.value: _C_DELTA,
     EventType.MESSAGE_USER.value: _C_USER,
     EventType.TURN_START.value: _C_TURN_START,
     EventType.TURN_END.value: _C_TURN_END,
@@ -199,6 +201,9 @@ class TurnTracker:
                 pass
             elif code == _C_ASSISTANT:
                 if trailing is not None:
+                    trailing.message_id = event["messageId"]
+            elif code == _C_DELTA:
+                if trailing is not None and "messageId" in event:
                     trailing.message_id = event["messageId"]
             elif code == _C_USER:
                 if trailing is not None and trailing.user_message_id is None:

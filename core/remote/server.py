@@ -30,6 +30,7 @@ from aiohttp.web_protocol import RequestHandler
 from branchwise.core.errors import (
     BodyTooLarge,
     BranchwiseError,
+    CorruptLog,
     InvalidRequest,
     PortInUse,
     RequestTooLarge,
@@ -87,7 +88,8 @@ log = logging.getLogger(__name__)
 
 
 _ASSISTANT = EventType.MESSAGE_ASSISTANT.value
-_DELTA = EventType.MESSAGE_ASSISTANT_DELTA.value
+_DELTA = EventType.MESSAGE_DELTA.value
+_TURN_EDGES = (EventType.TURN_START.value, EventType.TURN_END.value)
 
 
 def wire_commits(frames: Iterable[Frame], after: int) -> list[list[dict[str, Any]]]:
@@ -95,12 +97,15 @@ def wire_commits(frames: Iterable[Frame], after: int) -> list[list[dict[str, Any
 
     The wire keeps the meaning it had before format 2 stored partial answers
     as deltas: every partial commit carries the whole answer so far. So a
-    ``message/assistant-delta`` goes out as the ``message/assistant`` with
-    ``partial: true`` it stands for (same seq, text concatenated from the
-    whole log), and a client of any version shows the same text as a local
-    replay.
+    ``message/delta`` goes out as the ``message/assistant`` with
+    ``partial: true`` it stands for (same seq; the text concatenated from the
+    whole log; the time of the last event before it that has one), and a
+    client of any version shows the same text as a local replay.
     """
     pieces: dict[str, list[str]] = {}  # message id -> its text so far, in pieces
+    models: dict[str, Any] = {}
+    streaming: str | None = None  # the answer the open turn streams
+    ts: Any = None
     fresh: list[list[dict[str, Any]]] = []
     for frame in frames:
         events = frame.events
@@ -108,20 +113,29 @@ def wire_commits(frames: Iterable[Frame], after: int) -> list[list[dict[str, Any
         commit: list[dict[str, Any]] = []
         for event in events:
             kind = event["type"]
+            ts = event.get("ts", ts)
             if kind == _ASSISTANT:
-                pieces[event["messageId"]] = [event["content"]]
+                streaming = event["messageId"]
+                pieces[streaming] = [event["content"]]
+                models[streaming] = event.get("model")
+            elif kind in _TURN_EDGES:
+                streaming = None
             elif kind == _DELTA:
-                parts = pieces.setdefault(event["messageId"], [])
+                streaming = event.get("messageId", streaming)
+                if streaming is None:
+                    raise CorruptLog(f"message/delta at seq {event['seq']} continues no answer")
+                models[streaming] = event.get("model", models.get(streaming))
+                parts = pieces.setdefault(streaming, [])
                 parts.append(event["delta"])
                 if wanted and int(event["seq"]) > after:
                     parts[:] = ["".join(parts)]
                     event = {
                         "seq": event["seq"],
-                        "ts": event["ts"],
+                        "ts": ts,
                         "type": _ASSISTANT,
-                        "messageId": event["messageId"],
+                        "messageId": streaming,
                         "content": parts[0],
-                        "model": event["model"],
+                        "model": models[streaming],
                         "partial": True,
                     }
             if wanted and int(event["seq"]) > after:

@@ -34,6 +34,7 @@ from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.scan import gc_paused, scan_bytes
 from branchwise.core.log.segments import log_pieces, segment_name
 from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
+from branchwise.core.log.snapshots import wait_for_snapshots
 from branchwise.core.projection.events import validate_event
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.atomic import (
@@ -86,6 +87,9 @@ def replace_log(
     try:
         manifest = load_manifest(directory)
         if manifest.segmented:
+            # A snapshot this process is still writing into the old folder would
+            # keep it from being removed: let it finish first (it is then removed too).
+            wait_for_snapshots()
             with refusing_read_only(directory):
                 return _replace_segments(directory, manifest, data)
         # Refused as every writer does, though the rename below would not follow it.

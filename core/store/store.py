@@ -52,7 +52,6 @@ from branchwise.core.log.snapshots import (
 from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
-from branchwise.core.projection.snapshot import StateMismatch
 from branchwise.core.store.atomic import (
     disk_full_as_typed,
     fsync_dir,
@@ -268,7 +267,7 @@ class SessionStore:
         # the collector walk every freshly decoded event once more.
         with gc_paused():
             log = scan_session_log(directory, manifest, None if every_frame else resuming(used))
-            start = _restored(used, log, session_id)
+            start = _restored(used)
             projection = _replay(log.scan, session_id, log.manifest.seed_length, start)
         return SessionSnapshot(log.manifest, projection, log.scan)
 
@@ -617,21 +616,11 @@ def _builder_alive(rest: str) -> bool:
     return True
 
 
-def _restored(used: list[Resumed], log: SessionLog, session_id: str) -> Projection | None:
-    """The projection the snapshot the scan resumed after holds (``None`` if it resumed after none).
-
-    A snapshot whose checksums hold but whose state does not restore was
-    written by a buggy build: refused like an unreadable event, never guessed.
-    """
-    if not used:
+def _restored(used: list[Resumed]) -> Projection | None:
+    """The projection restored from the snapshot the scan resumed after (``None``: none)."""
+    if not used or not isinstance(used[0].restored, Projection):
         return None
-    try:
-        return used[0].snapshot.projection(log.manifest.seed_length)
-    except StateMismatch as exc:
-        raise CorruptLog(
-            f"the projection snapshot of session {session_id} does not restore: {exc}",
-            sessionId=session_id,
-        ) from exc
+    return used[0].restored
 
 
 def _replay_indexing(
@@ -639,7 +628,7 @@ def _replay_indexing(
 ) -> tuple[Projection, list[tuple[CommitEntries, int]]]:
     """Replay a log (after ``previous``, if it resumed after a snapshot), and collect
     the sidecar entries of its active segment's frames (after the snapshot's)."""
-    projection = _restored([previous] if previous else [], session_log, session_id)
+    projection = _restored([previous] if previous else [])
     if projection is None:
         projection = Projection(seed_length=session_log.manifest.seed_length)
     try:

@@ -36,9 +36,9 @@ from branchwise.core.errors import (
     ReadOnlySession,
     TurnRunning,
 )
-from branchwise.core.fork.targets import targets_from_projection
+from branchwise.core.fork.targets import targets_after_snapshot, targets_from_projection
 from branchwise.core.log.frames import decode_frame, frame_offsets
-from branchwise.core.log.segments import log_identity, read_session_log
+from branchwise.core.log.segments import SessionLog, log_identity, read_session_log
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
@@ -170,12 +170,17 @@ class OpenSession(TurnListener):
             return Changes(sessions=frozenset({self.session_id}))
         try:
             directory = self.store.session_dir(self.session_id)
-            buf = read_session_log(directory, load_manifest(directory)).data
+            session_log: SessionLog | None = read_session_log(directory, load_manifest(directory))
         except (OSError, BranchwiseError):
-            buf = b""  # the full read below says what is wrong
-        preview = read_preview(buf, PAGE_SIZE)
+            session_log = None  # the full read below says what is wrong
+        preview = read_preview(session_log.data if session_log is not None else b"", PAGE_SIZE)
         if preview is not None:
             self._set_rows(preview.rows)
+        if session_log is not None:
+            # Branch buttons from the projection snapshot's turns, before the full load.
+            early = targets_after_snapshot(session_log)
+            if early is not None:
+                self.targets = TargetTable.of(early)
         self._host.spawn(self._load_in_background(), f"load {self.session_id}")
         return Changes(sessions=frozenset({self.session_id}))
 
@@ -211,7 +216,7 @@ class OpenSession(TurnListener):
             manifest, projection = writer.manifest, writer.projection
         except (LeaseHeld, CorruptLog, ReadOnlyDataFolder) as exc:
             error = exc
-            snapshot = self.store.read(self.session_id)
+            snapshot = self.store.read(self.session_id, every_frame=False)
             manifest, projection = snapshot.manifest, snapshot.projection
         size = self._current_log_size()
         rows = rows_from_projection(projection)
@@ -231,7 +236,7 @@ class OpenSession(TurnListener):
         if parent is None or parent.origin is None:
             return None
         try:
-            snapshot = self.store.read(self.session_id)
+            snapshot = self.store.read(self.session_id, every_frame=False)
         except BranchwiseError:
             return None  # opening says what is wrong
         projection = snapshot.projection

@@ -52,6 +52,7 @@ from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.importing import Importing
 from branchwise.desktop.host.merge_journal import JOURNAL_NAME as MERGE_JOURNAL
 from branchwise.desktop.host.merging import resume_merges
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
@@ -59,6 +60,7 @@ from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
+from branchwise.desktop.widgets.import_dialog import ImportDialog
 from branchwise.desktop.widgets.notice_area import NoticeArea
 from branchwise.desktop.widgets.remote_servers import RemoteServers
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
@@ -109,6 +111,8 @@ class MainWindow(QMainWindow):
         host.navigator = self._navigate
         self.trashing = Trashing(host)
         self.trash_dialog: TrashDialog | None = None
+        self.importing = Importing(host)
+        self.import_dialog: ImportDialog | None = None
         self.export_dialog: QFileDialog | None = None
         self.sidebar = Sidebar(
             host, self.open_session, self.new_conversation, self, self.delete_conversation
@@ -193,6 +197,9 @@ class MainWindow(QMainWindow):
         self.new_action = QAction(self)
         self.new_action.setShortcut(QKeySequence.StandardKey.New)
         self.new_action.triggered.connect(self.new_conversation)
+        self.import_action = QAction(self)
+        self.import_action.setObjectName("importAction")
+        self.import_action.triggered.connect(self.show_import)
         self.export_action = QAction(self)
         self.export_action.setObjectName("exportAction")
         self.export_action.triggered.connect(self.ask_export)
@@ -220,6 +227,7 @@ class MainWindow(QMainWindow):
             self.language_menu.addAction(action)
             self.language_actions[code] = action
         self.file_menu.addAction(self.new_action)
+        self.file_menu.addAction(self.import_action)
         self.file_menu.addAction(self.export_action)
         self.file_menu.addAction(self.trash_action)
         self.file_menu.addSeparator()
@@ -516,6 +524,16 @@ class MainWindow(QMainWindow):
             dialog = TrashDialog(self.trashing, self.host.spawn, self)
             self.trash_dialog = dialog
         dialog.refresh()
+        dialog.open()
+        dialog.raise_()
+        return dialog
+
+    def show_import(self) -> ImportDialog:
+        """File ▸ Import…: the import dialog (one at a time; an open one is brought forward)."""
+        dialog = self.import_dialog
+        if dialog is None:
+            dialog = ImportDialog(self.importing, self.host.spawn, self)
+            self.import_dialog = dialog
         dialog.open()
         dialog.raise_()
         return dialog
@@ -859,6 +877,7 @@ class MainWindow(QMainWindow):
         self.search_action.setText(_("Search all conversations"))
         self.find_action.setText(_("Find in conversation"))
         self.new_action.setText(_("New conversation"))
+        self.import_action.setText(_("Import…"))
         self.export_action.setText(_("Export conversation…"))
         self.trash_action.setText(_("Trash…"))
         self.settings_action.setText(_("Settings…"))
@@ -891,6 +910,8 @@ class MainWindow(QMainWindow):
             self._settings_dialog.retranslate_ui()
         if self.trash_dialog is not None:
             self.trash_dialog.retranslate_ui()
+        if self.import_dialog is not None:
+            self.import_dialog.retranslate_ui()
         self._render_window_title()
 
 

@@ -27,13 +27,14 @@ from helpers.sessions import commits_of, prefix_projection
 
 from branchwise.core.compare import compare
 from branchwise.core.export import export_document
+from branchwise.core.log.snapshots import wait_for_snapshots
 from branchwise.core.projection import events as ev
 from branchwise.core.providers.demo import demo_answer
 from branchwise.core.runtime import TurnResult, TurnRunner
 from branchwise.core.search import INDEX_NAME, SearchIndex
 from branchwise.core.store.store import SessionStore, SessionWriter
 
-DELTA = "message/assistant-delta"
+DELTA = "message/delta"
 CHUNKS = ["Branch", "", "ing 北", "京的春", "", "天 🙂", "👩\u200d👩", "\u200d👧 e", "\u0301nd."]
 
 
@@ -44,12 +45,17 @@ def stream(writer: SessionWriter, chunks: list[str], question: str = "q") -> Tur
 
 
 def deltas_of(store: SessionStore, session_id: str, message_id: str) -> list[str]:
-    return [
-        e["delta"]
-        for commit in commits_of(store, session_id)
-        for e in commit
-        if e["type"] == DELTA and e["messageId"] == message_id
-    ]
+    """The deltas stored for one answer: its opening one and those continuing it."""
+    pieces, current = [], None
+    for commit in commits_of(store, session_id):
+        for e in commit:
+            if e["type"] in ("turn/start", "turn/end", "message/assistant"):
+                current = e.get("messageId")
+            elif e["type"] == DELTA:
+                current = e.get("messageId", current)
+                if current == message_id:
+                    pieces.append(e["delta"])
+    return pieces
 
 
 def test_each_partial_commit_stores_only_the_new_text(store: SessionStore) -> None:
@@ -92,6 +98,7 @@ def test_a_say_killed_mid_answer_reopens_with_exactly_its_committed_deltas(
     events = [e for commit in commits_of(store, session_id) for e in commit]
     assert not [e for e in events if e["type"] == "message/assistant"]  # no whole text stored
     message_id = next(e["messageId"] for e in events if e["type"] == DELTA)
+    assert all("ts" not in e for e in events if e["type"] == DELTA)
     committed = "".join(deltas_of(store, session_id, message_id))
     answer = demo_answer([{"role": "user", "content": prompt}])
     assert committed and answer.startswith(committed) and committed != answer
@@ -130,12 +137,12 @@ def test_search_indexes_deltas_across_catch_ups_rebuilds_and_an_interrupted_turn
     writer = store.create("search")
     session_id = writer.session_id
     writer.commit([ev.turn_start("t"), ev.user_message("u", "question")])
-    writer.commit([ev.assistant_delta("a", "The quick bro", "m")])
+    writer.commit([ev.assistant_delta("The quick bro", ("a", "m"))])
     with SearchIndex(store.root) as index:
         index.catch_up_all(store)
         assert hits(index, "quick") == {"a"} and hits(index, "brown") == set()
-        writer.commit([ev.assistant_delta("a", "", "m")])
-        writer.commit([ev.assistant_delta("a", "wn 狐狸 jumps", "m")])
+        writer.commit([ev.assistant_delta("")])
+        writer.commit([ev.assistant_delta("wn 狐狸 jumps")])
         index.catch_up_all(store)
         assert hits(index, "brown") == {"a"}  # a word split between two catch-ups
         assert hits(index, "狐狸") == {"a"} and hits(index, "jumps") == {"a"}
@@ -197,10 +204,10 @@ def test_a_fork_after_a_streamed_turn_equals_the_parent_and_inherits_no_open_del
     done = stream(writer, CHUNKS, "first")
     # A second answer is streaming (its deltas are durable) when the user branches at turn 1.
     writer.commit([ev.turn_start("open"), ev.user_message("u-open", "second")])
-    writer.commit([ev.assistant_delta("a-open", "half of the ", "m")])
-    writer.commit([ev.assistant_delta("a-open", "second answer", "m")])
+    writer.commit([ev.assistant_delta("half of the ", ("a-open", "m"))])
+    writer.commit([ev.assistant_delta("second answer")])
     child = fork_at(store, parent_id, done.turn_id, "op-open").child_session_id
-    writer.commit([ev.assistant_delta("a-open", " and more", "m")])
+    writer.commit([ev.assistant_delta(" and more")])
     writer.close()
 
     boundary = done.boundary_sequence
@@ -228,3 +235,29 @@ def test_tiny_and_empty_chunkings_store_the_same_answer(
         result = stream(writer, chunks)
     assert "".join(deltas_of(store, result.session_id, result.message_id or "")) == result.text
     assert store.read(result.session_id).projection.messages[-1].content == "".join(chunks)
+
+
+def test_a_snapshot_taken_inside_a_streaming_answer_resumes_its_deltas(tmp_path: Path) -> None:
+    """The projection snapshot may cover half an answer; the deltas after it continue it."""
+    store = SessionStore(tmp_path, roll_bytes=400, snapshot_bytes=0)
+    writer = store.create("snap")
+    session_id = writer.session_id
+    writer.commit([ev.turn_start("t"), ev.user_message("u", "question")])
+    pieces = ["第一段 ", *[f"piece {n} 🙂 " for n in range(40)]]
+    writer.commit([ev.assistant_delta(pieces[0], ("a", "m"))])
+    for piece in pieces[1:20]:
+        writer.commit([ev.assistant_delta(piece)])
+    writer.close()  # the answer is open on disk; the next open writes a snapshot inside it
+    with store.open_writer(session_id, continue_turn="t") as writer:
+        for piece in pieces[20:]:
+            writer.commit([ev.assistant_delta(piece)])
+        live = writer.projection.message("a")
+    wait_for_snapshots()
+    quick = store.read(session_id, every_frame=False)
+    full = store.read(session_id)
+    assert quick.scan.resumed is not None  # the snapshot was used
+    expected = "".join(pieces)
+    assert live is not None and live.content == expected
+    for projection in (quick.projection, full.projection):
+        message = projection.message("a")
+        assert message is not None and message.content == expected and message.partial

@@ -54,9 +54,12 @@ def test_partial_text_is_committed_while_streaming(store: SessionStore) -> None:
     with store.create("slow") as writer:
         runner = TurnRunner(writer, DemoProvider(delay=0.01), recorder, flush_interval=0.05)
         asyncio.run(runner.run("stream please"))
-    deltas = [c[0] for c in recorder.commits if c[0]["type"] == "message/assistant-delta"]
+    deltas = [c[0] for c in recorder.commits if c[0]["type"] == "message/delta"]
     assert len(deltas) >= 2 and all(len(c) == 1 for c in recorder.commits[1:-1])
-    assert all(d["delta"] and d["messageId"] == runner.message_id for d in deltas)
+    # The first names the message; the next ones continue it with nothing but their text.
+    assert deltas[0]["messageId"] == runner.message_id and deltas[0]["model"] == "demo"
+    assert all(set(d) == {"seq", "type", "delta"} for d in deltas[1:])
+    assert all(d["delta"] for d in deltas)
     # Each partial commit stored only what was new; together they are a prefix of the answer.
     final = recorder.commits[-1][0]
     assert final["type"] == "message/assistant" and final["content"] == runner.text

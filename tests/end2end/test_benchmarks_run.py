@@ -30,6 +30,12 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             "ratio",
         ),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
+        (
+            "bench_snapshot.py",
+            ["--big", "60", "--small", "5", "--read-turns", "60", "--runs", "1", "--no-window"],
+            "ratio",
+        ),
+        ("bench_partials.py", ["--kb", "4", "--commits", "20", "--repeat", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
         (
@@ -39,6 +45,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             "zero errors, one child per operation",
         ),
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
+        ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
         (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],

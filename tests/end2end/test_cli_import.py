@@ -6,9 +6,8 @@ import subprocess
 from pathlib import Path
 
 import orjson
-
-from tests.helpers.chatgpt_export import conversation, linear, message, write_zip
-from tests.helpers.cli import cli_command, run_cli
+from helpers.chatgpt_export import conversation, linear, message, write_zip
+from helpers.cli import cli_command, run_cli
 
 
 def test_import_prints_progress_then_the_report_and_imports_once(tmp_path: Path) -> None:
@@ -31,7 +30,7 @@ def test_import_prints_progress_then_the_report_and_imports_once(tmp_path: Path)
         [*cli_command(root), "import", str(path)], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 0, proc.stderr
-    assert "import:" in proc.stderr
+    assert "Imported: 3 new of 3 conversations" in proc.stderr
     report = orjson.loads(proc.stdout.strip().splitlines()[-1])
     assert report["skipped"] == [] and report["warnings"] == []
     rows = [(c["kind"], c["source"]["id"], c["created"]) for c in report["conversations"]]
@@ -59,3 +58,31 @@ def test_import_refusals_are_typed_errors(tmp_path: Path) -> None:
     assert code == 1 and error["error"]["code"] == "import_not_found"
     code, _ = run_cli(tmp_path / "data", "import", str(bad), "--format", "nope", check=False)
     assert code == 2
+
+
+def test_session_export_chatgpt_round_trips_through_import(tmp_path: Path) -> None:
+    edited = conversation(
+        "c-x",
+        "Exported",
+        [
+            ("u1", None, message("user", "one", time=1)),
+            ("a1", "u1", message("assistant", "uno", time=2)),
+            ("a1b", "u1", message("assistant", "eins", time=3)),
+        ],
+        current="a1",
+    )
+    root = tmp_path / "data"
+    _, report = run_cli(root, "import", str(write_zip(tmp_path / "e.zip", [edited])))
+    fork_id = report["conversations"][1]["sessionId"]
+    out = tmp_path / "conversations.json"
+    _, written = run_cli(
+        root, "session", "export", fork_id, "--format", "chatgpt", "--out", str(out)
+    )
+    assert written["format"] == "chatgpt"
+    (exported,) = orjson.loads(out.read_bytes())
+    assert exported["title"] == "Exported"
+    _, again = run_cli(tmp_path / "other", "import", str(out))
+    assert [(c["kind"], c["forkTurnId"]) for c in again["conversations"]] == [
+        ("root", None),
+        ("fork", None),
+    ]

@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from branchwise.core.fork.targets import TargetsCache, fork_targets, targets_from_projection
+from branchwise.core.log.frames import encode_frame
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore, verify_session
 from branchwise.core.store.trash import Trash
@@ -70,8 +71,13 @@ def _apply(store: SessionStore, model: Model, op: str, a: int, b: int) -> None:
         model.order.remove(session)
         del model.turns[session]
     elif op == "torn":
+        # A torn commit comes from a writer, and every writer open first cuts the tail an
+        # earlier crash left: two torn commits never lie back to back.
+        with store.open_writer(session):
+            pass
         with log_file(store.session_dir(session)).open("ab") as handle:
-            handle.write(b"\xffBW\x01" + bytes(b % 40))  # a commit that never finished
+            frame = encode_frame(10**6, [{"seq": 10**6, "type": "turn/start", "turnId": "torn"}])
+            handle.write(frame[: 1 + b % (len(frame) - 1)])  # a commit that never finished
     elif op == "rewind" and turns:
         keep = b % (len(turns) + 1)
         commits = commits_of_until_torn(store, session)
@@ -85,7 +91,13 @@ def _apply(store: SessionStore, model: Model, op: str, a: int, b: int) -> None:
         # commits before any turn: session/created and, for a fork, its own first commit).
         first_turn = next(n for n, c in enumerate(commits) for e in c if e["type"] == "turn/start")
         cut = (max(closing) + 1) if closing else first_turn
-        if keep == 0 and store.manifest(session).seed_length:
+        # A fork's own first commit (``session/fork``, which says where its seed ends) stays.
+        own = next(
+            (n + 1 for n, c in enumerate(commits) for e in c if e["type"] == "session/fork"), 0
+        )
+        cut = max(cut, own)
+        inherited = next((n for n, (_, tokens) in enumerate(turns) if tokens), len(turns))
+        if keep < inherited or (keep == 0 and store.manifest(session).seed_length):
             return  # a fork's inherited turns cannot be rewound away (its prefix is a seed)
         replace_log(store, session, commits[:cut])
         del turns[keep:]

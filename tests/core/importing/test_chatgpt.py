@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 
 import orjson
 import pytest
+from helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
 
 from branchwise.core.errors import ImportNotFound, MalformedImport, UnsafeArchive
 from branchwise.core.importing import chatgpt
@@ -17,7 +19,6 @@ from branchwise.core.importing.source import (
     SourceTree,
     SourceWarning,
 )
-from tests.helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
 
 
 def trees(records: list[SourceRecord]) -> list[SourceTree]:
@@ -251,3 +252,18 @@ def test_a_zip_without_conversations_is_refused(tmp_path: Path) -> None:
 def test_a_missing_file_is_a_typed_error(tmp_path: Path) -> None:
     with pytest.raises(ImportNotFound):
         list(chatgpt.read(tmp_path / "nope.json"))
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5, 7, 64])
+def test_the_nesting_guard_reads_strings_right_across_any_chunk_boundary(chunk: int) -> None:
+    tricky = ['a\\"[[[', "\\\\", '\\\\\\"{{', "]]]}}", "\\u005b", "x\\\\\\\\"]
+    document = orjson.dumps([{"k": [tricky, {"deep": [[[tricky]]]}]}] * 3)
+    stream = chatgpt._GuardedStream(io.BytesIO(document), chunk=chunk)
+    while stream.read(chunk):
+        pass
+    assert stream._depth == 0 and stream._carry == b""
+    deep = b"[" * 300 + b"]" * 300
+    with pytest.raises(chatgpt._TooDeep):
+        guarded = chatgpt._GuardedStream(io.BytesIO(deep), chunk=chunk)
+        while guarded.read(chunk):
+            pass

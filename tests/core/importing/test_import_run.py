@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
 
 from branchwise.core.errors import ImportNotFound, UnknownImportFormat
 from branchwise.core.fork.engine import fork
@@ -16,7 +18,7 @@ from branchwise.core.fork.targets import fork_targets
 from branchwise.core.importing.run import ImportProgress, ImportReport, import_path
 from branchwise.core.lineage import tree
 from branchwise.core.store.store import SessionStore
-from tests.helpers.chatgpt_export import conversation, linear, message, write_export, write_zip
+from branchwise.core.store.trash import Trash
 
 
 def branchy() -> dict[str, Any]:
@@ -175,23 +177,28 @@ def test_reimporting_the_same_file_creates_nothing(tmp_path: Path, store: Sessio
 def test_a_cancelled_import_leaves_whole_conversations_and_a_reimport_adds_the_rest(
     tmp_path: Path, store: SessionStore
 ) -> None:
-    path = write_export(tmp_path / "c.json", [branchy(), linear("c-lin", 2)])
+    path = write_export(tmp_path / "c.json", [branchy(), linear("c-lin", 2), linear("c-3", 1)])
     cancel = threading.Event()
     seen: list[ImportProgress] = []
 
     def progress(update: ImportProgress) -> None:
         seen.append(update)
-        if update.conversations == 2:
-            cancel.set()
+        cancel.set()  # at the first report: after the first tree was read
 
     report = import_path(store, path, on_progress=progress, cancel=cancel)
-    assert report.cancelled and len(report.conversations) == 2
-    assert any("cancelled" in w for w in report.warnings)
+    assert report.cancelled and any("cancelled" in w for w in report.warnings)
+    assert len(report.conversations) < 6
+    # every conversation on disk is reported, and each is whole
+    assert len(os.listdir(store.sessions_dir)) == len(report.conversations)
     for imported in report.conversations:
-        assert transcript(store, imported.session_id)
+        assert store.read(imported.session_id).projection.turns
     rest = import_path(store, path)
-    assert [c.created for c in rest.conversations] == [False, False, True, True, True]
-    assert seen and seen[-1].conversations == 2
+    assert len(rest.conversations) == 6
+    made_before = {c.session_id for c in report.conversations}
+    assert [c.created for c in rest.conversations] == [
+        c.session_id not in made_before for c in rest.conversations
+    ]
+    assert seen and seen[0].total_bytes == path.stat().st_size
 
 
 def test_hidden_only_conversations_are_skipped(tmp_path: Path, store: SessionStore) -> None:
@@ -231,3 +238,49 @@ def test_unknown_and_missing_inputs_are_typed_errors(tmp_path: Path, store: Sess
     with pytest.raises(ImportNotFound):
         import_path(store, tmp_path / "missing.json")
     assert not store.sessions_dir.exists() or not os.listdir(store.sessions_dir)
+
+
+def test_a_damaged_chatgpt_mapping_is_repaired_with_warnings(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    damaged = conversation(
+        "c-damaged",
+        "Damaged",
+        [
+            ("u1", "gone", message("user", "orphan prompt", time=None)),
+            ("a1", "u1", message("assistant", "orphan answer", time=None)),
+            ("x1", "x2", message("user", "loop prompt", time=5)),
+            ("x2", "x1", message("assistant", "loop answer", time=6)),
+        ],
+        current="a1",
+    )
+    report = import_path(store, write_export(tmp_path / "c.json", [damaged]))
+    assert [(c.kind, c.fork_turn_id) for c in report.conversations] == [
+        ("root", None),
+        ("fork", None),
+    ]
+    assert transcript(store, report.conversations[0].session_id) == [
+        ("user", "orphan prompt"),
+        ("assistant", "orphan answer"),
+    ]
+    assert transcript(store, report.conversations[1].session_id) == [
+        ("user", "loop prompt"),
+        ("assistant", "loop answer"),
+    ]
+    assert any("missing parent" in w for w in report.warnings)
+    assert any("loop" in w for w in report.warnings)
+
+
+def test_a_conversation_deleted_after_import_is_not_brought_back(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    path = write_export(tmp_path / "c.json", [branchy()])
+    first = import_path(store, path)
+    root, regen = first.conversations[0].session_id, first.conversations[1].session_id
+    Trash(store).trash(root)
+    shutil.rmtree(store.session_dir(regen))  # gone for good, as after emptying the Trash
+    again = import_path(store, path)
+    assert not store.exists(root) and not store.exists(regen)
+    assert [c.created for c in again.conversations] == [False, False, False]
+    (skip,) = again.skipped
+    assert skip.source == "chatgpt:c-branchy/a2b" and "Trash" in skip.reason

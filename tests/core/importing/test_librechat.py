@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from branchwise.core.errors import MalformedImport
 from branchwise.core.importing import librechat
 from branchwise.core.importing.source import (
     Progress,
@@ -119,3 +122,19 @@ def test_an_array_of_conversations_a_conversation_without_messages_and_a_deep_ch
         "d2998",
         "assistant",
     )
+
+
+def test_damage_before_the_first_conversation_is_a_typed_error_and_after_it_a_warning(
+    tmp_path: Path,
+) -> None:
+    data = TREE.read_bytes()
+    torn = tmp_path / "torn.json"
+    torn.write_bytes(data[: len(data) // 2])
+    with pytest.raises(MalformedImport, match="cannot be read as a LibreChat export"):
+        list(librechat.read(torn))
+    both = tmp_path / "both.json"
+    both.write_bytes(b"[" + data + b", " + data[: len(data) // 2])
+    records = list(librechat.read(both))
+    assert len(trees(records)) == 1
+    (warning,) = [r.message for r in records if isinstance(r, SourceWarning)]
+    assert warning.endswith("after conversation 1; the rest of the file was not imported")

@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from branchwise.core.errors import MalformedImport
 from branchwise.core.importing import open_webui
 from branchwise.core.importing.source import (
     Progress,
@@ -98,17 +101,19 @@ def test_a_truncated_export_keeps_the_whole_chats_before_the_tear(tmp_path: Path
     torn.write_bytes(data[: data.index(b'"c-weather"') + 200])
     records = list(open_webui.read(torn))
     assert list(trees(records)) == ["c-trip"]
-    skips = [r for r in records if isinstance(r, SourceSkip)]
-    assert len(skips) == 1 and skips[0].source == f"{torn}#1"
-    assert skips[0].reason.startswith("malformed JSON")
+    (warning,) = [r.message for r in records if isinstance(r, SourceWarning)]
+    assert warning.startswith(f"{torn}: malformed JSON")
+    assert warning.endswith("after conversation 1; the rest of the file was not imported")
+    torn.write_bytes(data[:200])  # torn inside the first chat: nothing can be imported
+    with pytest.raises(MalformedImport, match="cannot be read as an Open WebUI export"):
+        list(open_webui.read(torn))
 
 
 def test_not_json_absurd_nesting_and_a_lone_chat_object(tmp_path: Path) -> None:
     garbage = tmp_path / "garbage.json"
     garbage.write_bytes(b"\x00\x01 not json")
-    assert list(open_webui.read(garbage)) == [
-        SourceSkip(source=f"{garbage}#0", reason="not a JSON array or object")
-    ]
+    with pytest.raises(MalformedImport, match="not a JSON array or object"):
+        list(open_webui.read(garbage))
     for opener in ("[", '[1, {"k": '):  # plain brackets, and levels with values between
         deep = tmp_path / "deep.json"
         depth = 100_000

@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
+import orjson
 import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
@@ -219,3 +223,92 @@ def test_a_fork_links_the_snapshot_and_its_child_counts_only_its_own_usage(
     # The parent's snapshot is untouched by anything the child did.
     parent_quick, parent_full, parent_used = _both(store, session)
     assert parent_used and parent_quick == parent_full
+
+
+def test_a_killed_writers_temporary_snapshot_is_swept(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = _session(store, 3)
+    log_dir = store.session_dir(session) / "log"
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    leftover = log_dir / f".{SNAPSHOT_FILE}.tmp-{int(dead.stdout)}-1"
+    leftover.write_bytes(b"half a snapshot")
+    mine = log_dir / f".{SNAPSHOT_FILE}.tmp-{os.getpid()}-1"  # a live writer's: kept
+    mine.write_bytes(b"being written")
+    _open_and_close(store, session)
+    assert not leftover.exists() and mine.exists()
+    assert _both(store, session)[2]
+
+
+def test_a_streaming_answers_deltas_are_restored(tmp_path: Path) -> None:
+    """Partial answers stored as deltas (item 4): the snapshot holds the text so far."""
+    store = _store(tmp_path)
+    session = _session(store, 2)
+    with store.open_writer(session) as writer:
+        writer.commit([ev.turn_start("s"), ev.user_message("u-s", "stream please")])
+        writer.commit([ev.assistant_delta("Hel", ("a-s", "demo"))])
+        writer.commit([ev.assistant_delta("lo, wor")])
+    _open_and_close(store, session)  # closes the turn as interrupted, keeps the text
+    with store.open_writer(session, continue_turn=None) as writer:
+        writer.commit([ev.turn_start("s2"), ev.user_message("u-s2", "again")])
+        writer.commit([ev.assistant_delta("part", ("a-s2", "demo"))])
+    quick, full, used = _both(store, session)
+    assert used and quick == full
+    answer = quick.message("a-s")
+    assert answer is not None and answer.content == "Hello, wor"
+    assert quick.message("a-s2") is not None
+
+
+def _rewrite_section(path: Path, index: int, change: object) -> None:
+    """Re-encode one JSON section with ``change(value)`` applied and valid checksums."""
+    data, at, sections = path.read_bytes(), 8, []
+    while at < len(data):
+        length, _ = struct.unpack_from("<II", data, at)
+        sections.append(data[at + 8 : at + 8 + length])
+        at += 8 + length
+    value = orjson.loads(sections[index])
+    change(value)  # type: ignore[operator]
+    sections[index] = orjson.dumps(value)
+    out = data[:8] + b"".join(struct.pack("<II", len(p), zlib.crc32(p)) + p for p in sections)
+    path.write_bytes(out)
+
+
+def test_a_state_a_buggy_writer_left_is_replayed_not_trusted(tmp_path: Path) -> None:
+    """Checksums hold, schema matches, but the state does not restore: a full replay."""
+    store = _store(tmp_path)
+    session = _session(store, 4)
+    _open_and_close(store, session)
+
+    def too_long(rest: dict) -> None:
+        rest["messages"][0][2] = 10**9  # a text length beyond the text
+
+    _rewrite_section(_snapshot(store, session), 2, too_long)
+    quick, full, used = _both(store, session)
+    assert not used and quick == full
+    with store.open_writer(session) as writer:
+        assert writer.projection == full
+
+
+def test_damage_after_the_snapshot_is_named_as_without_it(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    session = _session(store, 4)
+    _open_and_close(store, session)
+    covered = store.read(session, every_frame=False).scan.resumed
+    assert covered is not None
+    store.snapshot_bytes = None  # this open writes no newer snapshot
+    with store.open_writer(session) as writer:
+        for n in range(3):
+            complete_turn(writer, f"late{n}", "after the snapshot")
+    segment = log_pieces(store.session_dir(session), store.manifest(session))[-1].path
+    _flip(segment, covered.end + 40)  # inside the first frame after the snapshot
+    quick = store.read(session, every_frame=False)
+    full = store.read(session)
+    assert quick.scan.resumed == covered
+    assert quick.scan.corruption is not None and full.scan.corruption is not None
+    assert quick.scan.corruption.message == full.scan.corruption.message
+    assert quick.scan.corruption.details == full.scan.corruption.details
+    assert quick.projection == full.projection

@@ -2,7 +2,7 @@
 
 Every history here is written twice: the old way (each partial commit a whole
 ``message/assistant`` with ``partial: true``) and the format-2 way (each
-partial commit a ``message/assistant-delta`` of the new text only); the two
+partial commit a ``message/delta`` of the new text only); the two
 projections must be equal, message for message and turn for turn.
 """
 
@@ -36,13 +36,14 @@ class Step:
 
     text: str
     cuts: tuple[int, ...]  # sorted, repeats allowed: a repeat is an empty chunk
+    named: bool  # every delta names its message (else only the opening one)
 
 
 @st.composite
 def steps(draw: st.DrawFn) -> Step:
     text = draw(texts)
     cuts = draw(st.lists(st.integers(0, len(text)), max_size=8))
-    return Step(text, tuple(sorted(cuts)))
+    return Step(text, tuple(sorted(cuts)), draw(st.booleans()))
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,10 @@ def history(plans: list[TurnPlan], *, deltas: bool, last_open: bool) -> list[lis
             message_id, step_id = f"a{t}-{s}", f"s{t}-{s}"
             commits.append([ev.step_start(step_id)])
             done = 0
-            for cut in step.cuts:
+            for number, cut in enumerate(step.cuts):
                 if deltas:
-                    commits.append([ev.assistant_delta(message_id, step.text[done:cut], "m")])
+                    opening = (message_id, "m") if number == 0 or step.named else None
+                    commits.append([ev.assistant_delta(step.text[done:cut], opening)])
                 else:
                     partial = ev.assistant_message(message_id, step.text[:cut], "m", partial=True)
                     commits.append([partial])
@@ -148,8 +150,8 @@ def test_a_whole_text_after_deltas_replaces_them_and_deltas_continue_a_whole_tex
         [
             [ev.turn_start("t"), ev.user_message("u", "q")],
             [ev.assistant_message("a", "old whole ", "m", partial=True)],  # format 1's shape
-            [ev.assistant_delta("a", "and new", "m")],
-            [ev.assistant_delta("a", "", "m")],
+            [ev.assistant_delta("and new", ("a", "m"))],
+            [ev.assistant_delta("")],
         ]
     )
     projection = Projection.replay(commits)
@@ -163,12 +165,14 @@ def test_a_whole_text_after_deltas_replaces_them_and_deltas_continue_a_whole_tex
 def test_a_delta_that_is_not_text_is_refused_on_commit(store: SessionStore) -> None:
     with store.create("bad") as writer:
         writer.commit([ev.turn_start("t"), ev.user_message("u", "q")])
-        bad = {**ev.assistant_delta("a", "x", "m"), "delta": 5}
-        with pytest.raises(InvalidEvent):
-            writer.commit([bad])
-        missing = {k: v for k, v in ev.assistant_delta("a", "x", "m").items() if k != "delta"}
-        with pytest.raises(InvalidEvent):
-            writer.commit([missing])
+        bad = {**ev.assistant_delta("x", ("a", "m")), "delta": 5}
+        missing = {k: v for k, v in ev.assistant_delta("x", ("a", "m")).items() if k != "delta"}
+        half_named = {k: v for k, v in ev.assistant_delta("x", ("a", "m")).items() if k != "model"}
+        not_text = ev.assistant_delta("x", ("a", 5))  # type: ignore[arg-type]
+        for event in (bad, missing, half_named, not_text):
+            with pytest.raises(InvalidEvent):
+                writer.commit([event])
+        assert [m.role for m in writer.projection.messages] == ["user"]
 
 
 def test_a_log_holding_a_delta_without_text_is_refused_as_corrupt_not_shown(
@@ -181,20 +185,34 @@ def test_a_log_holding_a_delta_without_text_is_refused_as_corrupt_not_shown(
     directory = store.session_dir(session_id)
     last = log_scan(directory).frames[-1]
     seq = int(last.events[-1]["seq"]) + 1
-    event = {"seq": seq, "ts": 0.0, "type": "message/assistant-delta", "messageId": "a"}
+    event = {"seq": seq, "type": "message/delta", "messageId": "a", "model": "m", "delta": None}
     with open(log_file(directory), "ab") as handle:
-        handle.write(encode_frame(last.commit + 1, [{**event, "delta": None, "model": "m"}]))
+        handle.write(encode_frame(last.commit + 1, [event]))
+    with pytest.raises(CorruptLog):
+        store.read(session_id)
+
+
+def test_a_delta_that_continues_no_answer_is_refused_as_corrupt(store: SessionStore) -> None:
+    """A later delta without an opening one before it in its turn cannot be placed: refused."""
+    with store.create("bad") as writer:
+        writer.commit([ev.turn_start("t"), ev.user_message("u", "q")])
+        session_id = writer.session_id
+    directory = store.session_dir(session_id)
+    last = log_scan(directory).frames[-1]
+    seq = int(last.events[-1]["seq"]) + 1
+    with open(log_file(directory), "ab") as handle:
+        handle.write(encode_frame(last.commit + 1, [{"seq": seq, **ev.assistant_delta("lost")}]))
     with pytest.raises(CorruptLog):
         store.read(session_id)
 
 
 def test_only_commits_holding_a_delta_are_framed_as_version_2() -> None:
     """An older build refuses a log with deltas (frame version 2) instead of showing less text."""
-    delta = encode_frame(5, [{**ev.assistant_delta("a", "x", "m"), "seq": 9, "ts": 0.0}])
+    delta = encode_frame(5, [{"seq": 9, **ev.assistant_delta("x")}])
     whole = encode_frame(5, [{**ev.assistant_message("a", "x", "m"), "seq": 9, "ts": 0.0}])
     # Quoted inside a text, the delta's type is escaped and does not count.
     quoting = encode_frame(
-        5, [{**ev.user_message("u", '"type":"message/assistant-delta"'), "seq": 9, "ts": 0.0}]
+        5, [{**ev.user_message("u", '"type":"message/delta"'), "seq": 9, "ts": 0.0}]
     )
     assert HEADER.unpack_from(delta)[1] == 2
     assert HEADER.unpack_from(whole)[1] == 1

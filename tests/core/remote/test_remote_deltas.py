@@ -34,11 +34,12 @@ def test_events_on_the_wire_carry_whole_partial_texts_from_any_after(tmp_path: P
     chunks = ["Remote ", "", "clients ", "see 全部 ", "the 🙂 ", "text."]
     asyncio.run(TurnRunner(writer, ScriptedProvider(chunks), flush_interval=0).run("one"))
     writer.commit([ev.turn_start("open"), ev.user_message("u-open", "two")])
-    for piece in ("still ", "stream", "ing…"):
-        writer.commit([ev.assistant_delta("a-open", piece, "m")])
+    writer.commit([ev.assistant_delta("still ", ("a-open", "m"))])
+    for piece in ("stream", "ing…"):
+        writer.commit([ev.assistant_delta(piece)])
     writer.close()  # the second answer stays open, as after a crash
     local = commits_of(store, session_id)
-    assert any(e["type"] == "message/assistant-delta" for c in local for e in c)
+    assert any(e["type"] == "message/delta" for c in local for e in c)
 
     with serve_process(tmp_path / "root") as server:
         auth = {"Authorization": f"Bearer {server.token}"}
@@ -54,7 +55,7 @@ def test_events_on_the_wire_carry_whole_partial_texts_from_any_after(tmp_path: P
             ends = [int(c[-1]["seq"]) for c in local]
             assert [int(c[-1]["seq"]) for c in everything] == ends
             sent = [e for c in everything for e in c]
-            assert not [e for e in sent if e["type"] == "message/assistant-delta"]
+            assert not [e for e in sent if e["type"] == "message/delta"]
             # Each partial event holds what a local replay through its commit shows.
             for number, commit in enumerate(everything):
                 through = Projection.replay(local[: number + 1])

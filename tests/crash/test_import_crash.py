@@ -1,0 +1,101 @@
+"""An import killed at any moment leaves whole conversations; importing again gives each once."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers.chatgpt_export import conversation, linear, message, write_export
+
+from branchwise.core.importing.run import import_path
+from branchwise.core.store.store import TEMP_PREFIX, SessionStore
+
+KILLS = 60
+
+_IMPORTER = """
+import sys
+from pathlib import Path
+from branchwise.core.importing.run import import_path
+from branchwise.core.store.store import SessionStore
+store = SessionStore(Path(sys.argv[1]))
+print("ready", flush=True)
+import_path(store, sys.argv[2])
+print("done", flush=True)
+"""
+
+
+def _branchy(n: int) -> dict[str, object]:
+    rows: list[tuple[str, str | None, dict[str, object] | None]] = [(f"{n}-r", None, None)]
+    parent = f"{n}-r"
+    for k in range(6):
+        user, answer = f"{n}-u{k}", f"{n}-a{k}"
+        rows.append((user, parent, message("user", f"question {k} " * 30, time=10 * k)))
+        rows.append((answer, user, message("assistant", f"answer {k} " * 80, time=10 * k + 1)))
+        rows.append((f"{answer}r", user, message("assistant", f"again {k}", time=10 * k + 2)))
+        rows.append((f"{user}e", parent, message("user", f"edited {k}", time=10 * k + 3)))
+        rows.append(
+            (f"{answer}e", f"{user}e", message("assistant", "edited answer", time=10 * k + 4))
+        )
+        parent = answer
+    return conversation(f"crash-{n}", f"Crash {n}", rows, current=parent)
+
+
+def _transcripts(store: SessionStore) -> dict[str, list[tuple[str, str]]]:
+    found = {}
+    for name in os.listdir(store.sessions_dir):
+        if name.startswith(TEMP_PREFIX) or name.startswith("."):
+            continue
+        snapshot = store.read(name)
+        assert snapshot.scan.torn_tail is None and snapshot.scan.corruption is None
+        found[name] = [(m.role, m.content) for m in snapshot.projection.messages]
+    return found
+
+
+@pytest.mark.slow
+def test_sigkilled_imports_leave_whole_conversations_and_reimport_gives_each_once(
+    tmp_path: Path,
+) -> None:
+    export = write_export(
+        tmp_path / "conversations.json",
+        [_branchy(0), linear("lin-1", 4), _branchy(1), linear("lin-2", 2), _branchy(2)],
+    )
+    reference_store = SessionStore(tmp_path / "reference")
+    clock = time.monotonic()
+    reference = import_path(reference_store, export)
+    duration = time.monotonic() - clock
+    expected = _transcripts(reference_store)
+    assert len(expected) == len(reference.conversations) > 30
+    rng = random.Random(16)
+    partial = 0
+    for round_number in range(KILLS):
+        store = SessionStore(tmp_path / f"round-{round_number}")
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _IMPORTER, str(store.root), str(export)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0, duration * 1.5))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        if store.sessions_dir.exists():
+            # whatever was published is whole and is exactly the reference's conversation
+            survivors = _transcripts(store)
+            assert all(survivors[sid] == expected[sid] for sid in survivors)
+            partial += 0 < len(survivors) < len(expected)
+        again = import_path(store, export)
+        assert [c.session_id for c in again.conversations] == [
+            c.session_id for c in reference.conversations
+        ]
+        assert _transcripts(store) == expected  # each conversation exactly once
+        store.sweep_temporary()
+        assert not [n for n in os.listdir(store.sessions_dir) if n.startswith(TEMP_PREFIX)]
+    assert partial >= KILLS // 10  # the kills did land mid-import
