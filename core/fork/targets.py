@@ -42,9 +42,9 @@ from branchwise.core.log.sidecars import (
     CLOSING_COMMIT_SPILLS,
     TurnRow,
     find_record,
-    read_turn_rows,
 )
 from branchwise.core.log.snapshots import Resumed, resuming
+from branchwise.core.log.turn_table import turn_columns
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest
@@ -291,53 +291,42 @@ def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
 
 
-def _indexed_target(row: TurnRow) -> ForkTarget:
+def _indexed_target(turn_id: str, message_id: str | None, last_seq: int, flags: int) -> ForkTarget:
     """The target of a turn as its ``.tix`` record describes it."""
     reason = None
-    if row.flags & CLOSING_COMMIT_SPILLS:
+    if flags & CLOSING_COMMIT_SPILLS:
         reason = TargetReason.BOUNDARY_NOT_ATOMIC.value
-    elif row.flags & AUTHORITY_OPEN:
+    elif flags & AUTHORITY_OPEN:
         reason = TargetReason.ACTIVE_AUTHORITY.value
-    return ForkTarget(row.turn_id, row.message_id, row.last_seq, reason is None, reason)
+    return ForkTarget(turn_id, message_id, last_seq, reason is None, reason)
 
 
 def _indexed_targets(directory: Path, manifest: Manifest) -> ForkTargetSet | None:
-    """Targets from every segment's ``.tix``, one ``.idx`` record and the frames after it.
+    """Targets from the turn records of every segment, one ``.idx`` record and the frames after it.
 
     ``None`` when the sidecars cannot vouch (missing, old, damaged, a turn
     that never closed, a record whose frame does not match, open authority
-    at the last closed turn); the caller then replays. Reads the binary turn
-    records of every segment (no JSON), then binary-searches the last one's
-    ``.idx`` for the closing frame, reads and checks that frame and replays
-    only the frames after it.
+    at the last closed turn); the caller then replays. The turn records come
+    from the turn table (:mod:`~branchwise.core.log.turn_table`) where its
+    key holds, else from each segment's binary ``.tix`` (no JSON either way);
+    then the last one's ``.idx`` is binary-searched for the closing frame,
+    that frame is read and checked, and only the frames after it replayed.
     """
     pieces = log_pieces(directory, manifest)
-    targets: list[ForkTarget] = []
-    seen: set[str] = set()
-    last: tuple[int, TurnRow] | None = None
-    for piece_number, piece in enumerate(pieces):
-        rows = read_turn_rows(piece.path)
-        if rows is None:
-            return None
-        if piece.seed is not None:
-            end_commit = piece.seed.end_commit
-            rows = [row for row in rows if row.commit <= end_commit]
-        if not rows:
-            continue
-        # Column by column (C loops): 80,000 turns cost what building their targets costs.
-        ids, message_ids, last_seqs, _commits, _starts, numbers, flags = zip(*rows, strict=True)
-        first, count = len(targets) + 1, len(targets) + len(rows)
-        seen.update(ids)
-        if numbers != tuple(range(first, count + 1)) or len(seen) != count:
-            return None  # a turn that never closed, or closed twice: replay decides
-        if set(flags) == {CLOSES_TURN}:
-            targets.extend(map(ForkTarget, ids, message_ids, last_seqs, repeat(True), repeat(None)))
-        else:
-            targets.extend(map(_indexed_target, rows))
-        last = (piece_number, rows[-1])
-    if last is None:
+    columns = turn_columns(pieces)
+    if columns is None or columns.last_piece < 0:
         return None
-    piece_number, row = last
+    ids, message_ids, last_seqs = columns.turn_ids, columns.message_ids, columns.last_seqs
+    targets: list[ForkTarget]
+    # Column by column (C loops): 80,000 turns cost what building their targets costs.
+    if set(columns.flags) == {CLOSES_TURN}:
+        targets = list(map(ForkTarget, ids, message_ids, last_seqs, repeat(True), repeat(None)))
+    else:
+        targets = list(map(_indexed_target, ids, message_ids, last_seqs, columns.flags))
+    piece_number = columns.last_piece
+    row = TurnRow(
+        ids[-1], message_ids[-1], last_seqs[-1], columns.commits[-1], 0, len(ids), columns.flags[-1]
+    )
     if row.flags & AUTHORITY_OPEN:
         return None  # the trailing turns' authority depends on state before the tail
     found = find_record(pieces[piece_number].path, row.last_seq)
@@ -360,6 +349,7 @@ def _indexed_targets(directory: Path, manifest: Manifest) -> ForkTargetSet | Non
         first_seq=first_seq,
     ):
         tracker.apply(later.events)
+    seen = set(ids) if tracker.turns else set()
     for turn in tracker.turns:
         if turn.turn_id in seen:
             return None

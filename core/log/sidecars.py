@@ -460,16 +460,37 @@ class TurnRow(NamedTuple):
 def read_turn_rows(segment: Path) -> list[TurnRow] | None:
     """The records of a segment's ``.tix`` up to the first that is not whole and verified.
 
-    ``None``: no usable file (missing, or not this layout). One pass of
-    ``struct`` reads and two ``decode`` calls per record, then one CRC of the
-    whole file (the chained CRC of its last record); only when that fails is
-    each record's chained CRC checked, to keep the ones before the damage.
+    ``None``: no usable file (missing, or not this layout).
     """
+    data = read_turn_file(segment)
+    return None if data is None else parse_turn_rows(data)[0]
+
+
+def read_turn_file(segment: Path) -> bytes | None:
+    """The bytes of a segment's ``.tix`` if it is of this layout (``None``: missing or not)."""
     data = _read(segment.with_suffix(TURNS_SUFFIX))
     if data is None or data[:16] != turns_header():
         return None
+    return data
+
+
+def parse_turn_rows(
+    data: bytes, start: int = 16, chain: int | None = None
+) -> tuple[list[TurnRow], int, int]:
+    """The verified records of ``.tix`` bytes from ``start`` on (a record boundary).
+
+    ``chain`` is the CRC32 of ``data[:start]`` (computed when not given).
+    Returns the rows, the offset after the last verified one and the CRC32
+    of the bytes before that offset, so a later call can go on from there
+    (the turn table, :mod:`~branchwise.core.log.turn_table`, does). One pass
+    of ``struct`` reads and two ``decode`` calls per record, then one CRC of
+    the bytes read (the chained CRC of the last record); only when that fails
+    is each record's chained CRC checked, to keep the ones before the damage.
+    """
+    if chain is None:
+        chain = zlib.crc32(data[:start])
     rows: list[TurnRow] = []
-    offset, size, head = 16, len(data), _TURN.size
+    offset, size, head = start, len(data), _TURN.size
     unpack, append, new = _TURN.unpack_from, rows.append, tuple.__new__
     try:
         while size - offset >= head:
@@ -486,22 +507,29 @@ def read_turn_rows(segment: Path) -> list[TurnRow] | None:
             offset = crc_at + 4
     except UnicodeDecodeError:
         pass  # damage: the checks below keep the records before it
-    if not rows or zlib.crc32(data[: offset - 4]) == _CRC.unpack_from(data, offset - 4)[0]:
-        return rows
-    return rows[: _verified_count(data, len(rows))]
+    if not rows:
+        return rows, start, chain
+    stored = _CRC.unpack_from(data, offset - 4)[0]
+    if zlib.crc32(data[start : offset - 4], chain) == stored:
+        return rows, offset, zlib.crc32(data[offset - 4 : offset], stored)
+    count, offset, chain = _verified_count(data, len(rows), start, chain)
+    return rows[:count], offset, chain
 
 
-def _verified_count(data: bytes, parsed: int) -> int:
-    """How many of the first ``parsed`` records of a ``.tix`` pass their chained CRC."""
-    chain, offset = zlib.crc32(data[:16]), 16
+def _verified_count(data: bytes, parsed: int, start: int, chain: int) -> tuple[int, int, int]:
+    """How many of the first ``parsed`` records from ``start`` pass their chained CRC.
+
+    Returns that count, the offset after them and the CRC32 of the bytes before it.
+    """
+    offset = start
     for number in range(parsed):
         turn_len, message_len = _TURN.unpack_from(data, offset)[5:]
         crc_at = offset + _TURN.size + turn_len + (0 if message_len == NO_MESSAGE else message_len)
         crc = zlib.crc32(data[offset:crc_at], chain)
         if _CRC.unpack_from(data, crc_at)[0] != crc:
-            return number
+            return number, offset, chain
         chain, offset = zlib.crc32(data[crc_at : crc_at + 4], crc), crc_at + 4
-    return parsed
+    return parsed, offset, chain
 
 
 def read_turn_entries(segment: Path) -> list[TurnEntry]:
