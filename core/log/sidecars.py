@@ -172,6 +172,9 @@ class CommitEntries:
         return bool(self.records or self.blobs)
 
 
+_NO_ENTRIES = CommitEntries((), ())
+
+
 def frame_crc(data: bytes | memoryview, offset: int) -> int:
     """The payload CRC32 the frame header at ``offset`` holds."""
     return int(HEADER.unpack_from(data, offset)[3])
@@ -189,8 +192,9 @@ def entries_for(
 
     ``offset``/``end`` are the frame's place in its segment.
     """
-    if not events:
-        return CommitEntries((), ())
+    types = [event["type"] for event in events]
+    if _TURN_END not in types and _CHECKPOINT not in types:
+        return _NO_ENTRIES  # most commits: a turn's start, a partial answer
     closing = [e["turnId"] for e in events if e["type"] == _TURN_END]
     blobs: list[str] = []
     for event in events:
@@ -215,19 +219,31 @@ def entries_for(
     return CommitEntries(tuple(records), tuple(blobs))
 
 
+TURNS_BUFFERED = 32
+"""How many ``.tix`` records a writer keeps before writing them (one write, not one per turn)."""
+
+
 class SidecarWriter:
     """Appends one segment's sidecar records (the segment writer owns one).
 
     Writes are plain (no fsync per commit): :meth:`sync` makes them durable at
-    roll and close. A failure to write a cache is not a failed commit: the
-    writer stops writing sidecars (a reopen rebuilds them) and goes on.
+    roll and close. ``.idx`` and ``.blobs`` records are written right after
+    their commit's fsync (a fork finds its boundary in the ``.idx`` and the
+    blobs to link in the ``.blobs``). ``.tix`` records are kept and written
+    :data:`TURNS_BUFFERED` at a time, and at roll and close: only cold fork
+    targets read them, and a ``.tix`` that lags (a live writer, a crash) only
+    makes them replay the few frames after its last record. A failure to
+    write a cache is not a failed commit: the writer stops writing sidecars
+    (a reopen rebuilds them) and goes on.
     """
 
     def __init__(self, segment: Path) -> None:
         self.segment = segment
         self._fds: dict[str, int] = {}
         self.broken = False
-        self._chain = 0  # CRC32 of the whole .tix so far (its records are chained)
+        self._chain = 0  # CRC32 of the whole .tix so far, buffered records included (chained)
+        self._turns = bytearray()  # .tix records not written yet
+        self._buffered = 0
         try:
             for suffix in SIDECAR_SUFFIXES:
                 fd = open_no_follow(
@@ -258,15 +274,17 @@ class SidecarWriter:
             return
         try:
             if entries.records:
-                write_all(
-                    self._fds[INDEX_SUFFIX], b"".join(r.to_bytes() for r, _ in entries.records)
-                )
-                chain, pieces = self._chain, []
-                for record, turn in entries.records:
+                records = entries.records
+                index = records[0][0].to_bytes() if len(records) == 1 else None
+                _write(self._fds[INDEX_SUFFIX], index or b"".join(r.to_bytes() for r, _ in records))
+                chain, turns = self._chain, self._turns
+                for record, turn in records:
                     piece, chain = turn_record(record, turn, chain)
-                    pieces.append(piece)
-                write_all(self._fds[TURNS_SUFFIX], b"".join(pieces))
+                    turns += piece
                 self._chain = chain
+                self._buffered += len(records)
+                if self._buffered >= TURNS_BUFFERED:
+                    self._write_turns()
             if entries.blobs:
                 write_all(
                     self._fds[BLOBS_SUFFIX],
@@ -275,26 +293,49 @@ class SidecarWriter:
         except (OSError, ValueError):
             self._fail()
 
+    def _write_turns(self) -> None:
+        """Write the kept ``.tix`` records."""
+        turns, self._turns, self._buffered = self._turns, bytearray(), 0
+        if turns:
+            write_all(self._fds[TURNS_SUFFIX], turns)
+
     def _fail(self) -> None:
         """Stop writing sidecars; remove them so nobody reads a half-written cache."""
         self.broken = True
+        self._turns, self._buffered = bytearray(), 0
         self.close()
         for suffix in SIDECAR_SUFFIXES:
             with contextlib.suppress(OSError):
                 os.unlink(self.segment.with_suffix(suffix))
 
     def sync(self) -> None:
-        """Make the records durable (best effort: a cache)."""
+        """Write the kept records and make every record durable (best effort: a cache)."""
+        if not self.broken and self._fds:
+            try:
+                self._write_turns()
+            except OSError:
+                self._fail()
+                return
         for fd in self._fds.values():
             with contextlib.suppress(OSError):
                 os.fsync(fd)
 
     def close(self) -> None:
-        """Close the files (idempotent)."""
+        """Write the kept records (unless broken) and close the files (idempotent)."""
+        if not self.broken and self._fds:
+            with contextlib.suppress(OSError):
+                self._write_turns()
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _write(fd: int, data: bytes) -> None:
+    """One ``os.write`` of a small record, finishing a short write with :func:`write_all`."""
+    written = os.write(fd, data)
+    if written != len(data):
+        write_all(fd, memoryview(data)[written:])
 
 
 def sidecar_bytes(
