@@ -160,15 +160,15 @@ def targets_from_projection(projection: Projection, manifest: Manifest) -> ForkT
     )
 
 
-def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
-    """Fork targets of a log already read, from its projection snapshot's turn state.
+def tracker_after_snapshot(log: SessionLog) -> TurnTracker | None:
+    """The turn state of a log already read, from its projection snapshot's turn state.
 
     Only the snapshot's key and turn rules' part are read (not the
     transcript), the covered bytes are checksummed, and only the frames after
     them are decoded, into a bare tracker: what a big conversation's branch
-    buttons need before its full projection is loaded. ``None`` when the
-    snapshot cannot stand for the history (none, stale, damaged) or the log
-    after it is damaged: the full read then answers.
+    buttons (and where its preview starts) need before its full projection
+    is loaded. ``None`` when the snapshot cannot stand for the history (none,
+    stale, damaged) or the log after it is damaged: the full read then answers.
     """
     used: list[Resumed] = []
     scanned = scan_read_log(log, resuming(used, whole=False))
@@ -180,6 +180,14 @@ def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
             tracker.apply(frame.events)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None  # an event this build cannot read: the full read says so
+    return tracker
+
+
+def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
+    """Fork targets of a log already read, from :func:`tracker_after_snapshot` (``None``: none)."""
+    tracker = tracker_after_snapshot(log)
+    if tracker is None:
+        return None
     manifest = log.manifest
     return target_set(manifest.session_id, manifest.generation, tracker.turns, tracker.verifiable)
 
