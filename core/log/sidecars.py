@@ -60,6 +60,8 @@ _RECORD = struct.Struct("<QQQQIII")
 _RECORD_BODY = struct.Struct("<QQQQII")
 RECORD_SIZE = _RECORD.size
 _TURN = struct.Struct("<QQQIIHH")
+TURN_RECORD_MIN = _TURN.size + 4
+"""The fewest bytes a ``.tix`` record takes (empty ids, its chained CRC)."""
 _CRC = struct.Struct("<I")
 NO_MESSAGE = 0xFFFF
 """The message-id length of a turn record whose turn has no answer."""

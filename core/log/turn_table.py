@@ -20,8 +20,10 @@ holder writes it, when it closes (:func:`save_turn_table`), under a
 temporary name then ``os.replace``, without fsync (a file a crash cut short
 fails its CRC).
 
-File layout: ``BWTT``, format (u16), tracker version (u16), body length
-(u32), CRC32 of the body (u32), then the body: JSON ``{"pieces": [[name,
+File layout: ``BWTT``, format (u16), tracker version (u16), the ``.tix``
+bytes the key covers in all (u64, so a close that added few turns decides
+by reading 24 bytes), body length (u32), CRC32 of the body (u32), then the
+body: JSON ``{"pieces": [[name,
 endCommit, length, crc, rows], ...], "turnIds", "messageIds", "lastSeqs",
 "commits", "flags"}``.
 """
@@ -42,6 +44,8 @@ import orjson
 from branchwise.core.log.segments import Piece
 from branchwise.core.log.sidecars import (
     TRACKER_VERSION,
+    TURN_RECORD_MIN,
+    TURNS_SUFFIX,
     parse_turn_rows,
     read_turn_file,
 )
@@ -50,7 +54,8 @@ from branchwise.core.store.atomic import open_no_follow, write_all
 TABLE_FILE = "turns.cache"
 _MAGIC = b"BWTT"
 _VERSION = 1
-_HEAD = struct.Struct("<4sHHII")
+_HEAD = struct.Struct("<4sHHQII")
+_MIN_RECORD = TURN_RECORD_MIN
 MIN_NEW_ROWS = 1024
 """A close rewrites the table only when at least this many turn records are not in it yet."""
 
@@ -98,7 +103,7 @@ def read_table(path: Path) -> dict[str, Any] | None:
         os.close(fd)
     if len(data) < _HEAD.size:
         return None
-    magic, version, tracker, length, crc = _HEAD.unpack_from(data)
+    magic, version, tracker, _covered, length, crc = _HEAD.unpack_from(data)
     body = memoryview(data)[_HEAD.size :]
     if (magic, version, tracker) != (_MAGIC, _VERSION, TRACKER_VERSION) or len(body) != length:
         return None
@@ -227,7 +232,34 @@ def table_bytes(columns: TurnColumns) -> bytes:
             "flags": columns.flags,
         }
     )
-    return _HEAD.pack(_MAGIC, _VERSION, TRACKER_VERSION, len(body), zlib.crc32(body)) + body
+    covered = sum(entry[2] for entry in columns.key)
+    head = _HEAD.pack(_MAGIC, _VERSION, TRACKER_VERSION, covered, len(body), zlib.crc32(body))
+    return head + body
+
+
+def _few_new_records(path: Path, pieces: list[Piece], min_new_rows: int) -> bool:
+    """Whether the ``.tix`` files have grown too little past the table for ``min_new_rows``.
+
+    Reads the table's header and the files' sizes only (a record takes at
+    least 40 bytes). False when unsure (no table, another layout).
+    """
+    try:
+        fd = open_no_follow(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        head = os.pread(fd, _HEAD.size, 0)
+        sizes = sum(os.stat(p.path.with_suffix(TURNS_SUFFIX)).st_size for p in pieces)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    if len(head) < _HEAD.size:
+        return False
+    magic, version, tracker, covered, _length, _crc = _HEAD.unpack(head)
+    if (magic, version, tracker) != (_MAGIC, _VERSION, TRACKER_VERSION):
+        return False
+    return sizes - covered < min_new_rows * _MIN_RECORD
 
 
 def save_turn_table(pieces: list[Piece], min_new_rows: int = MIN_NEW_ROWS) -> bool:
@@ -238,6 +270,8 @@ def save_turn_table(pieces: list[Piece], min_new_rows: int = MIN_NEW_ROWS) -> bo
     """
     path = table_path(pieces)
     if path is None:
+        return False
+    if _few_new_records(path, pieces, min_new_rows):
         return False
     columns = turn_columns(pieces)
     if columns is None or columns.parsed < min_new_rows:

@@ -161,3 +161,18 @@ def test_rolled_segments_keep_using_the_table_for_the_sealed_ones(tmp_path: Path
             complete_turn(writer, f"more-{n}")
     assert 0 < parsed(store, session_id) <= 4
     assert fork_targets(store, session_id) == replayed(store, session_id)
+
+
+def test_a_close_decides_from_the_tables_header_and_the_tix_sizes(
+    store: SessionStore, session: str
+) -> None:
+    path = table_of(store, session)
+    before = path.read_bytes()
+    with store.open_writer(session) as writer:
+        complete_turn(writer, "one-more")
+    pieces = log_pieces(store.session_dir(session), store.manifest(session))
+    assert not save_turn_table(pieces, min_new_rows=100)  # far too few new bytes
+    assert path.read_bytes() == before
+    assert save_turn_table(pieces, min_new_rows=1)
+    assert parsed(store, session) == 0
+    assert fork_targets(store, session) == replayed(store, session)
