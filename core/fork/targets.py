@@ -42,9 +42,9 @@ from branchwise.core.log.sidecars import (
     CLOSING_COMMIT_SPILLS,
     TurnRow,
     find_record,
-    read_turn_rows,
 )
 from branchwise.core.log.snapshots import Resumed, resuming
+from branchwise.core.log.turn_table import turn_columns
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest
@@ -160,15 +160,15 @@ def targets_from_projection(projection: Projection, manifest: Manifest) -> ForkT
     )
 
 
-def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
-    """Fork targets of a log already read, from its projection snapshot's turn state.
+def tracker_after_snapshot(log: SessionLog) -> TurnTracker | None:
+    """The turn state of a log already read, from its projection snapshot's turn state.
 
     Only the snapshot's key and turn rules' part are read (not the
     transcript), the covered bytes are checksummed, and only the frames after
     them are decoded, into a bare tracker: what a big conversation's branch
-    buttons need before its full projection is loaded. ``None`` when the
-    snapshot cannot stand for the history (none, stale, damaged) or the log
-    after it is damaged: the full read then answers.
+    buttons (and where its preview starts) need before its full projection
+    is loaded. ``None`` when the snapshot cannot stand for the history (none,
+    stale, damaged) or the log after it is damaged: the full read then answers.
     """
     used: list[Resumed] = []
     scanned = scan_read_log(log, resuming(used, whole=False))
@@ -180,6 +180,14 @@ def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
             tracker.apply(frame.events)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None  # an event this build cannot read: the full read says so
+    return tracker
+
+
+def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
+    """Fork targets of a log already read, from :func:`tracker_after_snapshot` (``None``: none)."""
+    tracker = tracker_after_snapshot(log)
+    if tracker is None:
+        return None
     manifest = log.manifest
     return target_set(manifest.session_id, manifest.generation, tracker.turns, tracker.verifiable)
 
@@ -291,53 +299,42 @@ def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
 
 
-def _indexed_target(row: TurnRow) -> ForkTarget:
+def _indexed_target(turn_id: str, message_id: str | None, last_seq: int, flags: int) -> ForkTarget:
     """The target of a turn as its ``.tix`` record describes it."""
     reason = None
-    if row.flags & CLOSING_COMMIT_SPILLS:
+    if flags & CLOSING_COMMIT_SPILLS:
         reason = TargetReason.BOUNDARY_NOT_ATOMIC.value
-    elif row.flags & AUTHORITY_OPEN:
+    elif flags & AUTHORITY_OPEN:
         reason = TargetReason.ACTIVE_AUTHORITY.value
-    return ForkTarget(row.turn_id, row.message_id, row.last_seq, reason is None, reason)
+    return ForkTarget(turn_id, message_id, last_seq, reason is None, reason)
 
 
 def _indexed_targets(directory: Path, manifest: Manifest) -> ForkTargetSet | None:
-    """Targets from every segment's ``.tix``, one ``.idx`` record and the frames after it.
+    """Targets from the turn records of every segment, one ``.idx`` record and the frames after it.
 
     ``None`` when the sidecars cannot vouch (missing, old, damaged, a turn
     that never closed, a record whose frame does not match, open authority
-    at the last closed turn); the caller then replays. Reads the binary turn
-    records of every segment (no JSON), then binary-searches the last one's
-    ``.idx`` for the closing frame, reads and checks that frame and replays
-    only the frames after it.
+    at the last closed turn); the caller then replays. The turn records come
+    from the turn table (:mod:`~branchwise.core.log.turn_table`) where its
+    key holds, else from each segment's binary ``.tix`` (no JSON either way);
+    then the last one's ``.idx`` is binary-searched for the closing frame,
+    that frame is read and checked, and only the frames after it replayed.
     """
     pieces = log_pieces(directory, manifest)
-    targets: list[ForkTarget] = []
-    seen: set[str] = set()
-    last: tuple[int, TurnRow] | None = None
-    for piece_number, piece in enumerate(pieces):
-        rows = read_turn_rows(piece.path)
-        if rows is None:
-            return None
-        if piece.seed is not None:
-            end_commit = piece.seed.end_commit
-            rows = [row for row in rows if row.commit <= end_commit]
-        if not rows:
-            continue
-        # Column by column (C loops): 80,000 turns cost what building their targets costs.
-        ids, message_ids, last_seqs, _commits, _starts, numbers, flags = zip(*rows, strict=True)
-        first, count = len(targets) + 1, len(targets) + len(rows)
-        seen.update(ids)
-        if numbers != tuple(range(first, count + 1)) or len(seen) != count:
-            return None  # a turn that never closed, or closed twice: replay decides
-        if set(flags) == {CLOSES_TURN}:
-            targets.extend(map(ForkTarget, ids, message_ids, last_seqs, repeat(True), repeat(None)))
-        else:
-            targets.extend(map(_indexed_target, rows))
-        last = (piece_number, rows[-1])
-    if last is None:
+    columns = turn_columns(pieces)
+    if columns is None or columns.last_piece < 0:
         return None
-    piece_number, row = last
+    ids, message_ids, last_seqs = columns.turn_ids, columns.message_ids, columns.last_seqs
+    targets: list[ForkTarget]
+    # Column by column (C loops): 80,000 turns cost what building their targets costs.
+    if set(columns.flags) == {CLOSES_TURN}:
+        targets = list(map(ForkTarget, ids, message_ids, last_seqs, repeat(True), repeat(None)))
+    else:
+        targets = list(map(_indexed_target, ids, message_ids, last_seqs, columns.flags))
+    piece_number = columns.last_piece
+    row = TurnRow(
+        ids[-1], message_ids[-1], last_seqs[-1], columns.commits[-1], 0, len(ids), columns.flags[-1]
+    )
     if row.flags & AUTHORITY_OPEN:
         return None  # the trailing turns' authority depends on state before the tail
     found = find_record(pieces[piece_number].path, row.last_seq)
@@ -360,6 +357,7 @@ def _indexed_targets(directory: Path, manifest: Manifest) -> ForkTargetSet | Non
         first_seq=first_seq,
     ):
         tracker.apply(later.events)
+    seen = set(ids) if tracker.turns else set()
     for turn in tracker.turns:
         if turn.turn_id in seen:
             return None

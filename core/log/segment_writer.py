@@ -216,7 +216,8 @@ class SegmentWriter:
         offset, end, crc = frame
         commit = self._log.last_commit
         self._last = (offset, end, crc, commit, self._log.last_seq)
-        self._sidecars.add(entries_for(commit, committed, offset, end, crc, tracker), commit)
+        if not self._sidecars.broken:  # a writer that gave up its caches builds no entries
+            self._sidecars.add(entries_for(commit, committed, offset, end, crc, tracker), commit)
 
     def close(self) -> None:
         """Fsync the sidecars and close everything (idempotent)."""

@@ -60,6 +60,8 @@ _RECORD = struct.Struct("<QQQQIII")
 _RECORD_BODY = struct.Struct("<QQQQII")
 RECORD_SIZE = _RECORD.size
 _TURN = struct.Struct("<QQQIIHH")
+TURN_RECORD_MIN = _TURN.size + 4
+"""The fewest bytes a ``.tix`` record takes (empty ids, its chained CRC)."""
 _CRC = struct.Struct("<I")
 NO_MESSAGE = 0xFFFF
 """The message-id length of a turn record whose turn has no answer."""
@@ -172,6 +174,9 @@ class CommitEntries:
         return bool(self.records or self.blobs)
 
 
+_NO_ENTRIES = CommitEntries((), ())
+
+
 def frame_crc(data: bytes | memoryview, offset: int) -> int:
     """The payload CRC32 the frame header at ``offset`` holds."""
     return int(HEADER.unpack_from(data, offset)[3])
@@ -189,8 +194,9 @@ def entries_for(
 
     ``offset``/``end`` are the frame's place in its segment.
     """
-    if not events:
-        return CommitEntries((), ())
+    types = [event["type"] for event in events]
+    if _TURN_END not in types and _CHECKPOINT not in types:
+        return _NO_ENTRIES  # most commits: a turn's start, a partial answer
     closing = [e["turnId"] for e in events if e["type"] == _TURN_END]
     blobs: list[str] = []
     for event in events:
@@ -215,19 +221,31 @@ def entries_for(
     return CommitEntries(tuple(records), tuple(blobs))
 
 
+TURNS_BUFFERED = 32
+"""How many ``.tix`` records a writer keeps before writing them (one write, not one per turn)."""
+
+
 class SidecarWriter:
     """Appends one segment's sidecar records (the segment writer owns one).
 
     Writes are plain (no fsync per commit): :meth:`sync` makes them durable at
-    roll and close. A failure to write a cache is not a failed commit: the
-    writer stops writing sidecars (a reopen rebuilds them) and goes on.
+    roll and close. ``.idx`` and ``.blobs`` records are written right after
+    their commit's fsync (a fork finds its boundary in the ``.idx`` and the
+    blobs to link in the ``.blobs``). ``.tix`` records are kept and written
+    :data:`TURNS_BUFFERED` at a time, and at roll and close: only cold fork
+    targets read them, and a ``.tix`` that lags (a live writer, a crash) only
+    makes them replay the few frames after its last record. A failure to
+    write a cache is not a failed commit: the writer stops writing sidecars
+    (a reopen rebuilds them) and goes on.
     """
 
     def __init__(self, segment: Path) -> None:
         self.segment = segment
         self._fds: dict[str, int] = {}
         self.broken = False
-        self._chain = 0  # CRC32 of the whole .tix so far (its records are chained)
+        self._chain = 0  # CRC32 of the whole .tix so far, buffered records included (chained)
+        self._turns = bytearray()  # .tix records not written yet
+        self._buffered = 0
         try:
             for suffix in SIDECAR_SUFFIXES:
                 fd = open_no_follow(
@@ -258,15 +276,17 @@ class SidecarWriter:
             return
         try:
             if entries.records:
-                write_all(
-                    self._fds[INDEX_SUFFIX], b"".join(r.to_bytes() for r, _ in entries.records)
-                )
-                chain, pieces = self._chain, []
-                for record, turn in entries.records:
+                records = entries.records
+                index = records[0][0].to_bytes() if len(records) == 1 else None
+                _write(self._fds[INDEX_SUFFIX], index or b"".join(r.to_bytes() for r, _ in records))
+                chain, turns = self._chain, self._turns
+                for record, turn in records:
                     piece, chain = turn_record(record, turn, chain)
-                    pieces.append(piece)
-                write_all(self._fds[TURNS_SUFFIX], b"".join(pieces))
+                    turns += piece
                 self._chain = chain
+                self._buffered += len(records)
+                if self._buffered >= TURNS_BUFFERED:
+                    self._write_turns()
             if entries.blobs:
                 write_all(
                     self._fds[BLOBS_SUFFIX],
@@ -275,26 +295,49 @@ class SidecarWriter:
         except (OSError, ValueError):
             self._fail()
 
+    def _write_turns(self) -> None:
+        """Write the kept ``.tix`` records."""
+        turns, self._turns, self._buffered = self._turns, bytearray(), 0
+        if turns:
+            write_all(self._fds[TURNS_SUFFIX], turns)
+
     def _fail(self) -> None:
         """Stop writing sidecars; remove them so nobody reads a half-written cache."""
         self.broken = True
+        self._turns, self._buffered = bytearray(), 0
         self.close()
         for suffix in SIDECAR_SUFFIXES:
             with contextlib.suppress(OSError):
                 os.unlink(self.segment.with_suffix(suffix))
 
     def sync(self) -> None:
-        """Make the records durable (best effort: a cache)."""
+        """Write the kept records and make every record durable (best effort: a cache)."""
+        if not self.broken and self._fds:
+            try:
+                self._write_turns()
+            except OSError:
+                self._fail()
+                return
         for fd in self._fds.values():
             with contextlib.suppress(OSError):
                 os.fsync(fd)
 
     def close(self) -> None:
-        """Close the files (idempotent)."""
+        """Write the kept records (unless broken) and close the files (idempotent)."""
+        if not self.broken and self._fds:
+            with contextlib.suppress(OSError):
+                self._write_turns()
         fds, self._fds = self._fds, {}
         for fd in fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _write(fd: int, data: bytes) -> None:
+    """One ``os.write`` of a small record, finishing a short write with :func:`write_all`."""
+    written = os.write(fd, data)
+    if written != len(data):
+        write_all(fd, memoryview(data)[written:])
 
 
 def sidecar_bytes(
@@ -460,16 +503,37 @@ class TurnRow(NamedTuple):
 def read_turn_rows(segment: Path) -> list[TurnRow] | None:
     """The records of a segment's ``.tix`` up to the first that is not whole and verified.
 
-    ``None``: no usable file (missing, or not this layout). One pass of
-    ``struct`` reads and two ``decode`` calls per record, then one CRC of the
-    whole file (the chained CRC of its last record); only when that fails is
-    each record's chained CRC checked, to keep the ones before the damage.
+    ``None``: no usable file (missing, or not this layout).
     """
+    data = read_turn_file(segment)
+    return None if data is None else parse_turn_rows(data)[0]
+
+
+def read_turn_file(segment: Path) -> bytes | None:
+    """The bytes of a segment's ``.tix`` if it is of this layout (``None``: missing or not)."""
     data = _read(segment.with_suffix(TURNS_SUFFIX))
     if data is None or data[:16] != turns_header():
         return None
+    return data
+
+
+def parse_turn_rows(
+    data: bytes, start: int = 16, chain: int | None = None
+) -> tuple[list[TurnRow], int, int]:
+    """The verified records of ``.tix`` bytes from ``start`` on (a record boundary).
+
+    ``chain`` is the CRC32 of ``data[:start]`` (computed when not given).
+    Returns the rows, the offset after the last verified one and the CRC32
+    of the bytes before that offset, so a later call can go on from there
+    (the turn table, :mod:`~branchwise.core.log.turn_table`, does). One pass
+    of ``struct`` reads and two ``decode`` calls per record, then one CRC of
+    the bytes read (the chained CRC of the last record); only when that fails
+    is each record's chained CRC checked, to keep the ones before the damage.
+    """
+    if chain is None:
+        chain = zlib.crc32(data[:start])
     rows: list[TurnRow] = []
-    offset, size, head = 16, len(data), _TURN.size
+    offset, size, head = start, len(data), _TURN.size
     unpack, append, new = _TURN.unpack_from, rows.append, tuple.__new__
     try:
         while size - offset >= head:
@@ -486,22 +550,29 @@ def read_turn_rows(segment: Path) -> list[TurnRow] | None:
             offset = crc_at + 4
     except UnicodeDecodeError:
         pass  # damage: the checks below keep the records before it
-    if not rows or zlib.crc32(data[: offset - 4]) == _CRC.unpack_from(data, offset - 4)[0]:
-        return rows
-    return rows[: _verified_count(data, len(rows))]
+    if not rows:
+        return rows, start, chain
+    stored = _CRC.unpack_from(data, offset - 4)[0]
+    if zlib.crc32(data[start : offset - 4], chain) == stored:
+        return rows, offset, zlib.crc32(data[offset - 4 : offset], stored)
+    count, offset, chain = _verified_count(data, len(rows), start, chain)
+    return rows[:count], offset, chain
 
 
-def _verified_count(data: bytes, parsed: int) -> int:
-    """How many of the first ``parsed`` records of a ``.tix`` pass their chained CRC."""
-    chain, offset = zlib.crc32(data[:16]), 16
+def _verified_count(data: bytes, parsed: int, start: int, chain: int) -> tuple[int, int, int]:
+    """How many of the first ``parsed`` records from ``start`` pass their chained CRC.
+
+    Returns that count, the offset after them and the CRC32 of the bytes before it.
+    """
+    offset = start
     for number in range(parsed):
         turn_len, message_len = _TURN.unpack_from(data, offset)[5:]
         crc_at = offset + _TURN.size + turn_len + (0 if message_len == NO_MESSAGE else message_len)
         crc = zlib.crc32(data[offset:crc_at], chain)
         if _CRC.unpack_from(data, crc_at)[0] != crc:
-            return number
+            return number, offset, chain
         chain, offset = zlib.crc32(data[crc_at : crc_at + 4], crc), crc_at + 4
-    return parsed
+    return parsed, offset, chain
 
 
 def read_turn_entries(segment: Path) -> list[TurnEntry]:

@@ -38,6 +38,7 @@ from branchwise.core.log.segments import (
     LEGACY_LOG,
     ROLL_BYTES,
     SessionLog,
+    log_pieces,
     parse_segment_name,
     scan_session_log,
 )
@@ -49,6 +50,7 @@ from branchwise.core.log.snapshots import (
     schedule_snapshot,
     snapshot_note,
 )
+from branchwise.core.log.turn_table import save_turn_table
 from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
@@ -785,9 +787,16 @@ class SessionWriter:
         self.manifest = manifest
 
     def close(self) -> None:
-        """Close the log and release the lease (idempotent)."""
+        """Close the log, refresh the turn table, release the lease (idempotent).
+
+        The turn table (:mod:`~branchwise.core.log.turn_table`) is a cache
+        only the lease holder writes; it is refreshed here, after the
+        sidecars are synced, and only when many turns are missing from it.
+        """
         self._log.close()
         if self._lease.held:
+            with contextlib.suppress(OSError, BranchwiseError, ValueError):
+                save_turn_table(log_pieces(self.directory, load_manifest(self.directory)))
             self._lease.release()
 
     def __enter__(self) -> SessionWriter:

@@ -36,11 +36,17 @@ from branchwise.core.errors import (
     ReadOnlySession,
     TurnRunning,
 )
-from branchwise.core.fork.targets import targets_after_snapshot, targets_from_projection
-from branchwise.core.log.frames import decode_frame, frame_offsets
+from branchwise.core.fork.targets import (
+    target_set,
+    targets_from_projection,
+    tracker_after_snapshot,
+)
+from branchwise.core.log.frames import Frame, decode_frame, frame_offsets
 from branchwise.core.log.segments import SessionLog, log_identity, read_session_log
+from branchwise.core.log.sidecars import find_record, frame_crc
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.turns import Turn
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
@@ -173,14 +179,24 @@ class OpenSession(TurnListener):
             session_log: SessionLog | None = read_session_log(directory, load_manifest(directory))
         except (OSError, BranchwiseError):
             session_log = None  # the full read below says what is wrong
-        preview = read_preview(session_log.data if session_log is not None else b"", PAGE_SIZE)
+        # The projection snapshot's turns (plus the frames after it) give the branch
+        # buttons before the full load, and tell the preview where the last page starts.
+        tracker = tracker_after_snapshot(session_log) if session_log is not None else None
+        start = None
+        if session_log is not None and tracker is not None:
+            start = preview_start(session_log, tracker.turns, PAGE_SIZE)
+        preview = read_preview(
+            session_log.data if session_log is not None else b"", PAGE_SIZE, start
+        )
         if preview is not None:
             self._set_rows(preview.rows)
-        if session_log is not None:
-            # Branch buttons from the projection snapshot's turns, before the full load.
-            early = targets_after_snapshot(session_log)
-            if early is not None:
-                self.targets = TargetTable.of(early)
+        if session_log is not None and tracker is not None:
+            manifest = session_log.manifest
+            self.targets = TargetTable.of(
+                target_set(
+                    manifest.session_id, manifest.generation, tracker.turns, tracker.verifiable
+                )
+            )
         self._host.spawn(self._load_in_background(), f"load {self.session_id}")
         return Changes(sessions=frozenset({self.session_id}))
 
@@ -525,11 +541,52 @@ class Preview:
     title: str
 
 
-def read_preview(buf: bytes, turns: int) -> Preview | None:
+def preview_start(log: SessionLog, turns: list[Turn], page: int) -> tuple[int, int] | None:
+    """Where the frames of the last ``page`` turns start in ``log``, and how many turns precede.
+
+    From the turn state (a projection snapshot's, :func:`tracker_after_snapshot`)
+    and one ``.idx`` binary search: the turn before the page closed at a frame
+    whose end is where the page starts, and its index is the count of turns
+    before it. ``None`` when they cannot say (too few turns, an open or
+    spilling turn before the page, no index record, a record that does not
+    match the bytes read): the preview then hops every frame header.
+    """
+    if len(turns) <= page:
+        return None
+    before, first = turns[-page - 1], turns[-page]
+    boundary = before.boundary_sequence
+    if boundary is None or before.closing_commit_spills or first.start_seq <= boundary:
+        return None
+    number = max(i for i, piece in enumerate(log.pieces) if piece.first_seq <= boundary)
+    piece = log.pieces[number]
+    found = find_record(piece.path, boundary)
+    if found is None:
+        return None
+    record = found[0]
+    if piece.seed is not None and record.end > piece.seed.end:
+        return None
+    offset, end = log.starts[number] + record.offset, log.starts[number] + record.end
+    if not offset < end <= len(log.data) or frame_crc(log.data, offset) != record.frame_crc:
+        return None
+    try:
+        frame = decode_frame(log.data, offset)
+    except BranchwiseError:
+        return None
+    if frame.end != end or frame.events[-1].get("seq") != boundary:
+        return None
+    return end, before.index
+
+
+def read_preview(buf: bytes, turns: int, start: tuple[int, int] | None = None) -> Preview | None:
     """The rows of the last ``turns`` turns of a log's bytes, or ``None`` if the log is unusual.
 
-    ``None`` (a damaged header, no turns) just means "do the full read first".
+    ``start``: where those turns' frames start and how many turns precede
+    them (:func:`preview_start`); without it, every frame header is hopped and
+    the turns before the page counted. ``None`` (a damaged header, no turns)
+    just means "do the full read first".
     """
+    if start is not None:
+        return _preview_from(buf, start[0], start[1], turns)
     try:
         offsets = frame_offsets(buf)
     except (OSError, BranchwiseError):
@@ -554,6 +611,21 @@ def read_preview(buf: bytes, turns: int) -> Preview | None:
     frames = frames[:first_turn_frame]
     frames.reverse()
     earlier_turns = buf.count(_TURN_START, 0, frames[0].offset)
+    return _preview_of(frames, earlier_turns, turns)
+
+
+def _preview_from(buf: bytes, start: int, earlier_turns: int, turns: int) -> Preview | None:
+    """The preview of every frame from ``start`` on (the last page's turns)."""
+    try:
+        offsets = frame_offsets(memoryview(buf)[start:])
+        frames = [decode_frame(buf, start + offset) for offset in offsets]
+    except (OSError, BranchwiseError):
+        return None
+    return _preview_of(frames, earlier_turns, turns) if frames else None
+
+
+def _preview_of(frames: list[Frame], earlier_turns: int, turns: int) -> Preview:
+    """The last ``turns`` rows of ``frames``, turn numbers counted after ``earlier_turns``."""
     projection = Projection.replay(frame.events for frame in frames)
     for turn in projection.turns:
         turn.index += earlier_turns

@@ -1,7 +1,7 @@
 """Segmented-log benchmarks (issue 11), each ratio measured side by side in one run.
 
     python tests/benchmarks/bench_segments.py [--big 80000] [--small 1000] [--mid 20000]
-        [--disk-turns 25000] [--repeat 5]
+        [--disk-turns 25000] [--repeat 5] [--only fg]
 
 (a) fork at the last turn of ``--big`` turns / of ``--small`` turns (target <= 1.5),
     and / creating an empty session (<= 3);
@@ -42,6 +42,7 @@ from branchwise.core.fork.engine import fork  # noqa: E402
 from branchwise.core.fork.operations import ForkRequest  # noqa: E402
 from branchwise.core.fork.targets import fork_targets  # noqa: E402
 from branchwise.core.log.segments import ROLL_BYTES, log_pieces  # noqa: E402
+from branchwise.core.log.turn_table import TABLE_FILE, save_turn_table  # noqa: E402
 from branchwise.core.store.store import SessionStore  # noqa: E402
 
 
@@ -112,8 +113,10 @@ def main() -> None:
     parser.add_argument("--disk-turns", type=int, default=25_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--roll-bytes", type=int, default=ROLL_BYTES)
+    parser.add_argument("--only", default="abcdefgh", help="the parts to run, e.g. fg")
     args = parser.parse_args()
     repeat = args.repeat
+    parts = set(args.only)
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
         store = SessionStore(root / "data", roll_bytes=args.roll_bytes)
@@ -121,19 +124,59 @@ def main() -> None:
         big = write_big_session(store, args.big, answer_words=40)
         small = write_big_session(store, args.small, answer_words=40)
         print(f"built {args.big} + {args.small} turns in {time.perf_counter() - started:.1f} s")
+        # The sessions are written as frames, not by a writer: leave the turn table a
+        # writer's close leaves (it writes one when 1,024 or more turns are not in it).
+        for session_id in (big, small):
+            save_turn_table(log_pieces(store.session_dir(session_id), store.manifest(session_id)))
         remove = removing(store)
 
-        fork_big, fork_small = Forker(store, big), Forker(store, small)
-        t_big, t_small = side_by_side(repeat, fork_big, fork_small, remove)
-        report(f"(a) fork at last of {args.big} / of {args.small}", t_big, t_small, 1.5)
+        fork_small = Forker(store, small)
+        if "a" in parts:
+            fork_big = Forker(store, big)
+            t_big, t_small = side_by_side(repeat, fork_big, fork_small, remove)
+            report(f"(a) fork at last of {args.big} / of {args.small}", t_big, t_small, 1.5)
 
         def create_empty() -> str:
             with store.create("empty") as writer:
                 return writer.session_id
 
-        t_small, t_empty = side_by_side(repeat, fork_small, create_empty, remove)
-        report(f"(a) fork at last of {args.small} / new session", t_small, t_empty, 3.0)
+        if "a" in parts:
+            t_small, t_empty = side_by_side(repeat, fork_small, create_empty, remove)
+            report(f"(a) fork at last of {args.small} / new session", t_small, t_empty, 3.0)
+        if parts & set("bcde"):
+            _parts_b_to_e(args, root, store, big, fork_small, parts)
+        if "f" in parts:
+            _part_f(store, small, repeat)
+        if "g" in parts:
+            t_targets, t_replay = side_by_side(
+                repeat, lambda: fork_targets(store, big), lambda: store.read(big)
+            )
+            report(f"(g) cold fork_targets of {args.big} / full replay", t_targets, t_replay, 0.1)
+            table = store.session_dir(big) / store.manifest(big).log_dir / TABLE_FILE
 
+            def targets_without_table() -> None:
+                table.rename(table.with_name("aside"))
+                try:
+                    fork_targets(store, big)
+                finally:
+                    table.with_name("aside").rename(table)
+
+            t_bare, t_replay = side_by_side(repeat, targets_without_table, lambda: store.read(big))
+            report("(g') the same without the turn table / full replay", t_bare, t_replay, 0.1)
+        if "h" in parts:
+            _part_h(store, small, fork_small, repeat)
+
+
+def _parts_b_to_e(
+    args: argparse.Namespace,
+    root: Path,
+    store: SessionStore,
+    big: str,
+    fork_small: Forker,
+    parts: set[str],
+) -> None:
+    repeat, remove = args.repeat, removing(store)
+    if parts & set("bc"):
         mid = write_big_session(store, args.mid, answer_words=300)
         mid_files = [p.path for p in log_pieces(store.session_dir(mid), store.manifest(mid))]
         size = sum(p.stat().st_size for p in mid_files)
@@ -158,6 +201,7 @@ def main() -> None:
         t_early, t_small = side_by_side(repeat, fork_early, fork_small, remove)
         report(f"(c) fork at turn 1000 of {args.big} / last of {args.small}", t_early, t_small, 1.5)
 
+    if "d" in parts:
         disk_root = SessionStore(root / "disk")
         heavy = write_big_session(disk_root, args.disk_turns, answer_words=300)
         alone = blocks([disk_root.session_dir(heavy)])
@@ -170,6 +214,7 @@ def main() -> None:
             f"  {'ok' if together / alone <= 1.1 else 'OVER TARGET'}"
         )
 
+    if "e" in parts:
         # (e) the same commits in 16 MiB segments and in one events.log.
         seg_store = SessionStore(root / "seg", roll_bytes=args.roll_bytes)
         one_store = SessionStore(root / "one")
@@ -185,50 +230,50 @@ def main() -> None:
         )
         report(f"(e) replay {len(pieces)} segments / one events.log", t_seg, t_one, 1.05)
 
-        # (f) a turn (two commits, two fsyncs) with sidecar records / without.
-        with store.open_writer(small) as writer:
-            numbers = iter(range(10**6))
 
-            def turn_with() -> None:
-                complete_turn(writer, f"with-{next(numbers)}")
+def _part_f(store: SessionStore, small: str, repeat: int) -> None:
+    # (f) a turn (two commits, two fsyncs) with sidecar records / without.
+    with store.open_writer(small) as writer:
+        numbers = iter(range(10**6))
 
-            def turn_without() -> None:
-                sidecars = writer._log._sidecars  # the benchmark's switch, nothing else
-                sidecars.broken = True
-                try:
-                    complete_turn(writer, f"without-{next(numbers)}")
-                finally:
-                    sidecars.broken = False
+        def turn_with() -> None:
+            complete_turn(writer, f"with-{next(numbers)}")
 
-            t_with, t_without = side_by_side(repeat * 20, turn_with, turn_without)
-        report("(f) a turn with sidecars / without", t_with, t_without, 1.05)
+        def turn_without() -> None:
+            # the benchmark's switch: a writer whose sidecars broke builds no entries either
+            sidecars = writer._log._sidecars
+            sidecars.broken = True
+            try:
+                complete_turn(writer, f"without-{next(numbers)}")
+            finally:
+                sidecars.broken = False
 
-        t_targets, t_replay = side_by_side(
-            repeat, lambda: fork_targets(store, big), lambda: store.read(big)
+        t_with, t_without = side_by_side(repeat * 20, turn_with, turn_without)
+    report("(f) a turn with sidecars / without", t_with, t_without, 1.05)
+
+
+def _part_h(store: SessionStore, small: str, fork_small: Forker, repeat: int) -> None:
+    cli = [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(store.root)]
+    request = fork_small.request
+    ops = iter(range(10**6))
+
+    def cli_fork() -> None:
+        subprocess.run(
+            [
+                *cli,
+                *("session", "fork", small, "--turn", str(request.turn_id)),
+                *("--boundary", str(request.boundary_sequence)),
+                *("--operation-id", f"cli-{next(ops)}"),
+            ],
+            check=True,
+            capture_output=True,
         )
-        report(f"(g) cold fork_targets of {args.big} / full replay", t_targets, t_replay, 0.1)
 
-        cli = [sys.executable, "-m", "branchwise.desktop.entry", "--data-dir", str(store.root)]
-        request = fork_small.request
-        ops = iter(range(10**6))
+    def cli_lineage() -> None:
+        subprocess.run([*cli, "session", "lineage", small], check=True, capture_output=True)
 
-        def cli_fork() -> None:
-            subprocess.run(
-                [
-                    *cli,
-                    *("session", "fork", small, "--turn", str(request.turn_id)),
-                    *("--boundary", str(request.boundary_sequence)),
-                    *("--operation-id", f"cli-{next(ops)}"),
-                ],
-                check=True,
-                capture_output=True,
-            )
-
-        def cli_lineage() -> None:
-            subprocess.run([*cli, "session", "lineage", small], check=True, capture_output=True)
-
-        t_cli_fork, t_cli_lineage = side_by_side(repeat, cli_fork, cli_lineage)
-        report("(h) CLI session fork / session lineage", t_cli_fork, t_cli_lineage, 1.2)
+    t_cli_fork, t_cli_lineage = side_by_side(repeat, cli_fork, cli_lineage)
+    report("(h) CLI session fork / session lineage", t_cli_fork, t_cli_lineage, 1.2)
 
 
 def _resegment(store: SessionStore, session_id: str, roll_bytes: int) -> None:
