@@ -32,8 +32,6 @@ from branchwise.core.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
-from branchwise.core.i18n.language import _
-from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
@@ -41,6 +39,7 @@ from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
+from branchwise.core.titles import branch_name
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
@@ -58,17 +57,6 @@ ChangeListener = Callable[[Changes], None]
 TextListener = Callable[[str, str, str, str], None]
 Navigator = Callable[[str], Awaitable[None]]
 ProviderFactory = Callable[[Settings], Provider]
-
-
-def branch_name(parent_title: str, forks_before: int) -> str | None:
-    """ "<title> (branch N)" in the user's language, N counting this branch; ``None`` untitled.
-
-    A fork would inherit its parent's title, so the sidebar and tabs would
-    show two identical names. Local and server conversations are named alike.
-    """
-    if not parent_title:
-        return None
-    return fill(_("{title} (branch {n})"), {"title": parent_title, "n": forks_before + 1})
 
 
 def _default_provider(settings: Settings) -> Provider:
