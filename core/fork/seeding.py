@@ -40,6 +40,7 @@ from branchwise.core.log.sidecars import (
     frame_crc,
     read_blob_entries,
     read_index,
+    sidecar_bytes,
     write_sidecars,
 )
 from branchwise.core.log.snapshots import SNAPSHOT_FILE, inheritable_snapshot
@@ -51,8 +52,9 @@ from branchwise.core.store.atomic import (
     open_no_follow,
     refuse_link,
     write_durably,
+    write_new,
 )
-from branchwise.core.store.manifest import Manifest, Seed, save_manifest
+from branchwise.core.store.manifest import Manifest, Seed, manifest_bytes, save_manifest
 from branchwise.core.store.publish import building_session, link_blobs
 from branchwise.core.store.store import SessionStore
 
@@ -291,75 +293,116 @@ def publish_seeded_child(
     """Build the child in a temporary folder and publish it with one rename.
 
     ``own_events`` (stamped from ``plan.boundary + 1``) are the child's first
-    own commit. Returns the manifest written (with its seed list).
-
-    ``later_commits`` (stamped on from there) follow it in the same own
-    segment: an imported branch is published whole, its turns included.
-    ``tracker``, holding the inherited turns, lets the segment's turn index
-    list those turns, so the branch's own turns fork by the index too.
+    own commit. Returns the manifest written (with its seed list). See
+    :func:`build_seeded_child` for ``later_commits`` and ``tracker``.
 
     Raises:
         SessionExists: a session with this id was published first.
         DiskFull: no space at any step; nothing is left behind.
     """
     with building_session(store, manifest.session_id) as tmp:
-        log_dir = tmp / manifest.log_dir
-        log_dir.mkdir(mode=0o700)
-        seeds = []
-        for number, source in enumerate(plan.seeds):
-            name = f"seed-{number:03d}"
-            link_or_copy(source.path, log_dir / f"{name}.seg", source.end)
-            for suffix in SIDECAR_SUFFIXES:  # caches: a missing one only costs speed
-                with contextlib.suppress(FileNotFoundError):
-                    link_or_copy(source.path.with_suffix(suffix), log_dir / f"{name}{suffix}")
-            seeds.append(
-                Seed(
-                    f"{name}.seg",
-                    source.first_commit,
-                    source.first_seq,
-                    source.end,
-                    source.end_commit,
-                    source.last_crc,
-                )
+        return build_seeded_child(
+            tmp,
+            manifest,
+            plan,
+            own_events,
+            source_blobs,
+            later_commits=later_commits,
+            tracker=tracker,
+        )
+
+
+def build_seeded_child(
+    tmp: Path,
+    manifest: Manifest,
+    plan: ForkPlan,
+    own_events: list[dict[str, Any]],
+    source_blobs: Path,
+    *,
+    later_commits: Sequence[list[dict[str, Any]]] = (),
+    tracker: TurnTracker | None = None,
+    durable: bool = True,
+    index_from: int = 0,
+) -> Manifest:
+    """Fill the unpublished folder ``tmp`` with the child; return the manifest written.
+
+    ``later_commits`` (stamped on from the first own commit) follow it in the
+    same own segment: an imported branch is published whole, its turns
+    included. ``tracker``, holding the inherited turns, lets the segment's
+    turn index list those turns, so the branch's own turns fork by the index
+    too. ``durable=False`` skips every fsync: for a batch whose publisher
+    syncs the file system once before its renames
+    (:func:`~branchwise.core.store.publish.publish_batch`). ``index_from``:
+    an own segment smaller than this many bytes gets no sidecars (a cache
+    whose three files cost more to create than a scan of a small segment;
+    the first writer open rebuilds them).
+    """
+    log_dir = tmp / manifest.log_dir
+    log_dir.mkdir(mode=0o700)
+    seeds = []
+    for number, source in enumerate(plan.seeds):
+        name = f"seed-{number:03d}"
+        link_or_copy(source.path, log_dir / f"{name}.seg", source.end)
+        for suffix in SIDECAR_SUFFIXES:  # caches: a missing one only costs speed
+            with contextlib.suppress(FileNotFoundError):
+                link_or_copy(source.path.with_suffix(suffix), log_dir / f"{name}{suffix}")
+        seeds.append(
+            Seed(
+                f"{name}.seg",
+                source.first_commit,
+                source.first_seq,
+                source.end,
+                source.end_commit,
+                source.last_crc,
             )
-        if seeds:  # a cache: the source's projection snapshot, if it covers only seeds
-            snapshot = inheritable_snapshot(
-                plan.seeds[0].path.parent, sum(s.end for s in plan.seeds), len(plan.seeds)
-            )
-            if snapshot is not None:
-                with contextlib.suppress(OSError):
-                    os.link(snapshot, log_dir / SNAPSHOT_FILE, follow_symlinks=False)
-        if seeds:  # the bound must be durable before the manifest names it
-            fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        own = log_dir / segment_name(plan.end_commit + 1, plan.boundary + 1)
-        data = bytearray()
-        entries = []
-        for commit, events in enumerate([own_events, *later_commits], start=plan.end_commit + 1):
-            offset = len(data)
-            data += encode_frame(commit, events)
-            if tracker is not None:
-                tracker.apply(events)
-                found = entries_for(
-                    commit, events, offset, len(data), frame_crc(data, offset), tracker
-                )
-                if found:
-                    entries.append((found, commit))
+        )
+    if seeds:  # a cache: the source's projection snapshot, if it covers only seeds
+        snapshot = inheritable_snapshot(
+            plan.seeds[0].path.parent, sum(s.end for s in plan.seeds), len(plan.seeds)
+        )
+        if snapshot is not None:
+            with contextlib.suppress(OSError):
+                os.link(snapshot, log_dir / SNAPSHOT_FILE, follow_symlinks=False)
+    if seeds and durable:  # the bound must be durable before the manifest names it
+        fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    own = log_dir / segment_name(plan.end_commit + 1, plan.boundary + 1)
+    data = bytearray()
+    entries = []
+    for commit, events in enumerate([own_events, *later_commits], start=plan.end_commit + 1):
+        offset = len(data)
+        data += encode_frame(commit, events)
+        if tracker is not None:
+            tracker.apply(events)
+            found = entries_for(commit, events, offset, len(data), frame_crc(data, offset), tracker)
+            if found:
+                entries.append((found, commit))
+    indexed = len(data) >= index_from
+    if durable:
         write_durably(own, data)
-        write_sidecars(own, entries, durable=False)
+        if indexed:
+            write_sidecars(own, entries, durable=False)
         fsync_dir(log_dir)
-        if plan.blobs is None:
-            names: Iterable[str] = _all_blobs(source_blobs)
-        else:
-            names = plan.blobs
-        names = list(names)
-        if names:
-            link_blobs(source_blobs, tmp / "blobs", names)
-        written = manifest.with_changes(seed=tuple(seeds))
+    else:
+        write_new(own, data)
+        if indexed:
+            for suffix, sidecar in sidecar_bytes(entries).items():
+                write_new(own.with_suffix(suffix), sidecar)
+    if plan.blobs is None:
+        names: Iterable[str] = _all_blobs(source_blobs)
+    else:
+        names = plan.blobs
+    names = list(names)
+    if names:
+        link_blobs(source_blobs, tmp / "blobs", names)
+    written = manifest.with_changes(seed=tuple(seeds))
+    if durable:
         save_manifest(tmp, written)  # fsyncs tmp
+    else:
+        write_new(tmp / "manifest.json", manifest_bytes(written))
     return written
 
 

@@ -7,14 +7,20 @@ can be branched again. Timestamps come from the source (an item without a
 time takes the one before it); titles are kept.
 
 Each conversation is published like a fork, with one rename, so a crash or a
-cancel leaves whole conversations only:
+cancel leaves whole conversations only. An import makes thousands of small
+sessions, so the durability is batched: conversations are *built* in their
+unpublished folders without an fsync (:meth:`TreePublisher.build`), and
+:func:`~branchwise.core.store.publish.publish_batch` makes a whole batch
+durable with one file-system sync before renaming each folder into place:
 
 * a root or child is built in a temporary folder as one segment with its
-  turn index and published by :func:`~branchwise.core.store.publish.building_session`;
-* a fork is a real fork (:func:`~branchwise.core.fork.seeding.publish_seeded_child`):
-  the parent's segments are linked as seeds bounded at the fork turn, then
-  ``session/fork`` (with the edit/regenerate origin) and the fork's own turns
-  follow in its own segment; a fork at the start inherits nothing;
+  turn index (so its turns fork by the index, as a live session's do);
+* a fork is a real fork (:func:`~branchwise.core.fork.seeding.build_seeded_child`):
+  the parent's segments (published, or still in the batch's folder) are
+  linked as seeds bounded at the fork turn, then ``session/fork`` (with the
+  edit/regenerate origin) and the fork's own turns follow in its own
+  segment; a fork at the start inherits nothing; the batch renames the
+  parent's folder before the fork's;
 * a child carries the same ``session/child`` link event as its parent's
   spawning turn (the parent holds it in that turn's commit).
 
@@ -31,6 +37,7 @@ went on has another main leaf and imports as a new tree.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import time
 from collections.abc import Iterator
@@ -38,36 +45,43 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from branchwise.core.errors import SessionExists, StaleSource
+from branchwise.core.errors import StaleSource
 from branchwise.core.fork.seeding import (
     ForkPlan,
+    build_seeded_child,
     plan_from_index,
     plan_from_log,
-    publish_seeded_child,
 )
 from branchwise.core.importing.plan import ImportPlan, PlannedConversation, PlannedTurn
 from branchwise.core.importing.source import SourceSkip
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.segments import scan_session_log, segment_name
+from branchwise.core.log.sidecars import entries_for, frame_crc, sidecar_bytes
 from branchwise.core.projection.events import EventType, validate_event
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import fsync_dir, write_durably
+from branchwise.core.store.atomic import write_new
 from branchwise.core.store.manifest import (
     SEGMENTED,
     BranchOrigin,
     Manifest,
     ParentLink,
     load_manifest,
+    manifest_bytes,
 )
-from branchwise.core.store.publish import building_session
+from branchwise.core.store.publish import publish_batch, unpublished_session
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash
 
 Event = dict[str, Any]
 UNKNOWN_MODEL = "unknown"
 """The ``model`` of an imported answer whose source does not name one."""
+TURN_INDEX_FROM = 256 * 1024
+"""An imported segment of at least this many bytes gets its turn index (its sidecars).
+
+A smaller one goes without: creating three more files costs an import more
+than a fork's scan of a small segment does (and the first writer open
+rebuilds them); a big conversation forks by the index, as a live one does.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +121,21 @@ class ImportedConversation:
             "source": {"format": self.source_format, "id": self.source_id},
             "created": self.created,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltConversation:
+    """A conversation of a tree, built but not yet published.
+
+    Attributes:
+        conversation: its report entry (``created`` says it was built; the
+            batch's rename decides whether it is published).
+        folder: its unpublished folder; ``None`` when an earlier import had
+            already published it (or the person deleted it since).
+    """
+
+    conversation: ImportedConversation
+    folder: Path | None
 
 
 def _digest(*parts: str) -> str:
@@ -227,6 +256,8 @@ class TreePublisher:
             for c in plan.conversations
         ]
         self._written: list[_Written] = []
+        # the unpublished folder and manifest of each session this tree built
+        self._folders: dict[str, tuple[Path, Manifest]] = {}
         self._trash = Trash(store)
         # (parent index, parent turn index) -> the link events of children spawned there
         self._links: dict[tuple[int, int], list[tuple[int, str | None]]] = {}
@@ -236,21 +267,53 @@ class TreePublisher:
                 self._links.setdefault(key, []).append((index, conversation.spawned_call))
 
     def publish(self) -> Iterator[ImportedConversation | SourceSkip]:
-        """Publish each conversation not yet in the store; yield each as it is done.
+        """Build the whole tree and publish it as one batch; yield each conversation.
 
-        A conversation found in the store, or in the Trash (the person deleted
-        it), is not published again (``created: false``). A fork whose parent
-        is neither (in the Trash, or skipped itself) cannot be seeded and is
-        skipped, with its own forks.
+        An import batches several trees
+        (:func:`~branchwise.core.importing.run.import_path`); this publishes
+        one tree on its own.
+        """
+        built = list(self.build())
+        folders = [b for b in built if isinstance(b, BuiltConversation) and b.folder is not None]
+        outcome = publish_batch(
+            self._store, [(b.folder, b.conversation.session_id) for b in folders if b.folder]
+        )
+        lost = {id(b) for b, published in zip(folders, outcome, strict=True) if not published}
+        for item in built:
+            if isinstance(item, SourceSkip):
+                yield item
+            elif id(item) in lost:
+                yield dataclasses.replace(item.conversation, created=False)
+            else:
+                yield item.conversation
+
+    def build(self) -> Iterator[BuiltConversation | SourceSkip]:
+        """Build each conversation not yet in the store in its unpublished folder; yield each.
+
+        Nothing is fsynced: the folders are published by
+        :func:`~branchwise.core.store.publish.publish_batch`, in this order
+        (parents first). A conversation found in the store, or in the Trash
+        (the person deleted it), is not built again (``created: false``). A
+        fork whose parent is neither built nor in the store (in the Trash, or
+        skipped itself) cannot be seeded and is skipped, with its own forks.
+        If the caller stops early or a build fails, the folders already
+        yielded are the caller's to remove.
         """
         for index, conversation in enumerate(self._plan.conversations):
-            yield self._publish_one(index, conversation)
+            yield self._build_one(index, conversation)
 
     # -- one conversation ----------------------------------------------------------
 
-    def _publish_one(
+    def _parent(self, session_id: str) -> tuple[Path, Manifest]:
+        """Where a parent's files are and its manifest: its unpublished folder, else the store's."""
+        if session_id in self._folders:
+            return self._folders[session_id]
+        directory = self._store.session_dir(session_id)
+        return directory, load_manifest(directory)
+
+    def _build_one(
         self, index: int, conversation: PlannedConversation
-    ) -> ImportedConversation | SourceSkip:
+    ) -> BuiltConversation | SourceSkip:
         session_id = self._ids[index]
         parent = None if conversation.parent is None else self._written[conversation.parent]
         created_at = conversation.created if conversation.created is not None else time.time()
@@ -260,20 +323,21 @@ class TreePublisher:
         else:
             written, fork_turn = self._fresh_log(index, conversation, parent, created_at)
         self._written.append(written)
-        created = False
+        folder = None
         # one deleted by the person after an earlier import is not brought back
         live = self._store.exists(session_id) or self._trash.contains(session_id)
-        seedless = parent is not None and not self._store.exists(parent.session_id)
+        seedless = (
+            parent is not None
+            and parent.session_id not in self._folders
+            and not self._store.exists(parent.session_id)
+        )
         if not live and conversation.kind == "fork" and seedless:
             where = f"{self._plan.format}:{conversation.source_id}"
             return SourceSkip(where, "the conversation it branches from is in the Trash")
         if not live:
-            try:
-                self._write(conversation, written, parent, fork_turn, created_at)
-                created = True
-            except SessionExists:
-                created = False
-        return ImportedConversation(
+            folder, manifest = self._build(conversation, written, parent, fork_turn, created_at)
+            self._folders[session_id] = (folder, manifest)
+        imported = ImportedConversation(
             session_id=session_id,
             title=conversation.title,
             kind=conversation.kind,
@@ -281,8 +345,9 @@ class TreePublisher:
             fork_turn_id=fork_turn,
             source_format=self._plan.format,
             source_id=conversation.source_id,
-            created=created,
+            created=folder is not None,
         )
+        return BuiltConversation(imported, folder)
 
     def _turns(
         self,
@@ -399,14 +464,15 @@ class TreePublisher:
 
     # -- writing -------------------------------------------------------------------------
 
-    def _write(
+    def _build(
         self,
         conversation: PlannedConversation,
         written: _Written,
         parent: _Written | None,
         fork_turn: str | None,
         created_at: float,
-    ) -> None:
+    ) -> tuple[Path, Manifest]:
+        """Build one conversation in a new unpublished folder; return it and the manifest."""
         session_id = written.session_id
         if conversation.kind != "fork":
             link = None
@@ -421,13 +487,13 @@ class TreePublisher:
                 root_session_id=written.root_session_id,
                 format=SEGMENTED,
             )
-            _publish_whole(self._store, manifest, written.commits)
-            return
+            with unpublished_session(self._store, session_id) as tmp:
+                _build_whole(tmp, manifest, written.commits)
+            return tmp, manifest
         assert parent is not None
         at = conversation.inherited
         boundary = written.boundaries[at - 1] if at else 0
-        parent_dir = self._store.session_dir(parent.session_id)
-        parent_manifest = load_manifest(parent_dir)
+        parent_dir, parent_manifest = self._parent(parent.session_id)
         plan = _seed_plan(parent_dir, parent_manifest, boundary, fork_turn)
         origin = self._origin(conversation, parent)
         manifest = Manifest(
@@ -451,15 +517,19 @@ class TreePublisher:
         tracker = TurnTracker()
         for commit in written.commits[:own_start]:
             tracker.apply(commit)
-        publish_seeded_child(
-            self._store,
-            manifest,
-            plan,
-            own[0],
-            parent_dir / "blobs",
-            later_commits=own[1:],
-            tracker=tracker,
-        )
+        with unpublished_session(self._store, session_id) as tmp:
+            manifest = build_seeded_child(
+                tmp,
+                manifest,
+                plan,
+                own[0],
+                parent_dir / "blobs",
+                later_commits=own[1:],
+                tracker=tracker,
+                durable=False,
+                index_from=TURN_INDEX_FROM,
+            )
+        return tmp, manifest
 
 
 def _operation_id(session_id: str) -> str:
@@ -484,23 +554,31 @@ def _seed_plan(parent_dir: Path, parent: Manifest, boundary: int, turn_id: str |
     )
 
 
-def _publish_whole(store: SessionStore, manifest: Manifest, commits: list[list[Event]]) -> None:
-    """A root's or child's folder: one segment and the manifest, published with one rename.
+def _build_whole(tmp: Path, manifest: Manifest, commits: list[list[Event]]) -> None:
+    """A root's or child's unpublished folder: one segment, its turn index if big, the manifest.
 
-    The fewest files the format allows (creating files is what an import
-    spends its time on): no turn index beside the segment (a cache the first
-    writer open or a fork's scan rebuilds), and the manifest written straight
-    into the unpublished folder (nobody can see it before the rename).
+    Written without an fsync (the batch's one sync makes them durable) and
+    straight under their names (nobody can see the folder before its rename).
     """
     data = bytearray()
+    frames = []
     for number, events in enumerate(commits, start=1):
+        offset = len(data)
         data += encode_frame(number, events)
-    with building_session(store, manifest.session_id) as tmp:
-        log_dir = tmp / manifest.log_dir
-        log_dir.mkdir(mode=0o700)
-        write_durably(log_dir / segment_name(1, 1), data)
-        write_durably(
-            tmp / "manifest.json", orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2)
-        )
-        fsync_dir(log_dir)
-        fsync_dir(tmp)
+        frames.append((number, events, offset, len(data)))
+    entries = []
+    if len(data) >= TURN_INDEX_FROM:
+        tracker = TurnTracker()
+        for number, events, offset, end in frames:
+            tracker.apply(events)
+            found = entries_for(number, events, offset, end, frame_crc(data, offset), tracker)
+            if found:
+                entries.append((found, number))
+    log_dir = tmp / manifest.log_dir
+    log_dir.mkdir(mode=0o700)
+    segment = log_dir / segment_name(1, 1)
+    write_new(segment, data)
+    if entries:
+        for suffix, sidecar in sidecar_bytes(entries).items():
+            write_new(segment.with_suffix(suffix), sidecar)
+    write_new(tmp / "manifest.json", manifest_bytes(manifest))

@@ -16,6 +16,7 @@ a lack of space met anywhere in a store operation into the typed
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import os
 import stat
@@ -130,6 +131,56 @@ def write_durably(path: Path, data: bytes | bytearray, *, exclusive: bool = True
     try:
         write_all(fd, data)
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_new(path: Path, data: bytes | bytearray) -> None:
+    """Create ``path`` (never through a link) with ``data``, without an fsync.
+
+    Only for a file inside a folder nobody can see yet, whose publisher makes
+    the whole batch durable at once (:func:`sync_filesystem`) before the
+    publishing rename: one sync for many files instead of one fsync each.
+    """
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _libc_syncfs() -> Any:
+    try:
+        function = ctypes.CDLL(None, use_errno=True).syncfs
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function
+
+
+_SYNCFS = _libc_syncfs()
+
+
+def sync_filesystem(folder: Path) -> None:
+    """Make everything written on ``folder``'s file system durable: data, files and folders.
+
+    Linux's ``syncfs`` (one journal commit for a whole batch of new files,
+    where an fsync each would wait for one commit per file); elsewhere
+    ``os.sync``, which syncs every file system. Either returns only when the
+    data is on the disk.
+
+    Raises:
+        OSError: the file system reported a write error (``ENOSPC`` included).
+    """
+    if _SYNCFS is None:
+        os.sync()
+        return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if _SYNCFS(fd) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, os.strerror(code), str(folder))
     finally:
         os.close(fd)
 

@@ -364,10 +364,14 @@ def load_manifest(session_dir: Path) -> Manifest:
     return manifest
 
 
+def manifest_bytes(manifest: Manifest) -> bytes:
+    """The bytes of ``manifest.json`` for ``manifest`` (as :func:`save_manifest` writes them)."""
+    return orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2)
+
+
 def save_manifest(session_dir: Path, manifest: Manifest) -> None:
     """Atomically replace the manifest in ``session_dir``."""
-    data = orjson.dumps(manifest.to_json(), option=orjson.OPT_INDENT_2)
-    atomic_write_bytes(session_dir / "manifest.json", data)
+    atomic_write_bytes(session_dir / "manifest.json", manifest_bytes(manifest))
 
 
 MAX_TITLE = 200

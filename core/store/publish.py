@@ -25,7 +25,7 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from branchwise.core.store.atomic import (
     fsync_dir,
     refuse_link,
     refusing_read_only,
+    sync_filesystem,
     write_durably,
 )
 from branchwise.core.store.locks import WriterLease
@@ -168,6 +169,31 @@ def link_blobs(source_blobs: Path, target_blobs: Path, names: Iterable[str]) -> 
 
 
 @contextlib.contextmanager
+def unpublished_session(store: SessionStore, session_id: str) -> Iterator[Path]:
+    """A temporary folder to build a new session in, left unpublished.
+
+    Any failure in the body removes the folder. The caller publishes it:
+    :func:`building_session` at once, :func:`publish_batch` with others.
+
+    Raises:
+        DiskFull: no space at any step.
+    """
+    store.require_writable()
+    tmp = store.temp_dir(session_id)
+    with disk_full_as_typed(
+        f"the disk is full: session {session_id} could not be saved; nothing of it was published",
+        sessionId=session_id,
+    ):
+        with refusing_read_only(store.sessions_dir):
+            tmp.mkdir(mode=0o700)
+        try:
+            yield tmp
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+
+@contextlib.contextmanager
 def building_session(store: SessionStore, session_id: str) -> Iterator[Path]:
     """A temporary folder to build a new session in, published with one rename.
 
@@ -180,27 +206,72 @@ def building_session(store: SessionStore, session_id: str) -> Iterator[Path]:
         DiskFull: no space at any step.
     """
     final = store.session_dir(session_id)
-    store.require_writable()
-    tmp = store.temp_dir(session_id)
-    with disk_full_as_typed(
-        f"the disk is full: session {session_id} could not be saved; nothing of it was published",
-        sessionId=session_id,
-    ):
-        with refusing_read_only(store.sessions_dir):
-            tmp.mkdir(mode=0o700)
+    with unpublished_session(store, session_id) as tmp:
+        yield tmp
         try:
-            yield tmp
-            try:
-                publish_dir(tmp, final)
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-                raise SessionExists(
-                    f"session {session_id} already exists", sessionId=session_id
-                ) from exc
+            publish_dir(tmp, final)
+        except OSError as exc:
+            if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                raise
+            raise SessionExists(
+                f"session {session_id} already exists", sessionId=session_id
+            ) from exc
+
+
+def publish_batch(store: SessionStore, built: Sequence[tuple[Path, str]]) -> list[bool]:
+    """Publish many fully built (not yet durable) session folders with one sync.
+
+    ``built`` holds each temporary folder and its session id, in publishing
+    order (a fork after the parent it links its seeds from). Everything
+    written is made durable by one :func:`sync_filesystem`, *then* each
+    folder is renamed into place, then the sessions folder is fsynced once:
+    a crash before a rename leaves a temporary folder (swept later, the
+    session not published); a crash after leaves the session whole; once this
+    returns, every session it says it published is durable.
+
+    Returns, for each folder, whether it was published: ``False`` where a
+    session of that id was published first (that folder is removed).
+
+    Raises:
+        DiskFull: no space to make the batch durable; nothing of it is
+            published (the temporary folders are removed).
+    """
+    if not built:
+        return []
+    directory = store.sessions_dir
+    published: list[tuple[Path, Path]] = []
+    with disk_full_as_typed(
+        f"the disk is full: {len(built)} sessions could not be saved; none of them was published",
+        sessions=len(built),
+    ):
+        try:
+            sync_filesystem(directory)
+            outcome = []
+            for tmp, session_id in built:
+                final = store.session_dir(session_id)
+                try:
+                    if final.exists():
+                        raise FileExistsError(errno.EEXIST, "published first", str(final))
+                    os.rename(tmp, final)
+                except OSError as exc:
+                    if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                        raise
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    outcome.append(False)
+                    continue
+                published.append((tmp, final))
+                outcome.append(True)
+            fsync_dir(directory)
         except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
+            for tmp, final in reversed(published):  # all or nothing, as publish_dir
+                try:
+                    os.rename(final, tmp)
+                except OSError:
+                    shutil.rmtree(final, ignore_errors=True)
+            for tmp, _ in built:
+                shutil.rmtree(tmp, ignore_errors=True)
             raise
+    return outcome
 
 
 def publish_new_session(

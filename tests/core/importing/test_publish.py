@@ -101,3 +101,33 @@ def test_each_conversation_keeps_its_source_in_its_first_own_event(store: Sessio
         events = [e for f in store.read(conversation.session_id).scan.frames for e in f.events]
         first_own = next(e for e in events if e["type"] in ("session/created", "session/fork"))
         assert first_own["source"] == {"format": "claude-code", "id": conversation.source_id}
+
+
+def _long(turns: int, size: int) -> SourceTree:
+    items = []
+    parent = None
+    for k in range(turns):
+        items.append(SourceItem(f"u{k}", parent, "user", f"question {k} " + "q" * size, 2 * k))
+        items.append(SourceItem(f"a{k}", f"u{k}", "assistant", "a" * size, 2 * k + 1, model="m"))
+        parent = f"a{k}"
+    items.append(SourceItem("a-last-b", f"u{turns - 1}", "assistant", "again", 2 * turns))
+    return SourceTree("chatgpt", f"long-{size}", "Long", 0.0, tuple(items), current=parent)
+
+
+def test_a_big_imported_conversation_has_its_turn_index_and_a_small_one_goes_without(
+    store: SessionStore,
+) -> None:
+    big = list(TreePublisher(store, plan_tree(_long(20, 8000))).publish())
+    small = list(TreePublisher(store, plan_tree(_long(3, 10))).publish())
+    for published, indexed in ((big, True), (small, False)):
+        root, branch = published
+        assert (root.kind, branch.kind) == ("root", "fork")
+        read = store.read(root.session_id)
+        log = store.session_dir(root.session_id) / read.manifest.log_dir
+        assert len(list(log.glob("*.seg"))) == 1
+        assert bool(list(log.glob("*.idx"))) is indexed
+        # the fork's seed is its parent's log bounded at the fork turn, index or not
+        fork = store.read(branch.session_id)
+        assert verify_session(store, branch.session_id)["ok"]
+        assert [m.content for m in fork.projection.messages][-1] == "again"
+        assert len(fork.projection.turns) == len(read.projection.turns)
