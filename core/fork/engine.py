@@ -44,6 +44,7 @@ from typing import Any
 
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
+    CorruptLog,
     DiskFull,
     DuplicateChild,
     EmptyPrompt,
@@ -64,11 +65,21 @@ from branchwise.core.fork.seeding import (
     plan_from_log,
     publish_seeded_child,
 )
-from branchwise.core.fork.targets import load_source_manifest, target_of
+from branchwise.core.fork.targets import (
+    LogReplay,
+    TargetsCache,
+    load_source_manifest,
+    target_of,
+)
 from branchwise.core.ids import new_id, new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame, iter_frames
 from branchwise.core.log.scan import gc_paused
-from branchwise.core.log.segments import SessionLog, read_session_log, scan_session_log
+from branchwise.core.log.segments import (
+    SessionLog,
+    read_session_log,
+    scan_read_log,
+    scan_session_log,
+)
 from branchwise.core.projection.events import (
     EventType,
     session_config,
@@ -280,11 +291,15 @@ def _existing_child(
     return ForkResult(child_id, False, operation_id)
 
 
-def _read_and_plan(store: SessionStore, request: ForkRequest) -> tuple[Manifest, ForkPlan]:
+def _read_and_plan(
+    store: SessionStore, request: ForkRequest, cache: TargetsCache | None
+) -> tuple[Manifest, ForkPlan]:
     """The source's manifest and the checked plan of the child's seeds.
 
-    The index answers an available target with one frame read; anything else
-    (no index, a refusal to explain) replays the source's whole log.
+    The index answers an available target with one frame read; then a
+    ``cache`` that has replayed this log answers it (:func:`_plan_from_cache`);
+    anything else (no index, no cache, a refusal to explain) replays the
+    source's whole log.
     """
     source_id = request.source_session_id
     source_dir = store.session_dir(source_id)
@@ -302,6 +317,8 @@ def _read_and_plan(store: SessionStore, request: ForkRequest) -> tuple[Manifest,
         _fence(source_dir, source_id, before)
         return before, ForkPlan((), 0, 0, (), settings)
     plan = plan_from_index(source_dir, before, boundary, request.turn_id)
+    if plan is None and cache is not None:
+        plan = _plan_from_cache(cache, source_dir, before, request.turn_id, boundary)
     replay: _Replay | None = None
     log: SessionLog | None = None
     if plan is None:
@@ -317,6 +334,59 @@ def _read_and_plan(store: SessionStore, request: ForkRequest) -> tuple[Manifest,
         plan = plan_from_log(log, replay.boundary_frame, boundary)
     assert plan is not None
     return before, plan
+
+
+def _plan_from_cache(
+    cache: TargetsCache, source_dir: Path, before: Manifest, turn_id: str, boundary: int
+) -> ForkPlan | None:
+    """The plan of an available target, from the cache's replay of the source's log as it is now.
+
+    Many forks of one source (a server's clients branching the same
+    conversation) then validate the cut from the turn state the cache keeps
+    current (the same state a full replay gives, see
+    :class:`~branchwise.core.fork.targets.TargetsCache`) and share one plan of
+    the seeds: it depends only on the bytes up to the cut, which the replay
+    has checksummed, and is reused only while the log's pieces up to the cut
+    are the same files at the same offsets. ``None`` for anything but an
+    available target at exactly this boundary: the full replay then decides
+    and explains the refusal.
+    """
+    try:
+        with cache.replayed(source_dir, before) as (state, log):
+            return _cached_plan(state, log, turn_id, boundary)
+    except CorruptLog:
+        return None  # a missing seed, a source moved away: the full read names it
+
+
+def _cached_plan(state: LogReplay, log: SessionLog, turn_id: str, boundary: int) -> ForkPlan | None:
+    """:func:`_plan_from_cache` with the replay current and locked."""
+    tracker = state.tracker
+    turn = tracker.turn(turn_id)
+    if (
+        not tracker.verifiable
+        or turn is None
+        or turn.boundary_sequence != boundary
+        or not target_of(turn).available
+    ):
+        return None
+    pieces = tuple(
+        (str(piece.path), start) for piece, start in zip(log.pieces, log.starts, strict=True)
+    )
+    kept = state.plans.get((turn_id, boundary))
+    if isinstance(kept, tuple):
+        layout, plan = kept
+        if isinstance(plan, ForkPlan) and pieces[: len(layout)] == layout:
+            return plan
+    with gc_paused():
+        scanned = scan_read_log(log)
+    if scanned.scan.corruption is not None:
+        return None  # history ends at the damage: the full replay says what is left
+    cut = _replay_to(scanned, boundary)
+    if cut.boundary_frame is None or cut.splits_commit:
+        return None
+    plan = plan_from_log(scanned, cut.boundary_frame, boundary)
+    state.plans[(turn_id, boundary)] = (pieces[: len(plan.seeds)], plan)
+    return plan
 
 
 def _fence(source_dir: Path, source_id: str, before: Manifest) -> None:
@@ -360,6 +430,7 @@ def fork(
     operation_id: str,
     *,
     title: str | None = None,
+    cache: TargetsCache | None = None,
 ) -> ForkResult:
     """Fork ``request``'s source at its turn into a new, independent child session.
 
@@ -378,6 +449,9 @@ def fork(
             and a ``session/title`` event in its first own commit); ``None``
             keeps the source's title. Not part of the request: a retry may
             name the child differently and still gets the child made first.
+        cache: replays kept by a caller that forks (and queries targets) again
+            and again (``branchwise serve``): a source without a turn index is
+            then replayed once, not once per fork.
 
     Raises:
         InvalidSessionId, InvalidForkRequest: malformed arguments.
@@ -402,7 +476,7 @@ def fork(
         if earlier is not None:
             return earlier
 
-    source, plan = _read_and_plan(store, request)
+    source, plan = _read_and_plan(store, request, cache)
     made: ForkRequest | None = None  # the reservation this call wrote, if any
     if reserved is None:  # reserve before publishing: a crash after publish still finds it
         child_id = (

@@ -15,10 +15,11 @@ committed since the last one.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import repeat
@@ -192,7 +193,7 @@ def load_source_manifest(directory: Path, session_id: str) -> Manifest:
         raise SourceNotFound(f"no session {session_id} to fork", sessionId=session_id) from exc
 
 
-class _LogReplay:
+class LogReplay:
     """How far one log has been replayed into a tracker: an in-memory, rebuildable state.
 
     A log only grows within a generation, so a repeated targets query (the
@@ -201,6 +202,10 @@ class _LogReplay:
     generation, and the very bytes replayed before (checksummed: re-reading
     and checksumming the log costs a fraction of decoding it); so a cached
     answer is always exactly what a full replay would give.
+
+    ``plans`` is where the fork engine keeps what it worked out from these
+    bytes (a cut's seeds, keyed by turn and boundary): it depends only on the
+    replayed prefix, so it is forgotten exactly when the replay is.
     """
 
     def __init__(self, identity: tuple[int, int], generation: int) -> None:
@@ -215,6 +220,7 @@ class _LogReplay:
         self.end = 0
         self.checksum = zlib.crc32(b"")
         self.commit = self.seq = 1
+        self.plans: dict[tuple[str, int], object] = {}
 
     def still_describes(self, data: memoryview, identity: tuple[int, int], generation: int) -> bool:
         """Whether ``data`` (a whole log) starts with exactly the bytes replayed so far."""
@@ -255,38 +261,52 @@ class TargetsCache:
     """
 
     def __init__(self, max_logs: int = 16) -> None:
-        self._replays: OrderedDict[str, _LogReplay] = OrderedDict()
+        self._replays: OrderedDict[str, LogReplay] = OrderedDict()
         self._lock = threading.Lock()
         self._max_logs = max_logs
 
-    def replay_of(self, path: Path, identity: tuple[int, int], generation: int) -> _LogReplay:
+    def replay_of(self, path: Path, identity: tuple[int, int], generation: int) -> LogReplay:
         """The replay kept for ``path``, or a new one if it describes another file or generation."""
         key = str(path)
         with self._lock:
             replay = self._replays.get(key)
             if replay is None or (replay.identity, replay.generation) != (identity, generation):
-                replay = self._replays[key] = _LogReplay(identity, generation)
+                replay = self._replays[key] = LogReplay(identity, generation)
             self._replays.move_to_end(key)
             while len(self._replays) > self._max_logs:
                 self._replays.popitem(last=False)
         return replay
 
+    @contextlib.contextmanager
+    def replayed(
+        self, directory: Path, manifest: Manifest
+    ) -> Iterator[tuple[LogReplay, SessionLog]]:
+        """The session's log read now, and its replay brought up to exactly those bytes.
+
+        The replay's lock is held until the block ends, so its tracker (and
+        ``plans``) describe the yielded log for the whole block; queries and
+        forks of other logs go on in parallel.
+        """
+        log = read_session_log(directory, manifest)
+        data = memoryview(log.data)
+        device, inode, _ = log_identity(directory, log.manifest)
+        identity, generation = (device, inode), manifest.generation
+        replay = self.replay_of(directory, identity, generation)
+        with replay.lock:
+            if not replay.still_describes(data, identity, generation):
+                replay.restart(identity, generation)
+            replay.advance(data)
+            yield replay, log
+
 
 def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None) -> ForkTargetSet:
     """Targets of a session's (virtual) log, replaying only what ``cache`` has not seen."""
     session_id, generation = manifest.session_id, manifest.generation
-    log = read_session_log(directory, manifest)
-    data = memoryview(log.data)
     if cache is None:
+        data = memoryview(read_session_log(directory, manifest).data)
         tracker = TurnTracker.replay(frame.events for frame in iter_frames(data))
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
-    device, inode, _ = log_identity(directory, log.manifest)
-    identity = (device, inode)
-    replay = cache.replay_of(directory, identity, generation)
-    with replay.lock:
-        if not replay.still_describes(data, identity, generation):
-            replay.restart(identity, generation)
-        replay.advance(data)
+    with cache.replayed(directory, manifest) as (replay, _log):
         tracker = replay.tracker
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import hmac
 import logging
 import os
 import secrets
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +81,13 @@ from branchwise.core.views import (
 )
 
 TOKEN_FILE = "serve-token"
-FORK_SLOTS = max(1, os.cpu_count() or 1)
-"""Forks run at once; the others wait their turn in order."""
+FORK_WORKERS = 8
+"""Threads forks run in, off the event loop; more requests wait their turn in order.
+
+A fork of a served session is mostly waiting on ``fsync`` (its plan comes from
+the shared :class:`TargetsCache`), and those waits overlap across threads even
+on two cores; more threads than this only add GIL contention.
+"""
 SHUTDOWN_TIMEOUT = 2.0
 """Seconds a stopping server lets open requests (long-polls, turn streams) finish."""
 
@@ -240,7 +247,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     """
     targets_cache = TargetsCache()
     search = SearchIndex(store.root)
-    fork_slots = asyncio.Semaphore(FORK_SLOTS)
+    fork_pool = ThreadPoolExecutor(max_workers=FORK_WORKERS, thread_name_prefix="fork")
     served = turns or ServedTurns(store)
     expected = token.encode()
 
@@ -406,11 +413,17 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
             boundary_sequence=body["boundarySequence"],
             expected_generation=body["expectedGeneration"],
         )
-        # Forks are CPU-bound Python: more threads than cores only add GIL contention.
-        async with fork_slots:
-            result = await asyncio.to_thread(
-                fork, store, fork_request, body["operationId"], title=body.get("title")
-            )
+        # Forks of one source share its replay in ``targets_cache``: it is replayed once,
+        # not once per fork, and forks of any sources run side by side in ``fork_pool``.
+        run = functools.partial(
+            fork,
+            store,
+            fork_request,
+            body["operationId"],
+            title=body.get("title"),
+            cache=targets_cache,
+        )
+        result = await asyncio.get_running_loop().run_in_executor(fork_pool, run)
         return _json({"childSessionId": result.child_session_id, "created": result.created})
 
     async def rename(request: web.Request) -> web.Response:
@@ -464,6 +477,8 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     async def stop_turns(app: web.Application) -> None:
         await served.shutdown()
         await asyncio.to_thread(search.close)
+        # Forks already running finish (each publishes whole or not at all); none start.
+        await asyncio.to_thread(fork_pool.shutdown, cancel_futures=True)
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_TURN_BODY)
     app.router.add_get("/capabilities", capabilities)
