@@ -45,10 +45,9 @@ from branchwise.core.projection import events as ev
 from branchwise.core.projection.events import EndReason
 from branchwise.core.providers.base import Provider, TextChunk, Usage
 from branchwise.core.store.store import SessionWriter
+from branchwise.core.titles import title_from_prompt
 
 log = logging.getLogger(__name__)
-
-TITLE_LENGTH = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +203,7 @@ class TurnRunner:
         title_failure = None
         if not self.writer.projection.title:
             try:
-                self.writer.set_title(_title_from(text))
+                self.writer.set_title(title_from_prompt(text))
             except BranchwiseError as exc:  # the question is saved: end the turn as an error
                 title_failure = exc
         self.listener.turn_started(self.turn_id, user_id, self.message_id)
@@ -352,8 +351,3 @@ class TurnRunner:
         committed = self.writer.commit(events)
         self.listener.committed(committed)
         return committed
-
-
-def _title_from(text: str) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1] + "…"

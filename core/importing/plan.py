@@ -44,6 +44,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from branchwise.core.importing.source import SourceItem, SourceTree
+from branchwise.core.titles import branch_name, title_from_prompt
 
 ConversationKind = Literal["root", "fork", "child"]
 OriginKind = Literal["edit", "regenerate"]
@@ -79,7 +80,8 @@ class PlannedConversation:
         source_id: the source's id for it: the tree id for a root or child,
             ``<tree id>/<leaf id>`` for a fork (the report's ``source.id``).
         tree_id: the source tree it comes from.
-        title: the source tree's title.
+        title: the source tree's title (its first prompt when it has none);
+            for a fork, "<parent's title> (branch N)", as a branch made here.
         created: when it began in the source (the divergent item's time for
             a fork; the tree's creation time otherwise); ``None`` if unknown.
         turns: every turn of its path, inherited ones first.
@@ -266,6 +268,12 @@ class _Tree:
         return self.newest_leaf[_VIRTUAL]
 
 
+def _first_prompt_title(turns: tuple[PlannedTurn, ...]) -> str:
+    """The title an untitled source conversation gets: its first prompt, as a turn titles one."""
+    prompt = next((turn.prompt for turn in turns if turn.prompt is not None), None)
+    return title_from_prompt(prompt.text) if prompt is not None else ""
+
+
 def _shared_turns(a: tuple[PlannedTurn, ...], b: tuple[PlannedTurn, ...]) -> int:
     shared = 0
     for left, right in zip(a, b, strict=False):
@@ -304,14 +312,15 @@ def _plan_one(
     if main_leaf is None:
         return []
     main_path = shape.path_to(main_leaf)
+    main_turns = group_turns(main_path)
     conversations = [
         PlannedConversation(
             kind=kind,
             source_id=tree.id,
             tree_id=tree.id,
-            title=tree.title,
+            title=tree.title or _first_prompt_title(main_turns),
             created=tree.created if tree.created is not None else main_path[0].time,
-            turns=group_turns(main_path),
+            turns=main_turns,
             leaf=main_leaf,
         )
     ]
@@ -319,6 +328,7 @@ def _plan_one(
     # (divergent child's time key, tie-break, owning conversation, divergent child)
     pending: list[tuple[tuple[float, int], int, int, str]] = []
     counter = 0
+    forks_of: dict[int, int] = {}  # conversation index -> forks planned off it so far
 
     def diverging(owner: int, path: list[SourceItem], own_from: int) -> None:
         nonlocal counter
@@ -340,11 +350,13 @@ def _plan_one(
         parent = conversations[owner]
         turns = group_turns(path)
         inherited = min(_shared_turns(turns, parent.turns), len(turns) - 1)
+        forks_before = forks_of.get(owner, 0)
+        forks_of[owner] = forks_before + 1
         fork = PlannedConversation(
             kind="fork",
             source_id=f"{tree.id}/{leaf}",
             tree_id=tree.id,
-            title=tree.title,
+            title=branch_name(parent.title, forks_before) or "",
             created=shape.by_id[child].time,
             turns=turns,
             parent=owner,

@@ -32,15 +32,14 @@ from branchwise.core.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
-from branchwise.core.i18n.language import _
-from branchwise.core.i18n.reasons import fill
-from branchwise.core.lineage import LineageIndex
+from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
 from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
-from branchwise.core.store.manifest import given_title
+from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
+from branchwise.core.titles import branch_name
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
@@ -58,17 +57,6 @@ ChangeListener = Callable[[Changes], None]
 TextListener = Callable[[str, str, str, str], None]
 Navigator = Callable[[str], Awaitable[None]]
 ProviderFactory = Callable[[Settings], Provider]
-
-
-def branch_name(parent_title: str, forks_before: int) -> str | None:
-    """ "<title> (branch N)" in the user's language, N counting this branch; ``None`` untitled.
-
-    A fork would inherit its parent's title, so the sidebar and tabs would
-    show two identical names. Local and server conversations are named alike.
-    """
-    if not parent_title:
-        return None
-    return fill(_("{title} (branch {n})"), {"title": parent_title, "n": forks_before + 1})
 
 
 def _default_provider(settings: Settings) -> Provider:
@@ -577,6 +565,42 @@ class Host:
         self._search_rescan = True
         self._kick_search()
 
+    async def _rediscover_sessions(self) -> None:
+        """Bring the conversation list in step with conversations other processes changed.
+
+        The CLI, ``serve`` or another window create, fork, import, rename and
+        trash conversations without telling this process; one manifest scan
+        (in a worker thread, as cheap as the search catch-up's) finds them.
+        New ones are inserted under their parents, renamed ones re-rendered,
+        and ones gone from the store dropped from the list unless open here.
+        """
+        try:
+            found = await asyncio.to_thread(lambda: list(self.store.iter_manifests()))
+        except OSError as exc:
+            log.warning("rescanning the conversations failed: %r", exc)
+            return
+        known = self.index.by_id
+        fresh = {item.session_id: item for item in found if isinstance(item, Manifest)}
+        added = frozenset(sid for sid in fresh if sid not in known)
+        changed = frozenset(
+            sid for sid, manifest in fresh.items() if sid in known and known[sid] != manifest
+        )
+        damaged = {
+            error.details.get("sessionId") for error in found if not isinstance(error, Manifest)
+        }
+        gone = frozenset(
+            sid
+            for sid in known
+            if sid not in fresh and sid not in self._open and sid not in damaged
+        )
+        if not (added or changed or gone):
+            return
+        for manifest in sorted((fresh[sid] for sid in added | changed), key=creation_order):
+            self.index.put(manifest)
+        for sid in gone:
+            self.index.remove(sid)
+        self.emit(Changes(sidebar=bool(gone), sessions=changed, added=added))
+
     def merges_of(self, session_id: str) -> tuple[MergedBranch, ...]:
         """Where a branch was brought back: merges into one of its ancestors, oldest first.
 
@@ -670,6 +694,7 @@ class Host:
                         await self._reload_merges()
                 elif self._search_rescan:
                     self._search_rescan = False
+                    await self._rediscover_sessions()
                     found = await self._use_search_index(
                         lambda index: index.catch_up_all(self.store)
                     )

@@ -48,9 +48,9 @@ from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SE
 from branchwise.core.search import SearchResult
 from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.manifest import given_title
+from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
-from branchwise.desktop.host.host import branch_name
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
     PAGE_SIZE,

@@ -135,7 +135,12 @@ def test_a_branchy_conversation_becomes_a_root_and_its_forks(
     assert transcript(store, start.session_id) == [("user", "first edited"), ("assistant", "other")]
     # titles, models and times are kept
     snapshot = store.read(regen.session_id)
-    assert snapshot.manifest.title == "Branchy"
+    assert store.manifest(root.session_id).title == "Branchy"
+    # each branch is named after the conversation it left, as a branch made here is
+    fork_titles = sorted(
+        store.manifest(c.session_id).title for c in found.values() if c.kind == "fork"
+    )
+    assert fork_titles == [f"Branchy (branch {n})" for n in range(1, len(fork_titles) + 1)]
     events = [e for frame in snapshot.scan.frames for e in frame.events]
     answer = next(
         e for e in events if e["type"] == "message/assistant" and e["content"] == "ans2 again"

@@ -278,3 +278,21 @@ def test_duplicate_item_ids_keep_the_first() -> None:
     )
     assert turns_of(plan.conversations[0]) == [["u1"]]
     assert plan.warnings
+
+
+def test_untitled_trees_take_their_first_prompt_and_branches_their_parents_title() -> None:
+    items = (
+        item("sys", None, None),
+        SourceItem("u1", "sys", "user", text="  Plan a\n week   in Kyoto  ", time=1),
+        item("a1", "u1", "assistant", 2),
+        item("u2a", "a1", "user", 3),
+        item("u2b", "a1", "user", 4),
+        item("u2c", "a1", "user", 5),
+    )
+    plan = plan_tree(SourceTree("chatgpt", "conv", "", 1.0, items, current="u2a"))
+    titles = [(c.kind, c.title) for c in plan.conversations]
+    assert titles == [
+        ("root", "Plan a week in Kyoto"),
+        ("fork", "Plan a week in Kyoto (branch 1)"),
+        ("fork", "Plan a week in Kyoto (branch 2)"),
+    ]
