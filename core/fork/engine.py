@@ -37,6 +37,7 @@ Idempotency per operation id: see :mod:`~branchwise.core.fork.operations`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +62,7 @@ from branchwise.core.errors import (
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.seeding import (
     ForkPlan,
+    fsync_bound,
     plan_from_index,
     plan_from_log,
     publish_seeded_child,
@@ -344,39 +346,54 @@ def _plan_from_cache(
     Many forks of one source (a server's clients branching the same
     conversation) then validate the cut from the turn state the cache keeps
     current (the same state a full replay gives, see
-    :class:`~branchwise.core.fork.targets.TargetsCache`) and share one plan of
-    the seeds: it depends only on the bytes up to the cut, which the replay
-    has checksummed, and is reused only while the log's pieces up to the cut
-    are the same files at the same offsets. ``None`` for anything but an
+    :class:`~branchwise.core.fork.targets.TargetsCache`; forks that arrive
+    together share one read of the log) and share one plan of the seeds: it
+    depends only on the bytes up to the cut, which the replay has
+    checksummed, and is reused only while the log's pieces up to the cut are
+    the same files at the same offsets. ``None`` for anything but an
     available target at exactly this boundary: the full replay then decides
     and explains the refusal.
     """
     try:
-        with cache.replayed(source_dir, before) as (state, log):
-            return _cached_plan(state, log, turn_id, boundary)
+        for with_log in (False, True):
+            with cache.replayed(source_dir, before, with_log=with_log) as (state, log):
+                if not _available(state.tracker, turn_id, boundary):
+                    return None
+                kept = state.plans.get((turn_id, boundary))
+                if isinstance(kept, tuple):
+                    layout, last_seed, plan = kept
+                    if (
+                        isinstance(plan, ForkPlan)
+                        and state.layout[: len(layout)] == layout
+                        and _file_identity(plan) == last_seed
+                    ):
+                        return plan
+                if log is not None:
+                    return _work_out_plan(state, log, turn_id, boundary)
     except CorruptLog:
         return None  # a missing seed, a source moved away: the full read names it
+    return None
 
 
-def _cached_plan(state: LogReplay, log: SessionLog, turn_id: str, boundary: int) -> ForkPlan | None:
-    """:func:`_plan_from_cache` with the replay current and locked."""
-    tracker = state.tracker
+def _available(tracker: TurnTracker, turn_id: str, boundary: int) -> bool:
+    """Whether ``turn_id`` is an available target ending at exactly ``boundary``."""
     turn = tracker.turn(turn_id)
-    if (
-        not tracker.verifiable
-        or turn is None
-        or turn.boundary_sequence != boundary
-        or not target_of(turn).available
-    ):
-        return None
-    pieces = tuple(
-        (str(piece.path), start) for piece, start in zip(log.pieces, log.starts, strict=True)
+    return (
+        tracker.verifiable
+        and turn is not None
+        and turn.boundary_sequence == boundary
+        and target_of(turn).available
     )
-    kept = state.plans.get((turn_id, boundary))
-    if isinstance(kept, tuple):
-        layout, plan = kept
-        if isinstance(plan, ForkPlan) and pieces[: len(layout)] == layout:
-            return plan
+
+
+def _work_out_plan(
+    state: LogReplay, log: SessionLog, turn_id: str, boundary: int
+) -> ForkPlan | None:
+    """The plan from ``log`` (the read ``state`` describes, its lock held), kept in ``state``.
+
+    The seeds' bound is made durable here, once: the bytes up to it are the
+    same for every fork that reuses the plan, so theirs need no ``fsync``.
+    """
     with gc_paused():
         scanned = scan_read_log(log)
     if scanned.scan.corruption is not None:
@@ -385,8 +402,23 @@ def _cached_plan(state: LogReplay, log: SessionLog, turn_id: str, boundary: int)
     if cut.boundary_frame is None or cut.splits_commit:
         return None
     plan = plan_from_log(scanned, cut.boundary_frame, boundary)
-    state.plans[(turn_id, boundary)] = (pieces[: len(plan.seeds)], plan)
+    last_seed = _file_identity(plan)
+    if plan.seeds:
+        fsync_bound(plan.seeds[-1].path)
+        plan = dataclasses.replace(plan, bound_durable=True)
+    state.plans[(turn_id, boundary)] = (state.layout[: len(plan.seeds)], last_seed, plan)
     return plan
+
+
+def _file_identity(plan: ForkPlan) -> tuple[int, int] | None:
+    """Device and inode of the file holding the plan's bound (``None``: no seeds, or gone)."""
+    if not plan.seeds:
+        return None
+    try:
+        status = os.lstat(plan.seeds[-1].path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _fence(source_dir: Path, source_id: str, before: Manifest) -> None:

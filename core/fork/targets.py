@@ -206,10 +206,19 @@ class LogReplay:
     ``plans`` is where the fork engine keeps what it worked out from these
     bytes (a cut's seeds, keyed by turn and boundary): it depends only on the
     replayed prefix, so it is forgotten exactly when the replay is.
+
+    ``reads`` counts the reads of the log begun under :attr:`lock`;
+    ``verified`` is the number of the one the state now describes (0: none
+    since the last restart) and ``layout`` that read's pieces and where each
+    starts. A caller that arrived when ``reads`` was ``n`` may take the state
+    as it is if ``verified > n``: that read began after it arrived, so it saw
+    the log as the caller's own read would have (see
+    :meth:`TargetsCache.replayed`).
     """
 
     def __init__(self, identity: tuple[int, int], generation: int) -> None:
         self.lock = threading.Lock()
+        self.reads = 0
         self.restart(identity, generation)
 
     def restart(self, identity: tuple[int, int], generation: int) -> None:
@@ -221,6 +230,8 @@ class LogReplay:
         self.checksum = zlib.crc32(b"")
         self.commit = self.seq = 1
         self.plans: dict[tuple[str, int], object] = {}
+        self.verified = 0
+        self.layout: tuple[tuple[str, int], ...] = ()
 
     def still_describes(self, data: memoryview, identity: tuple[int, int], generation: int) -> bool:
         """Whether ``data`` (a whole log) starts with exactly the bytes replayed so far."""
@@ -279,24 +290,55 @@ class TargetsCache:
 
     @contextlib.contextmanager
     def replayed(
-        self, directory: Path, manifest: Manifest
-    ) -> Iterator[tuple[LogReplay, SessionLog]]:
-        """The session's log read now, and its replay brought up to exactly those bytes.
+        self, directory: Path, manifest: Manifest, *, with_log: bool = False
+    ) -> Iterator[tuple[LogReplay, SessionLog | None]]:
+        """The session's replay brought up to its log as read after this call began.
 
-        The replay's lock is held until the block ends, so its tracker (and
-        ``plans``) describe the yielded log for the whole block; queries and
-        forks of other logs go on in parallel.
+        The replay's lock is held until the block ends, so its tracker,
+        ``layout`` and ``plans`` describe that read for the whole block;
+        queries and forks of other logs go on in parallel.
+
+        Callers of one log share reads: one that waited for the lock while
+        another read the log (a burst of forks of one conversation) takes the
+        state that read left, since the read began after it arrived; the log
+        is then not yielded (``None``). ``with_log`` always reads (and
+        yields) the log itself.
         """
-        log = read_session_log(directory, manifest)
-        data = memoryview(log.data)
-        device, inode, _ = log_identity(directory, log.manifest)
-        identity, generation = (device, inode), manifest.generation
-        replay = self.replay_of(directory, identity, generation)
+        generation = manifest.generation
+        device, inode, _ = log_identity(directory, manifest)
+        replay = self.replay_of(directory, (device, inode), generation)
+        arrived = replay.reads
         with replay.lock:
-            if not replay.still_describes(data, identity, generation):
-                replay.restart(identity, generation)
-            replay.advance(data)
+            if not with_log and replay.verified > arrived:
+                yield replay, None
+                return
+            replay.reads += 1
+            number = replay.reads
+            log = read_session_log(directory, manifest)
+            read_device, read_inode, _ = log_identity(directory, log.manifest)
+            if (read_device, read_inode) == replay.identity:
+                self._bring_up(replay, log, number)
+                yield replay, log
+                return
+        # The log's first file changed while it was read (a migration): that file's replay.
+        replay = self.replay_of(directory, (read_device, read_inode), generation)
+        with replay.lock:
+            replay.reads += 1
+            self._bring_up(replay, log, 0)  # an earlier read than the last one: shared with none
             yield replay, log
+
+    @staticmethod
+    def _bring_up(replay: LogReplay, log: SessionLog, number: int) -> None:
+        """Replay ``log`` (read as read number ``number``) into ``replay``, restarting if needed."""
+        data = memoryview(log.data)
+        if not replay.still_describes(data, replay.identity, replay.generation):
+            replay.restart(replay.identity, replay.generation)
+        replay.verified = 0  # while it changes
+        replay.advance(data)
+        replay.layout = tuple(
+            (str(piece.path), start) for piece, start in zip(log.pieces, log.starts, strict=True)
+        )
+        replay.verified = number
 
 
 def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None) -> ForkTargetSet:

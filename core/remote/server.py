@@ -81,12 +81,13 @@ from branchwise.core.views import (
 )
 
 TOKEN_FILE = "serve-token"
-FORK_WORKERS = 8
+FORK_WORKERS = 32
 """Threads forks run in, off the event loop; more requests wait their turn in order.
 
-A fork of a served session is mostly waiting on ``fsync`` (its plan comes from
-the shared :class:`TargetsCache`), and those waits overlap across threads even
-on two cores; more threads than this only add GIL contention.
+A fork of a served session is mostly waiting on ``fsync`` (its cut is checked
+from the shared :class:`TargetsCache`, its plan kept there), and the waits of
+forks in flight together overlap (the file system commits them together), even
+on two cores: 50 forks at once took 225-300 ms with 8 threads, 115-230 ms with 32.
 """
 SHUTDOWN_TIMEOUT = 2.0
 """Seconds a stopping server lets open requests (long-polls, turn streams) finish."""
