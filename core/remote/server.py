@@ -42,7 +42,7 @@ from branchwise.core.errors import (
     TurnRunning,
     Unauthorized,
 )
-from branchwise.core.fork.engine import fork
+from branchwise.core.fork.engine import ForkResult, fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import TargetsCache
 from branchwise.core.ids import validate_session_id
@@ -249,6 +249,8 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     targets_cache = TargetsCache()
     search = SearchIndex(store.root)
     fork_pool = ThreadPoolExecutor(max_workers=FORK_WORKERS, thread_name_prefix="fork")
+    # operation id -> (the request's body, its fork running in fork_pool)
+    forks_in_flight: dict[str, tuple[bytes, asyncio.Future[ForkResult]]] = {}
     served = turns or ServedTurns(store)
     expected = token.encode()
 
@@ -424,7 +426,25 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
             title=body.get("title"),
             cache=targets_cache,
         )
-        result = await asyncio.get_running_loop().run_in_executor(fork_pool, run)
+        # A retry of an operation in flight here waits for it rather than building the same
+        # child again only to find it published (the store's idempotency still decides).
+        asked = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
+        running = forks_in_flight.get(body["operationId"])
+        if running is not None and running[0] == asked:
+            try:
+                result = await asyncio.shield(running[1])
+            except Exception:  # noqa: BLE001 - its refusal may not be ours: ask for ourselves
+                pass
+            else:
+                return _json({"childSessionId": result.child_session_id, "created": False})
+        future = asyncio.get_running_loop().run_in_executor(fork_pool, run)
+        mine = (asked, future)
+        forks_in_flight.setdefault(body["operationId"], mine)
+        try:
+            result = await future
+        finally:
+            if forks_in_flight.get(body["operationId"]) is mine:
+                del forks_in_flight[body["operationId"]]
         return _json({"childSessionId": result.child_session_id, "created": result.created})
 
     async def rename(request: web.Request) -> web.Response:
