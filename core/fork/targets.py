@@ -230,6 +230,8 @@ class LogReplay:
         self.checksum = zlib.crc32(b"")
         self.commit = self.seq = 1
         self.plans: dict[tuple[str, int], object] = {}
+        self.answer: ForkTargetSet | None = None  # the targets at ``answer_end``
+        self.answer_end = -1
         self.verified = 0
         self.layout: tuple[tuple[str, int], ...] = ()
 
@@ -349,8 +351,12 @@ def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None
         tracker = TurnTracker.replay(frame.events for frame in iter_frames(data))
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
     with cache.replayed(directory, manifest) as (replay, _log):
-        tracker = replay.tracker
-        return target_set(session_id, generation, tracker.turns, tracker.verifiable)
+        # The turn state is a function of the bytes replayed: a burst of queries shares one answer.
+        if replay.answer is None or replay.answer_end != replay.end:
+            tracker = replay.tracker
+            replay.answer = target_set(session_id, generation, tracker.turns, tracker.verifiable)
+            replay.answer_end = replay.end
+        return replay.answer
 
 
 def _indexed_target(row: TurnRow) -> ForkTarget:
