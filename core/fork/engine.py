@@ -37,6 +37,7 @@ Idempotency per operation id: see :mod:`~branchwise.core.fork.operations`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,7 @@ from typing import Any
 
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
+    CorruptLog,
     DiskFull,
     DuplicateChild,
     EmptyPrompt,
@@ -60,15 +62,26 @@ from branchwise.core.errors import (
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.seeding import (
     ForkPlan,
+    fsync_bound,
     plan_from_index,
     plan_from_log,
     publish_seeded_child,
 )
-from branchwise.core.fork.targets import load_source_manifest, target_of
+from branchwise.core.fork.targets import (
+    LogReplay,
+    TargetsCache,
+    load_source_manifest,
+    target_of,
+)
 from branchwise.core.ids import new_id, new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame, iter_frames
 from branchwise.core.log.scan import gc_paused
-from branchwise.core.log.segments import SessionLog, read_session_log, scan_session_log
+from branchwise.core.log.segments import (
+    SessionLog,
+    read_session_log,
+    scan_read_log,
+    scan_session_log,
+)
 from branchwise.core.projection.events import (
     EventType,
     session_config,
@@ -280,11 +293,15 @@ def _existing_child(
     return ForkResult(child_id, False, operation_id)
 
 
-def _read_and_plan(store: SessionStore, request: ForkRequest) -> tuple[Manifest, ForkPlan]:
+def _read_and_plan(
+    store: SessionStore, request: ForkRequest, cache: TargetsCache | None
+) -> tuple[Manifest, ForkPlan]:
     """The source's manifest and the checked plan of the child's seeds.
 
-    The index answers an available target with one frame read; anything else
-    (no index, a refusal to explain) replays the source's whole log.
+    The index answers an available target with one frame read; then a
+    ``cache`` that has replayed this log answers it (:func:`_plan_from_cache`);
+    anything else (no index, no cache, a refusal to explain) replays the
+    source's whole log.
     """
     source_id = request.source_session_id
     source_dir = store.session_dir(source_id)
@@ -302,6 +319,8 @@ def _read_and_plan(store: SessionStore, request: ForkRequest) -> tuple[Manifest,
         _fence(source_dir, source_id, before)
         return before, ForkPlan((), 0, 0, (), settings)
     plan = plan_from_index(source_dir, before, boundary, request.turn_id)
+    if plan is None and cache is not None:
+        plan = _plan_from_cache(cache, source_dir, before, request.turn_id, boundary)
     replay: _Replay | None = None
     log: SessionLog | None = None
     if plan is None:
@@ -317,6 +336,89 @@ def _read_and_plan(store: SessionStore, request: ForkRequest) -> tuple[Manifest,
         plan = plan_from_log(log, replay.boundary_frame, boundary)
     assert plan is not None
     return before, plan
+
+
+def _plan_from_cache(
+    cache: TargetsCache, source_dir: Path, before: Manifest, turn_id: str, boundary: int
+) -> ForkPlan | None:
+    """The plan of an available target, from the cache's replay of the source's log as it is now.
+
+    Many forks of one source (a server's clients branching the same
+    conversation) then validate the cut from the turn state the cache keeps
+    current (the same state a full replay gives, see
+    :class:`~branchwise.core.fork.targets.TargetsCache`; forks that arrive
+    together share one read of the log) and share one plan of the seeds: it
+    depends only on the bytes up to the cut, which the replay has
+    checksummed, and is reused only while the log's pieces up to the cut are
+    the same files at the same offsets. ``None`` for anything but an
+    available target at exactly this boundary: the full replay then decides
+    and explains the refusal.
+    """
+    try:
+        for with_log in (False, True):
+            with cache.replayed(source_dir, before, with_log=with_log) as (state, log):
+                if not _available(state.tracker, turn_id, boundary):
+                    return None
+                kept = state.plans.get((turn_id, boundary))
+                if isinstance(kept, tuple):
+                    layout, last_seed, plan = kept
+                    if (
+                        isinstance(plan, ForkPlan)
+                        and state.layout[: len(layout)] == layout
+                        and _file_identity(plan) == last_seed
+                    ):
+                        return plan
+                if log is not None:
+                    return _work_out_plan(state, log, turn_id, boundary)
+    except CorruptLog:
+        return None  # a missing seed, a source moved away: the full read names it
+    return None
+
+
+def _available(tracker: TurnTracker, turn_id: str, boundary: int) -> bool:
+    """Whether ``turn_id`` is an available target ending at exactly ``boundary``."""
+    turn = tracker.turn(turn_id)
+    return (
+        tracker.verifiable
+        and turn is not None
+        and turn.boundary_sequence == boundary
+        and target_of(turn).available
+    )
+
+
+def _work_out_plan(
+    state: LogReplay, log: SessionLog, turn_id: str, boundary: int
+) -> ForkPlan | None:
+    """The plan from ``log`` (the read ``state`` describes, its lock held), kept in ``state``.
+
+    The seeds' bound is made durable here, once: the bytes up to it are the
+    same for every fork that reuses the plan, so theirs need no ``fsync``.
+    """
+    with gc_paused():
+        scanned = scan_read_log(log)
+    if scanned.scan.corruption is not None:
+        return None  # history ends at the damage: the full replay says what is left
+    cut = _replay_to(scanned, boundary)
+    if cut.boundary_frame is None or cut.splits_commit:
+        return None
+    plan = plan_from_log(scanned, cut.boundary_frame, boundary)
+    last_seed = _file_identity(plan)
+    if plan.seeds:
+        fsync_bound(plan.seeds[-1].path)
+        plan = dataclasses.replace(plan, bound_durable=True)
+    state.plans[(turn_id, boundary)] = (state.layout[: len(plan.seeds)], last_seed, plan)
+    return plan
+
+
+def _file_identity(plan: ForkPlan) -> tuple[int, int] | None:
+    """Device and inode of the file holding the plan's bound (``None``: no seeds, or gone)."""
+    if not plan.seeds:
+        return None
+    try:
+        status = os.lstat(plan.seeds[-1].path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def _fence(source_dir: Path, source_id: str, before: Manifest) -> None:
@@ -360,6 +462,7 @@ def fork(
     operation_id: str,
     *,
     title: str | None = None,
+    cache: TargetsCache | None = None,
 ) -> ForkResult:
     """Fork ``request``'s source at its turn into a new, independent child session.
 
@@ -378,6 +481,9 @@ def fork(
             and a ``session/title`` event in its first own commit); ``None``
             keeps the source's title. Not part of the request: a retry may
             name the child differently and still gets the child made first.
+        cache: replays kept by a caller that forks (and queries targets) again
+            and again (``branchwise serve``): a source without a turn index is
+            then replayed once, not once per fork.
 
     Raises:
         InvalidSessionId, InvalidForkRequest: malformed arguments.
@@ -402,7 +508,7 @@ def fork(
         if earlier is not None:
             return earlier
 
-    source, plan = _read_and_plan(store, request)
+    source, plan = _read_and_plan(store, request, cache)
     made: ForkRequest | None = None  # the reservation this call wrote, if any
     if reserved is None:  # reserve before publishing: a crash after publish still finds it
         child_id = (

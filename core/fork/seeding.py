@@ -98,6 +98,8 @@ class ForkPlan:
             sidecar could not say, so every blob of the source is linked).
         settings: the conversation settings a fork at the start carries
             (a later fork inherits them with the prefix).
+        bound_durable: the bytes up to the last seed's bound were fsynced when
+            the plan was made (a plan kept for many forks): no child needs to again.
     """
 
     seeds: tuple[SeedSource, ...]
@@ -105,6 +107,7 @@ class ForkPlan:
     end_commit: int
     blobs: tuple[str, ...] | None
     settings: ConversationSettings | None = None
+    bound_durable: bool = False
 
 
 # -- bounds of whole pieces -------------------------------------------------------------
@@ -280,6 +283,15 @@ def link_or_copy(src: Path, dst: Path, length: int | None = None) -> bool:
     return True
 
 
+def fsync_bound(path: Path) -> None:
+    """Make a seed's bytes durable (never through a symbolic link)."""
+    fd = open_no_follow(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def publish_seeded_child(
     store: SessionStore,
     manifest: Manifest,
@@ -363,12 +375,8 @@ def build_seeded_child(
         if snapshot is not None:
             with contextlib.suppress(OSError):
                 os.link(snapshot, log_dir / SNAPSHOT_FILE, follow_symlinks=False)
-    if seeds and durable:  # the bound must be durable before the manifest names it
-        fd = open_no_follow(log_dir / seeds[-1].file, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    if seeds and durable and not plan.bound_durable:
+        fsync_bound(log_dir / seeds[-1].file)  # durable before the manifest names it
     own = log_dir / segment_name(plan.end_commit + 1, plan.boundary + 1)
     data = bytearray()
     entries = []

@@ -15,10 +15,11 @@ committed since the last one.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import repeat
@@ -200,7 +201,7 @@ def load_source_manifest(directory: Path, session_id: str) -> Manifest:
         raise SourceNotFound(f"no session {session_id} to fork", sessionId=session_id) from exc
 
 
-class _LogReplay:
+class LogReplay:
     """How far one log has been replayed into a tracker: an in-memory, rebuildable state.
 
     A log only grows within a generation, so a repeated targets query (the
@@ -209,10 +210,23 @@ class _LogReplay:
     generation, and the very bytes replayed before (checksummed: re-reading
     and checksumming the log costs a fraction of decoding it); so a cached
     answer is always exactly what a full replay would give.
+
+    ``plans`` is where the fork engine keeps what it worked out from these
+    bytes (a cut's seeds, keyed by turn and boundary): it depends only on the
+    replayed prefix, so it is forgotten exactly when the replay is.
+
+    ``reads`` counts the reads of the log begun under :attr:`lock`;
+    ``verified`` is the number of the one the state now describes (0: none
+    since the last restart) and ``layout`` that read's pieces and where each
+    starts. A caller that arrived when ``reads`` was ``n`` may take the state
+    as it is if ``verified > n``: that read began after it arrived, so it saw
+    the log as the caller's own read would have (see
+    :meth:`TargetsCache.replayed`).
     """
 
     def __init__(self, identity: tuple[int, int], generation: int) -> None:
         self.lock = threading.Lock()
+        self.reads = 0
         self.restart(identity, generation)
 
     def restart(self, identity: tuple[int, int], generation: int) -> None:
@@ -223,6 +237,11 @@ class _LogReplay:
         self.end = 0
         self.checksum = zlib.crc32(b"")
         self.commit = self.seq = 1
+        self.plans: dict[tuple[str, int], object] = {}
+        self.answer: ForkTargetSet | None = None  # the targets at ``answer_end``
+        self.answer_end = -1
+        self.verified = 0
+        self.layout: tuple[tuple[str, int], ...] = ()
 
     def still_describes(self, data: memoryview, identity: tuple[int, int], generation: int) -> bool:
         """Whether ``data`` (a whole log) starts with exactly the bytes replayed so far."""
@@ -263,40 +282,89 @@ class TargetsCache:
     """
 
     def __init__(self, max_logs: int = 16) -> None:
-        self._replays: OrderedDict[str, _LogReplay] = OrderedDict()
+        self._replays: OrderedDict[str, LogReplay] = OrderedDict()
         self._lock = threading.Lock()
         self._max_logs = max_logs
 
-    def replay_of(self, path: Path, identity: tuple[int, int], generation: int) -> _LogReplay:
+    def replay_of(self, path: Path, identity: tuple[int, int], generation: int) -> LogReplay:
         """The replay kept for ``path``, or a new one if it describes another file or generation."""
         key = str(path)
         with self._lock:
             replay = self._replays.get(key)
             if replay is None or (replay.identity, replay.generation) != (identity, generation):
-                replay = self._replays[key] = _LogReplay(identity, generation)
+                replay = self._replays[key] = LogReplay(identity, generation)
             self._replays.move_to_end(key)
             while len(self._replays) > self._max_logs:
                 self._replays.popitem(last=False)
         return replay
 
+    @contextlib.contextmanager
+    def replayed(
+        self, directory: Path, manifest: Manifest, *, with_log: bool = False
+    ) -> Iterator[tuple[LogReplay, SessionLog | None]]:
+        """The session's replay brought up to its log as read after this call began.
+
+        The replay's lock is held until the block ends, so its tracker,
+        ``layout`` and ``plans`` describe that read for the whole block;
+        queries and forks of other logs go on in parallel.
+
+        Callers of one log share reads: one that waited for the lock while
+        another read the log (a burst of forks of one conversation) takes the
+        state that read left, since the read began after it arrived; the log
+        is then not yielded (``None``). ``with_log`` always reads (and
+        yields) the log itself.
+        """
+        generation = manifest.generation
+        device, inode, _ = log_identity(directory, manifest)
+        replay = self.replay_of(directory, (device, inode), generation)
+        arrived = replay.reads
+        with replay.lock:
+            if not with_log and replay.verified > arrived:
+                yield replay, None
+                return
+            replay.reads += 1
+            number = replay.reads
+            log = read_session_log(directory, manifest)
+            read_device, read_inode, _ = log_identity(directory, log.manifest)
+            if (read_device, read_inode) == replay.identity:
+                self._bring_up(replay, log, number)
+                yield replay, log
+                return
+        # The log's first file changed while it was read (a migration): that file's replay.
+        replay = self.replay_of(directory, (read_device, read_inode), generation)
+        with replay.lock:
+            replay.reads += 1
+            self._bring_up(replay, log, 0)  # an earlier read than the last one: shared with none
+            yield replay, log
+
+    @staticmethod
+    def _bring_up(replay: LogReplay, log: SessionLog, number: int) -> None:
+        """Replay ``log`` (read as read number ``number``) into ``replay``, restarting if needed."""
+        data = memoryview(log.data)
+        if not replay.still_describes(data, replay.identity, replay.generation):
+            replay.restart(replay.identity, replay.generation)
+        replay.verified = 0  # while it changes
+        replay.advance(data)
+        replay.layout = tuple(
+            (str(piece.path), start) for piece, start in zip(log.pieces, log.starts, strict=True)
+        )
+        replay.verified = number
+
 
 def _log_targets(directory: Path, manifest: Manifest, cache: TargetsCache | None) -> ForkTargetSet:
     """Targets of a session's (virtual) log, replaying only what ``cache`` has not seen."""
     session_id, generation = manifest.session_id, manifest.generation
-    log = read_session_log(directory, manifest)
-    data = memoryview(log.data)
     if cache is None:
+        data = memoryview(read_session_log(directory, manifest).data)
         tracker = TurnTracker.replay(frame.events for frame in iter_frames(data))
         return target_set(session_id, generation, tracker.turns, tracker.verifiable)
-    device, inode, _ = log_identity(directory, log.manifest)
-    identity = (device, inode)
-    replay = cache.replay_of(directory, identity, generation)
-    with replay.lock:
-        if not replay.still_describes(data, identity, generation):
-            replay.restart(identity, generation)
-        replay.advance(data)
-        tracker = replay.tracker
-        return target_set(session_id, generation, tracker.turns, tracker.verifiable)
+    with cache.replayed(directory, manifest) as (replay, _log):
+        # The turn state is a function of the bytes replayed: a burst of queries shares one answer.
+        if replay.answer is None or replay.answer_end != replay.end:
+            tracker = replay.tracker
+            replay.answer = target_set(session_id, generation, tracker.turns, tracker.verifiable)
+            replay.answer_end = replay.end
+        return replay.answer
 
 
 def _indexed_target(turn_id: str, message_id: str | None, last_seq: int, flags: int) -> ForkTarget:
