@@ -33,7 +33,7 @@ from branchwise.core.errors import BranchwiseError, CorruptLog
 from branchwise.core.log import scan as log_scan
 from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
 from branchwise.core.log.scan import LogScan, ResumePoint, gc_paused
-from branchwise.core.store.atomic import open_no_follow
+from branchwise.core.store.atomic import open_no_follow, refuse_link
 from branchwise.core.store.manifest import Manifest, Seed, load_manifest
 
 LEGACY_LOG = "events.log"
@@ -212,6 +212,19 @@ def read_session_log(directory: Path, manifest: Manifest) -> SessionLog:
         UnsafePath: a log file is a symbolic link.
         CorruptLog: a seed is missing or shorter than its entry says.
     """
+    manifest, pieces = _current_pieces(directory, manifest)
+    starts, chunks, total = [], [], 0
+    for piece in pieces:
+        chunk = read_piece(piece)
+        starts.append(total)
+        chunks.append(chunk)
+        total += len(chunk)
+    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return SessionLog(manifest, pieces, starts, data)
+
+
+def _current_pieces(directory: Path, manifest: Manifest) -> tuple[Manifest, list[Piece]]:
+    """The pieces to read, under the newer manifest if a migration just replaced the log."""
     for _ in range(3):
         pieces = log_pieces(directory, manifest)
         if (
@@ -227,14 +240,7 @@ def read_session_log(directory: Path, manifest: Manifest) -> SessionLog:
                 manifest = newer
                 continue
         break
-    starts, chunks, total = [], [], 0
-    for piece in pieces:
-        chunk = read_piece(piece)
-        starts.append(total)
-        chunks.append(chunk)
-        total += len(chunk)
-    data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    return SessionLog(manifest, pieces, starts, data)
+    return manifest, pieces
 
 
 def scan_session_log(
@@ -410,9 +416,35 @@ def read_frame(path: Path, offset: int, end: int) -> tuple[Frame, int] | None:
 
 
 def read_log_from(directory: Path, manifest: Manifest, start: int) -> bytes:
-    """The virtual log's bytes from virtual offset ``start`` on (a reader catching up)."""
-    log = read_session_log(directory, manifest)
-    return log.data[start:]
+    """The virtual log's bytes from virtual offset ``start`` on (a reader catching up).
+
+    Pieces that end before ``start`` are only sized, never read: sealed
+    segments and seeds do not change, so a catch-up after one turn of a long
+    conversation reads the last segment's new bytes, not the whole history.
+
+    Raises:
+        UnsafePath: a log file is a symbolic link.
+        CorruptLog: a seed that must be read is missing or short.
+    """
+    manifest, pieces = _current_pieces(directory, manifest)
+    chunks, at = [], 0
+    for piece in pieces:
+        if piece.seed is not None:
+            size = piece.seed.end
+        else:
+            refuse_link(piece.path)
+            try:
+                size = os.stat(piece.path, follow_symlinks=False).st_size
+            except FileNotFoundError:
+                size = 0
+        if at + size <= start and piece is not pieces[-1]:
+            at += size
+            continue
+        skip = max(0, start - at)
+        chunk = read_piece(piece, skip)
+        chunks.append(chunk)
+        at += skip + len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def log_identity(directory: Path, manifest: Manifest) -> tuple[int, int, int]:

@@ -10,7 +10,12 @@ from helpers.segmented import as_format_1, seeded_child, split_log
 from helpers.sessions import complete_turn, session_with_turns
 
 from branchwise.core.errors import CorruptLog
-from branchwise.core.log.segments import log_identity, read_session_log, scan_session_log
+from branchwise.core.log.segments import (
+    log_identity,
+    read_log_from,
+    read_session_log,
+    scan_session_log,
+)
 from branchwise.core.store.manifest import load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore, verify_session
 
@@ -155,3 +160,24 @@ def test_reading_a_format_1_session_is_unchanged(store: SessionStore) -> None:
     log = read_session_log(store.session_dir(sid), store.manifest(sid))
     assert [p.name for p in log.pieces] == ["events.log"]
     assert log.data == (store.session_dir(sid) / "events.log").read_bytes()
+
+
+def test_a_catch_up_reads_from_any_offset_without_reading_the_pieces_before_it(
+    store: SessionStore,
+) -> None:
+    parent = session_with_turns(store, 4)
+    (segment,) = split_log(store, parent, [])
+    seeded_child(store, parent, segment, through_commit=5, child_id=CHILD)
+    with store.open_writer(CHILD) as writer:
+        complete_turn(writer, "own", tokens=7)
+    directory, manifest = store.session_dir(CHILD), store.manifest(CHILD)
+    whole = read_session_log(directory, manifest).data
+    for start in [0, 1, 100, len(whole) // 2, len(whole) - 1, len(whole), len(whole) + 5]:
+        assert read_log_from(directory, manifest, start) == whole[start:]
+    # The seed ends before this offset: it is sized from its entry, never opened.
+    seed_end = manifest.seed[0].end
+    (seed_link,) = [p for p in (directory / manifest.log_dir).iterdir() if p.samefile(segment)]
+    seed_link.unlink()
+    assert read_log_from(directory, manifest, seed_end) == whole[seed_end:]
+    with pytest.raises(CorruptLog):
+        read_log_from(directory, manifest, seed_end - 1)
