@@ -75,7 +75,7 @@ from branchwise.core.projection.snapshot import (
     schema,
 )
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import open_no_follow, write_all
+from branchwise.core.store.atomic import open_no_follow, write_cache_file
 
 SNAPSHOT_FILE = "projection.snap"
 SNAPSHOT_FORMAT = 1
@@ -466,53 +466,6 @@ def snapshot_bytes(
     return bytes(out)
 
 
-def write_snapshot(path: Path, data: bytes) -> None:
-    """Replace the snapshot at ``path`` with ``data`` (temporary name, then one rename).
-
-    Temporary files a killed writer left behind are removed first (only the
-    lease holder writes here, so another live process's file is one whose
-    writing thread outlived its lease: left alone).
-    """
-    _sweep_temporary(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    try:
-        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            write_all(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-
-
-def _sweep_temporary(path: Path) -> None:
-    prefix = f".{path.name}.tmp-"
-    try:
-        names = [n for n in os.listdir(path.parent) if n.startswith(prefix)]
-    except OSError:
-        return
-    for name in names:
-        pid = name[len(prefix) :].split("-", 1)[0]
-        if not pid.isdigit() or _alive(int(pid)):
-            continue
-        with contextlib.suppress(OSError):
-            os.unlink(path.parent / name)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
-
-
 _pending: list[threading.Thread] = []
 _pending_lock = threading.Lock()
 
@@ -545,7 +498,7 @@ def schedule_snapshot(
 
     def work() -> None:
         with contextlib.suppress(OSError, TypeError, ValueError):
-            write_snapshot(path, snapshot_bytes(key, state, entries, base, last))
+            write_cache_file(path, snapshot_bytes(key, state, entries, base, last))
 
     thread = threading.Thread(target=work, name="projection-snapshot", daemon=False)
     with _pending_lock:

@@ -30,10 +30,8 @@ endCommit, length, crc, rows], ...], "turnIds", "messageIds", "lastSeqs",
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
-import threading
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +47,7 @@ from branchwise.core.log.sidecars import (
     parse_turn_rows,
     read_turn_file,
 )
-from branchwise.core.store.atomic import open_no_follow, write_all
+from branchwise.core.store.atomic import open_no_follow, write_cache_file
 
 TABLE_FILE = "turns.cache"
 _MAGIC = b"BWTT"
@@ -276,16 +274,4 @@ def save_turn_table(pieces: list[Piece], min_new_rows: int = MIN_NEW_ROWS) -> bo
     columns = turn_columns(pieces)
     if columns is None or columns.parsed < min_new_rows:
         return False
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    try:
-        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        try:
-            write_all(fd, table_bytes(columns))
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        return False
-    return True
+    return write_cache_file(path, table_bytes(columns))

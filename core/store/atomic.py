@@ -20,6 +20,7 @@ import ctypes
 import errno
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -237,3 +238,48 @@ def copy_durably(src: Path, dst: Path, length: int | None = None) -> None:
             os.close(target)
     finally:
         os.close(source)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (this one does: a thread of it may be writing)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    return True
+
+
+def write_cache_file(path: Path, data: bytes | bytearray) -> bool:
+    """Replace a rebuildable cache file (a projection snapshot, a turn table); ``False`` if not.
+
+    Written under a temporary name carrying the writer's pid, then renamed
+    over ``path``: readers see the old file or the new one, never a part.
+    No fsync: a cache lost to a power cut is rebuilt, and it is checked
+    before it is trusted. Temporary files of killed writers are removed
+    first; a live process's (a writing thread that outlived its lease) are
+    left alone.
+    """
+    prefix = f".{path.name}.tmp-"
+    with contextlib.suppress(OSError):
+        for name in os.listdir(path.parent):
+            pid = name[len(prefix) :].split("-", 1)[0] if name.startswith(prefix) else ""
+            if pid.isdigit() and not process_alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path.parent / name)
+    tmp = path.with_name(f"{prefix}{os.getpid()}-{threading.get_ident()}")
+    try:
+        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+    return True

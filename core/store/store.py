@@ -57,6 +57,7 @@ from branchwise.core.projection.projection import Projection
 from branchwise.core.store.atomic import (
     disk_full_as_typed,
     fsync_dir,
+    process_alive,
     refuse_link,
     refusing_read_only,
 )
@@ -604,18 +605,7 @@ def _drop_group_and_other_bits(root: Path) -> None:
 def _builder_alive(rest: str) -> bool:
     """Whether the process named at the start of a temp folder name still runs."""
     pid_text = rest.split("-", 1)[0]
-    if not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
-        return True  # this process may be building it right now (a fork in a worker thread)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_text.isdigit() and process_alive(int(pid_text))
 
 
 def _restored(used: list[Resumed]) -> Projection | None:

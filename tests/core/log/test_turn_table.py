@@ -7,7 +7,10 @@ rewritten under it) the targets must equal a replay's; when it holds, the
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,4 +178,25 @@ def test_a_close_decides_from_the_tables_header_and_the_tix_sizes(
     assert path.read_bytes() == before
     assert save_turn_table(pieces, min_new_rows=1)
     assert parsed(store, session) == 0
+    assert fork_targets(store, session) == replayed(store, session)
+
+
+def test_a_killed_writers_temporary_table_is_swept_by_the_next_write(
+    store: SessionStore, session: str
+) -> None:
+    table = table_of(store, session)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    leftover = table.with_name(f".{TABLE_FILE}.tmp-{int(dead.stdout)}-1")
+    leftover.write_bytes(b"half a table")
+    mine = table.with_name(f".{TABLE_FILE}.tmp-{os.getpid()}-1")  # a live writer's: kept
+    mine.write_bytes(b"being written")
+    with store.open_writer(session) as writer:
+        complete_turn(writer, "one more")
+    assert saved(store, session)
+    assert not leftover.exists() and mine.exists()
     assert fork_targets(store, session) == replayed(store, session)
