@@ -2,9 +2,10 @@
 the in-process calls it wraps.
 
     python tests/benchmarks/bench_serve.py [--turns 2000] [--targets 200] [--forks 50]
-        [--retries 50] [--page-turns 10000]
+        [--retries 50] [--page-turns 10000] [--format 2]
 
-On one ``--turns`` session served by a real ``branchwise serve`` subprocess:
+On one ``--turns`` session (``--format 2``: segmented, as every session a
+writer has opened is; ``1``: as built, with no turn index) served by a real ``branchwise serve`` subprocess:
 
 (a) ``--targets`` concurrent ``GET /sessions/{id}/fork-targets``;
 (b) ``--forks`` concurrent ``POST /fork-session`` at the last turn, distinct
@@ -215,11 +216,21 @@ def main() -> None:
     parser.add_argument("--sequential", type=int, default=20)
     parser.add_argument("--page-turns", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--format",
+        type=int,
+        choices=(1, 2),
+        default=2,
+        help="2: the forked session is segmented, as any session a writer opened is;"
+        " 1: left as built (no turn index: every fork replays it)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "root"
         store = SessionStore(root)
         session_id = build_session(root, args.turns)
+        if args.format == 2:
+            store.migrate(session_id)
         answer = fork_targets(store, session_id)
         last = answer.targets[-1]
         assert last.boundary_sequence is not None
