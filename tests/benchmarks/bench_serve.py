@@ -5,7 +5,8 @@ the in-process calls it wraps.
         [--retries 50] [--page-turns 10000] [--format 2]
 
 On one ``--turns`` session (``--format 2``: segmented, as every session a
-writer has opened is; ``1``: as built, with no turn index) served by a real ``branchwise serve`` subprocess:
+writer has opened is; ``1``: as built, with no turn index) served by a real
+``branchwise serve`` subprocess:
 
 (a) ``--targets`` concurrent ``GET /sessions/{id}/fork-targets``;
 (b) ``--forks`` concurrent ``POST /fork-session`` at the last turn, distinct
