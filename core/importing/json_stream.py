@@ -13,12 +13,15 @@ conversations before it were whole and stay usable.
 from __future__ import annotations
 
 import codecs
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import ijson
+
+from branchwise.core.errors import MalformedImport
+from branchwise.core.importing.source import Progress, SourceRecord, SourceWarning
 
 _REPLACEMENT = "\ufffd"
 _REPLACEMENT_BYTES = _REPLACEMENT.encode()
@@ -158,3 +161,37 @@ def _holds_replacement(value: Any) -> bool:
         elif isinstance(item, list):
             pending.extend(item)
     return False
+
+
+def export_records(
+    path: Path,
+    kind: str,
+    conversation: Callable[[str, Any], Iterator[SourceRecord]],
+) -> Iterator[SourceRecord]:
+    """Every conversation of the JSON export at ``path``, as ``conversation`` reads each.
+
+    The frame Open WebUI and LibreChat share: ``conversation`` gets a location
+    for its warnings and one top-level element. A document damaged before its
+    first conversation is not this format at all; damage after it ends the
+    file with a warning, keeping the conversations before it. ``kind`` names
+    the format in the refusal ("a LibreChat export").
+
+    Raises:
+        MalformedImport: the file is not JSON, or breaks off before its first conversation.
+    """
+    path = Path(path)
+    total = path.stat().st_size if path.is_file() else 0
+    for element in stream(path):
+        if isinstance(element, Malformed):
+            if element.index == 0:
+                raise MalformedImport(f"{path} cannot be read as {kind}: {element.reason}")
+            yield SourceWarning(
+                f"{path}: {element.reason} after conversation {element.index}; "
+                "the rest of the file was not imported"
+            )
+            return
+        location = f"{path}#{element.index}"
+        if element.repaired:
+            yield SourceWarning(f"{location}: non-UTF-8 bytes replaced")
+        yield from conversation(location, element.value)
+        yield Progress(read_bytes=element.read_bytes, total_bytes=total)

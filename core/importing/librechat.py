@@ -22,11 +22,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.errors import MalformedImport
-from branchwise.core.importing.json_stream import Element, Malformed, head, stream, top_level
+from branchwise.core.importing.json_stream import export_records, head, top_level
 from branchwise.core.importing.message_parts import Part, chain
 from branchwise.core.importing.source import (
-    Progress,
     SourceItem,
     SourceRecord,
     SourceSkip,
@@ -55,28 +53,10 @@ def read(path: Path) -> Iterator[SourceRecord]:
     Raises:
         MalformedImport: the file is not JSON, or breaks off before its first conversation.
     """
-    path = Path(path)
-    total = path.stat().st_size if path.is_file() else 0
-    for element in stream(path):
-        if isinstance(element, Malformed):
-            if element.index == 0:  # nothing read: the file is not this format at all
-                raise MalformedImport(
-                    f"{path} cannot be read as a LibreChat export: {element.reason}"
-                )
-            yield SourceWarning(
-                f"{path}: {element.reason} after conversation {element.index}; "
-                "the rest of the file was not imported"
-            )
-            return
-        yield from _conversation(path, element)
-        yield Progress(read_bytes=element.read_bytes, total_bytes=total)
+    return export_records(path, "a LibreChat export", _conversation)
 
 
-def _conversation(path: Path, element: Element) -> Iterator[SourceRecord]:
-    location = f"{path}#{element.index}"
-    value = element.value
-    if element.repaired:
-        yield SourceWarning(f"{location}: non-UTF-8 bytes replaced")
+def _conversation(location: str, value: Any) -> Iterator[SourceRecord]:
     messages = None
     if isinstance(value, dict):
         messages = value.get("messagesTree")

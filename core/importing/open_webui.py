@@ -23,11 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.errors import MalformedImport
-from branchwise.core.importing.json_stream import Element, Malformed, head, stream, top_level
+from branchwise.core.importing.json_stream import export_records, head, top_level
 from branchwise.core.importing.message_parts import Part, chain, seconds
 from branchwise.core.importing.source import (
-    Progress,
     SourceItem,
     SourceRecord,
     SourceSkip,
@@ -57,28 +55,10 @@ def read(path: Path) -> Iterator[SourceRecord]:
     Raises:
         MalformedImport: the file is not JSON, or breaks off before its first chat.
     """
-    path = Path(path)
-    total = path.stat().st_size if path.is_file() else 0
-    for element in stream(path):
-        if isinstance(element, Malformed):
-            if element.index == 0:  # nothing read: the file is not this format at all
-                raise MalformedImport(
-                    f"{path} cannot be read as an Open WebUI export: {element.reason}"
-                )
-            yield SourceWarning(
-                f"{path}: {element.reason} after conversation {element.index}; "
-                "the rest of the file was not imported"
-            )
-            return
-        yield from _chat(path, element)
-        yield Progress(read_bytes=element.read_bytes, total_bytes=total)
+    return export_records(path, "an Open WebUI export", _chat)
 
 
-def _chat(path: Path, element: Element) -> Iterator[SourceRecord]:
-    location = f"{path}#{element.index}"
-    row = element.value
-    if element.repaired:
-        yield SourceWarning(f"{location}: non-UTF-8 bytes replaced")
+def _chat(location: str, row: Any) -> Iterator[SourceRecord]:
     chat = row.get("chat") if isinstance(row, dict) else None
     history = chat.get("history") if isinstance(chat, dict) else None
     history = history if isinstance(history, dict) else {}
