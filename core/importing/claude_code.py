@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -314,7 +314,7 @@ class _GroupReader:
             )
         if spawn:
             items = [
-                _with_spawns(item, spawn[item.id]) if item.id in spawn else item for item in items
+                replace(item, spawns=spawn[item.id]) if item.id in spawn else item for item in items
             ]
         yield SourceTree(
             format=FORMAT,
@@ -497,7 +497,7 @@ def _items(records: Iterable[_Record]) -> tuple[list[SourceItem], dict[str, str]
         # The first item's parent names a record; hang it from the item that record ended with.
         first = made[0]
         if first.parent is not None and tail_of.get(first.parent, first.parent) != first.parent:
-            made[0] = _with_parent(first, tail_of[first.parent])
+            made[0] = replace(first, parent=tail_of[first.parent])
         items.extend(made)
     return items, tail_of
 
@@ -591,36 +591,6 @@ def _user_items(record: _Record) -> list[SourceItem]:
             )
         )
     return items
-
-
-def _with_parent(item: SourceItem, parent: str) -> SourceItem:
-    return SourceItem(
-        id=item.id,
-        parent=parent,
-        kind=item.kind,
-        text=item.text,
-        time=item.time,
-        model=item.model,
-        call_id=item.call_id,
-        tool_name=item.tool_name,
-        arguments=item.arguments,
-        spawns=item.spawns,
-    )
-
-
-def _with_spawns(item: SourceItem, child: str) -> SourceItem:
-    return SourceItem(
-        id=item.id,
-        parent=item.parent,
-        kind=item.kind,
-        text=item.text,
-        time=item.time,
-        model=item.model,
-        call_id=item.call_id,
-        tool_name=item.tool_name,
-        arguments=item.arguments,
-        spawns=child,
-    )
 
 
 def _spawning_calls(records: Iterable[_Record]) -> dict[str, tuple[str, str, str]]:
