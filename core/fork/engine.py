@@ -39,12 +39,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
+    BranchwiseError,
     CorruptLog,
     DiskFull,
     DuplicateChild,
@@ -62,6 +64,7 @@ from branchwise.core.errors import (
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.seeding import (
     ForkPlan,
+    build_seeded_child,
     fsync_bound,
     plan_from_index,
     plan_from_log,
@@ -101,6 +104,7 @@ from branchwise.core.store.manifest import (
     ParentLink,
     load_manifest,
 )
+from branchwise.core.store.publish import publish_batch, unpublished_session
 from branchwise.core.store.store import SessionStore
 
 _USAGE = EventType.USAGE.value
@@ -456,6 +460,29 @@ def _child_manifest(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class ForkCall:
+    """One fork asked of :func:`fork_together`: the arguments :func:`fork` takes."""
+
+    request: ForkRequest
+    operation_id: str
+    title: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Reserved:
+    """A fork checked and reserved: its child id is fixed, nothing is published yet.
+
+    ``made`` is the reservation this call wrote (``None``: an earlier attempt's).
+    """
+
+    call: ForkCall
+    source: Manifest
+    plan: ForkPlan
+    child: str
+    made: ForkRequest | None
+
+
 def fork(
     store: SessionStore,
     request: ForkRequest,
@@ -497,8 +524,102 @@ def fork(
             temporary folder, no reservation this call made), the source is
             untouched, and a retry once there is space makes the one child.
     """
-    _validate_request(request, operation_id, title)
     index = OperationIndex(store.root)
+    begun = _begin(store, index, ForkCall(request, operation_id, title), cache, durable=True)
+    if isinstance(begun, ForkResult):
+        return begun
+    try:
+        manifest, stamped = _child_contents(begun)
+        source_dir = store.session_dir(request.source_session_id)
+        try:
+            publish_seeded_child(store, manifest, begun.plan, stamped, source_dir / "blobs")
+        except SessionExists:
+            # Another call of the same operation published first; anyone else's child refuses.
+            return _published_first(store, begun)
+        except FileNotFoundError:
+            # A seed vanished under us: the source was replaced or moved away since it was read.
+            _fence(source_dir, request.source_session_id, begun.source)
+            raise
+        return ForkResult(begun.child, True, operation_id)
+    except Exception as exc:
+        _withdraw(store, index, begun, exc)
+        raise
+
+
+def fork_together(
+    store: SessionStore, calls: Sequence[ForkCall], *, cache: TargetsCache | None = None
+) -> list[ForkResult | Exception]:
+    """Fork every call, sharing one durability step: each call's result or refusal, in order.
+
+    What :func:`fork` does for each call, with the same answers, refusals and
+    crash guarantees, but the forks' reservations and children are written
+    without an fsync each, then one :func:`~branchwise.core.store.atomic.sync_filesystem`
+    makes all of them durable before the children are renamed into place and
+    ``sessions/`` is fsynced once (:func:`~branchwise.core.store.publish.publish_batch`):
+    seven fsyncs per fork become two per group, so a burst of forks (a
+    server's clients branching at once) is bound by its work, not by the
+    disk's commits. A crash before the sync leaves no child (at most a
+    reservation, which a retry finishes); after it, every reservation is
+    durable before its child is published; a call's result is returned only
+    once its child is durable. One call is simply :func:`fork`, whose
+    per-file fsyncs wait for its own files only.
+
+    A refusal belongs to its call alone; a disk that fills up while the group
+    is made durable refuses every call not yet answered with ``DiskFull``,
+    leaving nothing of them behind.
+    """
+    if len(calls) == 1:
+        call = calls[0]
+        try:
+            return [fork(store, call.request, call.operation_id, title=call.title, cache=cache)]
+        except Exception as exc:  # noqa: BLE001 - the caller gets each call's own refusal
+            return [exc]
+    index = OperationIndex(store.root)
+    outcomes: list[ForkResult | Exception | None] = [None] * len(calls)
+    built: list[tuple[int, _Reserved, Path]] = []
+    for number, call in enumerate(calls):
+        begun: ForkResult | _Reserved | None = None
+        try:
+            begun = _begin(store, index, call, cache, durable=False)
+            if isinstance(begun, ForkResult):
+                outcomes[number] = begun
+                continue
+            built.append((number, begun, _build_unpublished(store, begun)))
+        except Exception as exc:  # noqa: BLE001 - a refusal belongs to its call alone
+            if isinstance(begun, _Reserved):
+                _withdraw(store, index, begun, exc)
+            outcomes[number] = exc
+    try:
+        published = publish_batch(store, [(tmp, begun.child) for _, begun, tmp in built])
+    except Exception as exc:  # noqa: BLE001 - nothing of the group was published
+        for number, begun, _ in built:
+            own = _own_copy(exc)
+            _withdraw(store, index, begun, own)
+            outcomes[number] = own
+    else:
+        for (number, begun, _), made in zip(built, published, strict=True):
+            try:
+                outcomes[number] = (
+                    ForkResult(begun.child, True, begun.call.operation_id)
+                    if made
+                    else _published_first(store, begun)
+                )
+            except Exception as exc:  # noqa: BLE001 - anyone else's child refuses this call
+                outcomes[number] = exc
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _begin(
+    store: SessionStore,
+    index: OperationIndex,
+    call: ForkCall,
+    cache: TargetsCache | None,
+    *,
+    durable: bool,
+) -> ForkResult | _Reserved:
+    """Check ``call`` and reserve its child id; or the child an earlier attempt published."""
+    request, operation_id = call.request, call.operation_id
+    _validate_request(request, operation_id, call.title)
     reserved = index.lookup(operation_id)
     if reserved is not None and not request.same_as(reserved):
         raise _conflict(operation_id)
@@ -517,35 +638,67 @@ def fork(
         mine = dataclasses.replace(request, child_session_id=child_id)
         store.require_writable()
         with refusing_read_only(store.root):
-            reserved = index.reserve(operation_id, mine)
+            reserved = index.reserve(operation_id, mine, durable=durable)
         if not request.same_as(reserved):
             raise _conflict(operation_id)
         if reserved is mine:
             made = mine
-    child = str(reserved.child_session_id)
-    try:
-        return _publish_child(store, request, operation_id, title, source, plan, child)
-    except Exception as exc:
-        # Not published (a failure, not a crash): withdraw what this call reserved, so a
-        # full disk leaves nothing behind. A crash keeps it, and a retry finishes the child.
-        if made is not None and not store.exists(child):
-            index.release(operation_id, made)
-        if isinstance(exc, DiskFull):
-            exc.details.setdefault("operationId", operation_id)
-        raise
+    return _Reserved(call, source, plan, str(reserved.child_session_id), made)
 
 
-def _publish_child(
-    store: SessionStore,
-    request: ForkRequest,
-    operation_id: str,
-    title: str | None,
-    source: Manifest,
-    plan: ForkPlan,
-    child: str,
-) -> ForkResult:
-    """Stamp the child's own commit after the cut, and publish the child folder."""
-    manifest = _child_manifest(source, request, child, operation_id, title)
+def _withdraw(
+    store: SessionStore, index: OperationIndex, begun: _Reserved, exc: BaseException
+) -> None:
+    """After a failure (not a crash) that published nothing: withdraw what this call reserved.
+
+    So a full disk leaves nothing behind. A crash keeps the reservation, and a
+    retry finishes the child.
+    """
+    operation_id = begun.call.operation_id
+    if begun.made is not None and not store.exists(begun.child):
+        index.release(operation_id, begun.made)
+    if isinstance(exc, DiskFull):
+        exc.details.setdefault("operationId", operation_id)
+
+
+def _own_copy(exc: Exception) -> Exception:
+    """A typed refusal each call of a group can carry its own details in (its operation id)."""
+    if isinstance(exc, BranchwiseError):
+        copy = type(exc)(exc.message, **exc.details)
+        copy.__cause__ = exc.__cause__
+        return copy
+    return exc
+
+
+def _published_first(store: SessionStore, begun: _Reserved) -> ForkResult:
+    """Answer a child id published first: this operation's child, or a refusal."""
+    call = begun.call
+    earlier = _existing_child(store, begun.child, call.request, call.operation_id)
+    if earlier is None:
+        raise SessionExists(f"session {begun.child} already exists", sessionId=begun.child)
+    return earlier
+
+
+def _build_unpublished(store: SessionStore, begun: _Reserved) -> Path:
+    """Build ``begun``'s child, without an fsync, in a temporary folder left unpublished."""
+    manifest, stamped = _child_contents(begun)
+    source_dir = store.session_dir(begun.call.request.source_session_id)
+    with unpublished_session(store, begun.child) as tmp:
+        try:
+            build_seeded_child(
+                tmp, manifest, begun.plan, stamped, source_dir / "blobs", durable=False
+            )
+        except FileNotFoundError:
+            _fence(source_dir, begun.call.request.source_session_id, begun.source)
+            raise
+    return tmp
+
+
+def _child_contents(begun: _Reserved) -> tuple[Manifest, list[dict[str, Any]]]:
+    """The child's manifest and its first own commit, stamped after the cut."""
+    request, title = begun.call.request, begun.call.title
+    source, operation_id = begun.source, begun.call.operation_id
+    manifest = _child_manifest(source, request, begun.child, operation_id, title)
     boundary = request.boundary_sequence
     own: list[dict[str, Any]] = []
     if not boundary:  # at the start: no inherited session/created, so the child has its own
@@ -564,6 +717,7 @@ def _publish_child(
     )
     if title is not None and boundary:
         own.append({"type": EventType.SESSION_TITLE.value, "title": title})
+    plan = begun.plan
     if plan.settings is not None:
         own.append(
             session_config(plan.settings.model, plan.settings.system, plan.settings.temperature)
@@ -575,17 +729,4 @@ def _publish_child(
         {"seq": boundary + n, "ts": manifest.created_at, **validate_event(event)}
         for n, event in enumerate(own, start=1)
     ]
-    source_dir = store.session_dir(request.source_session_id)
-    try:
-        publish_seeded_child(store, manifest, plan, stamped, source_dir / "blobs")
-    except SessionExists:
-        # Another call of the same operation published first; anyone else's child refuses.
-        earlier = _existing_child(store, child, request, operation_id)
-        if earlier is None:
-            raise
-        return earlier
-    except FileNotFoundError:
-        # A seed vanished under us: the source was replaced or moved away since it was read.
-        _fence(source_dir, request.source_session_id, source)
-        raise
-    return ForkResult(child, True, operation_id)
+    return manifest, stamped

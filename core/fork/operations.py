@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from branchwise.core.errors import InvalidManifest
-from branchwise.core.store.atomic import disk_full_as_typed, fsync_dir, write_durably
+from branchwise.core.store.atomic import disk_full_as_typed, fsync_dir, write_durably, write_new
 from branchwise.core.store.manifest import BranchOrigin
 
 INDEX_DIR = "fork-index"
@@ -126,11 +126,16 @@ class OperationIndex:
             # A damaged reservation is only a lost hint: the child (if any) is still whole.
             return None
 
-    def reserve(self, operation_id: str, request: ForkRequest) -> ForkRequest:
+    def reserve(
+        self, operation_id: str, request: ForkRequest, *, durable: bool = True
+    ) -> ForkRequest:
         """Durably reserve ``request`` (with its child id); return the winning reservation.
 
         The winner is ``request`` itself (the same object) when this call made
-        the reservation.
+        the reservation. ``durable=False`` skips both fsyncs: for forks built
+        together (:func:`~branchwise.core.fork.engine.fork_together`), whose
+        one file-system sync makes their reservations durable before any child
+        is published.
 
         Raises:
             DiskFull: no space at any step; neither a reservation nor a
@@ -146,7 +151,10 @@ class OperationIndex:
         ):
             self.directory.mkdir(mode=0o700, exist_ok=True)
             try:
-                write_durably(tmp, body)
+                if durable:
+                    write_durably(tmp, body)
+                else:
+                    write_new(tmp, body)
                 try:
                     os.link(tmp, final)
                 except FileExistsError:
@@ -156,7 +164,8 @@ class OperationIndex:
                     # A damaged reservation names no child we could find; ours replaces it.
                     os.replace(tmp, final)
                 linked = True
-                fsync_dir(self.directory)
+                if durable:
+                    fsync_dir(self.directory)
             except BaseException:
                 if linked:  # ours, but not durably: no fork may go on from it
                     with contextlib.suppress(OSError):

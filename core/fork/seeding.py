@@ -342,7 +342,10 @@ def build_seeded_child(
     same own segment: an imported branch is published whole, its turns
     included. ``tracker``, holding the inherited turns, lets the segment's
     turn index list those turns, so the branch's own turns fork by the index
-    too. ``durable=False`` skips every fsync: for a batch whose publisher
+    too; without one (a fork's single own commit, which closes no turn) the
+    segment gets no sidecars: they would hold no record, a fork of an
+    inherited turn reads the seeds' index, and the child's writer builds
+    them. ``durable=False`` skips every fsync: for a batch whose publisher
     syncs the file system once before its renames
     (:func:`~branchwise.core.store.publish.publish_batch`). ``index_from``:
     an own segment smaller than this many bytes gets no sidecars (a cache
@@ -388,7 +391,7 @@ def build_seeded_child(
             found = entries_for(commit, events, offset, len(data), frame_crc(data, offset), tracker)
             if found:
                 entries.append((found, commit))
-    indexed = len(data) >= index_from
+    indexed = tracker is not None and len(data) >= index_from
     if durable:
         write_durably(own, data)
         if indexed:

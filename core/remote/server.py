@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import functools
 import hmac
 import logging
 import os
 import secrets
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +40,13 @@ from branchwise.core.errors import (
     TurnRunning,
     Unauthorized,
 )
-from branchwise.core.fork.engine import ForkResult, fork
+from branchwise.core.fork.engine import ForkCall, ForkResult
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import TargetsCache
 from branchwise.core.ids import validate_session_id
 from branchwise.core.log.frames import Frame
 from branchwise.core.projection.events import EventType
+from branchwise.core.remote.fork_groups import ForkGroups
 from branchwise.core.remote.protocol import (
     CAPABILITIES,
     DEFAULT_WAIT,
@@ -81,14 +80,6 @@ from branchwise.core.views import (
 )
 
 TOKEN_FILE = "serve-token"
-FORK_WORKERS = 32
-"""Threads forks run in, off the event loop; more requests wait their turn in order.
-
-A fork of a served session is mostly waiting on ``fsync`` (its cut is checked
-from the shared :class:`TargetsCache`, its plan kept there), and the waits of
-forks in flight together overlap (the file system commits them together), even
-on two cores: 50 forks at once took 225-300 ms with 8 threads, 115-230 ms with 32.
-"""
 SHUTDOWN_TIMEOUT = 2.0
 """Seconds a stopping server lets open requests (long-polls, turn streams) finish."""
 
@@ -248,8 +239,8 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     """
     targets_cache = TargetsCache()
     search = SearchIndex(store.root)
-    fork_pool = ThreadPoolExecutor(max_workers=FORK_WORKERS, thread_name_prefix="fork")
-    # operation id -> (the request's body, its fork running in fork_pool)
+    fork_groups = ForkGroups(store, targets_cache)
+    # operation id -> (the request's body, its fork waiting or running in fork_groups)
     forks_in_flight: dict[str, tuple[bytes, asyncio.Future[ForkResult]]] = {}
     served = turns or ServedTurns(store)
     expected = token.encode()
@@ -416,16 +407,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
             boundary_sequence=body["boundarySequence"],
             expected_generation=body["expectedGeneration"],
         )
-        # Forks of one source share its replay in ``targets_cache``: it is replayed once,
-        # not once per fork, and forks of any sources run side by side in ``fork_pool``.
-        run = functools.partial(
-            fork,
-            store,
-            fork_request,
-            body["operationId"],
-            title=body.get("title"),
-            cache=targets_cache,
-        )
+        call = ForkCall(fork_request, body["operationId"], body.get("title"))
         # A retry of an operation in flight here waits for it rather than building the same
         # child again only to find it published (the store's idempotency still decides).
         asked = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
@@ -437,7 +419,9 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
                 pass
             else:
                 return _json({"childSessionId": result.child_session_id, "created": False})
-        future = asyncio.get_running_loop().run_in_executor(fork_pool, run)
+        # Forks asked at once are made durable together, their sources' replays and
+        # seed plans shared in ``targets_cache``.
+        future = asyncio.ensure_future(fork_groups.fork(call))
         mine = (asked, future)
         forks_in_flight.setdefault(body["operationId"], mine)
         try:
@@ -499,7 +483,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         await served.shutdown()
         await asyncio.to_thread(search.close)
         # Forks already running finish (each publishes whole or not at all); none start.
-        await asyncio.to_thread(fork_pool.shutdown, cancel_futures=True)
+        await asyncio.to_thread(fork_groups.close)
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_TURN_BODY)
     app.router.add_get("/capabilities", capabilities)

@@ -139,9 +139,9 @@ def write_durably(path: Path, data: bytes | bytearray, *, exclusive: bool = True
 def write_new(path: Path, data: bytes | bytearray) -> None:
     """Create ``path`` (never through a link) with ``data``, without an fsync.
 
-    Only for a file inside a folder nobody can see yet, whose publisher makes
-    the whole batch durable at once (:func:`sync_filesystem`) before the
-    publishing rename: one sync for many files instead of one fsync each.
+    Only for a file nothing durable depends on until its writer makes a whole
+    batch durable at once (:func:`sync_filesystem`), before the publishing
+    rename: one sync for many files instead of one fsync each.
     """
     fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     try:

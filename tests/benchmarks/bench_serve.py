@@ -17,8 +17,8 @@ writer has opened is; ``1``: as built, with no turn index) served by a real
     so is a sequential remote fork (the per-request overhead without queueing),
     and two floors: ``--forks`` concurrent ``GET /capabilities`` (a route that
     does no work: what HTTP and this load client cost a burst of that size) and
-    ``--forks`` in-process forks at once on the server's thread count and a
-    shared ``TargetsCache`` (what the storage costs a burst, no HTTP);
+    ``--forks`` in-process forks made durable together, as the server's groups
+    are, on a shared ``TargetsCache`` (what the storage costs a burst, no HTTP);
 (c) a ``--page-turns`` session: the first transcript page over HTTP
     (``GET /sessions/{id}?limit=50``) and the desktop's remote transcript
     (``RemoteTranscript.load``: every commit, then fork targets) vs. the local
@@ -33,7 +33,6 @@ import statistics
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +47,8 @@ from helpers.forking import children_per_operation
 from helpers.serve import serve_process
 
 from branchwise.core import ForkRequest, SessionStore, fork, fork_targets
+from branchwise.core.fork.engine import ForkCall, ForkResult, fork_together
 from branchwise.core.fork.targets import TargetsCache
-from branchwise.core.remote.server import FORK_WORKERS
 from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.remote import Connection, RemoteServer
 from branchwise.desktop.host.rows import PAGE_SIZE, rows_from_projection
@@ -152,17 +151,20 @@ def in_process_fork(root: Path, request: ForkRequest, runs: int = 5) -> float:
 
 
 def in_process_burst(root: Path, request: ForkRequest, count: int) -> float:
-    """p99 of ``count`` in-process forks at once on the server's threads and cache (no HTTP)."""
+    """Seconds ``count`` in-process forks take made durable together, as the server's groups.
+
+    The server's floor with no HTTP: the same shared cache and one
+    ``fork_together`` call; every fork of the group answers at its end, so
+    this is also the group's p99.
+    """
     store, cache = SessionStore(root), TargetsCache()
     fork(store, request, "op_burst_warm", cache=cache)
-
-    def one(n: int) -> float:
-        start = time.perf_counter()
-        fork(store, request, f"op_burst_{n}", cache=cache)
-        return time.perf_counter() - start
-
-    with ThreadPoolExecutor(FORK_WORKERS) as pool:
-        return percentile(list(pool.map(one, range(count))), 0.99)
+    calls = [ForkCall(request, f"op_burst_{n}") for n in range(count)]
+    start = time.perf_counter()
+    outcomes = fork_together(store, calls, cache=cache)
+    took = time.perf_counter() - start
+    assert all(isinstance(outcome, ForkResult) for outcome in outcomes), outcomes
+    return took
 
 
 def first_page(root: Path, url: str, token: str, session_id: str, repeat: int) -> None:

@@ -2,7 +2,7 @@
 
 :class:`DiskFullAt` stands in for the kernel running out of space, not for
 any of our code. It counts every call that can need room — ``write``,
-``fsync``, ``open`` with ``O_CREAT``, ``link``, ``mkdir``, ``rename``,
+``fsync``, ``syncfs``, ``open`` with ``O_CREAT``, ``link``, ``mkdir``, ``rename``,
 ``replace`` — whether it goes through the log writer's ``FileOps`` seam or
 straight to :mod:`os` (patched while the block runs), and fails the ``at``-th
 one (and, if ``persistent``, every later one: the disk stays full). Calls that
@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from branchwise.core.log.writer import OS_FILE_OPS
+from branchwise.core.store import atomic
 
 PATCHED = ("write", "fsync", "open", "link", "mkdir", "rename", "replace")
 
@@ -87,6 +88,8 @@ class DiskFullAt:
         with monkeypatch.context() as patch:
             for name in PATCHED:
                 patch.setattr(os, name, self._wrap(name, getattr(os, name)))
+            if atomic._SYNCFS is not None:  # the kernel's syncfs, called through ctypes
+                patch.setattr(atomic, "_SYNCFS", self._wrap("syncfs", atomic._SYNCFS))
             self.armed = True
             try:
                 yield self
