@@ -1,18 +1,25 @@
 """Bursts of forks of one source against a real ``branchwise serve``: one child per operation.
 
-The source has no turn index (format 1), so the server checks every cut from
-its shared replay; retries of an operation in flight wait for it.
+The first source has no turn index (format 1), so the server checks every
+cut from its shared replay; retries of an operation in flight wait for it.
+Forks asked at once are made durable together; a server killed while it makes
+them leaves whole children only, and retries after its restart make each once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import random
+import signal
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import orjson
+import pytest
 from benchmarks.common import build_session
 from helpers.forking import children_per_operation
 from helpers.serve import serve_process
@@ -75,3 +82,63 @@ def test_a_burst_of_forks_and_retries_makes_one_whole_child_per_operation(tmp_pa
     for _, answer in replies:
         turns = store.read(answer["childSessionId"]).projection.turns
         assert len(turns) == (10 if answer["childSessionId"] in middles else 30)
+
+
+async def _burst_until_killed(
+    url: str, token: str, bodies: list[dict[str, Any]], pid: int, after: float
+) -> None:
+    """POST every body at once and SIGKILL the server ``after`` seconds in; answers are lost."""
+    auth = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(base_url=url, headers=auth) as client:
+
+        async def one(body: dict[str, Any]) -> None:
+            with contextlib.suppress(aiohttp.ClientError):
+                async with client.post("/fork-session", data=orjson.dumps(body)) as reply:
+                    await reply.read()
+
+        sent = asyncio.gather(*(one(body) for body in bodies))
+        await asyncio.sleep(after)
+        os.kill(pid, signal.SIGKILL)
+        await sent
+
+
+@pytest.mark.slow
+def test_a_server_killed_in_a_burst_leaves_whole_children_and_retries_make_each_once(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL a server at a random moment of a burst of 16 forks, 12 times; retry on restart."""
+    rng = random.Random(5)
+    root = tmp_path / "root"
+    store = SessionStore(root)
+    source = build_session(root, 30)
+    store.migrate(source)
+    answer = fork_targets(store, source)
+    last = answer.targets[-1]
+    seen = Counter[str]()
+    for round_ in range(12):
+        bodies = [
+            {
+                "sourceSessionId": source,
+                "turnId": last.turn_id,
+                "boundarySequence": last.boundary_sequence,
+                "expectedGeneration": answer.generation,
+                "operationId": f"op_{round_}_{n}",
+            }
+            for n in range(16)
+        ]
+        with serve_process(root) as served:
+            after = rng.uniform(0, 0.06)
+            asyncio.run(_burst_until_killed(served.url, served.token, bodies, served.pid, after))
+        made = children_per_operation(store)
+        count = sum(made[body["operationId"]] for body in bodies)
+        seen["none" if not count else "all" if count == len(bodies) else "some"] += 1
+        assert all(made[body["operationId"]] <= 1 for body in bodies)
+        with serve_process(root) as served:  # the restart sweeps what the kill left unpublished
+            replies = asyncio.run(_burst(served.url, served.token, bodies))
+        assert [status for status, _ in replies] == [200] * len(bodies)
+        made = children_per_operation(store)
+        assert all(made[body["operationId"]] == 1 for body in bodies)
+        for _, reply in replies:
+            assert len(store.read(reply["childSessionId"]).projection.turns) == 30
+    print(f"children published before the retry: {dict(seen)}")
+    assert seen["none"] and seen["some"] + seen["all"], seen
