@@ -10,6 +10,7 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.lineage import create_child
+from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.core.views import session_lineage, session_targets, session_tree
 
@@ -41,6 +42,9 @@ def register(session_sub: argparse._SubParsersAction) -> None:
         "--operation-id", help="idempotency key; reuse it to retry (default: a new one)"
     )
     fork_cmd.add_argument("--child-id", help="the child's session id (default: generated)")
+    fork_cmd.add_argument(
+        "--title", help="the new branch's title (default: the source's); a retry keeps the first"
+    )
     fork_cmd.set_defaults(func=cmd_fork)
 
     child = session_sub.add_parser("child", help="start a linked child session (no history)")
@@ -73,6 +77,7 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     start (``--at-start``) the boundary is 0 and the turn ``None``.
     """
     source_id = validate_session_id(args.session_id)
+    title = given_title(args.title) if args.title is not None else None
     boundary, generation = args.boundary, args.generation
     if args.at_start:
         boundary = 0 if boundary is None else boundary
@@ -86,7 +91,7 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         if generation is None:
             generation = current.generation
     request = ForkRequest(source_id, args.turn, boundary, generation, args.child_id)
-    result = fork(store, request, args.operation_id or new_id("op"))
+    result = fork(store, request, args.operation_id or new_id("op"), title=title)
     return result.to_json()
 
 

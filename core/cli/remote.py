@@ -22,6 +22,7 @@ from typing import Any
 from branchwise.core.errors import InvalidArgument, RemoteRefusal
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.remote.client import RemoteStore, server_url
+from branchwise.core.store.manifest import given_title
 
 TOKEN_ENV = "BRANCHWISE_TOKEN"
 REMOTE_COMMANDS = ("new", "list", "show", "targets", "fork", "say", "lineage", "tree")
@@ -124,6 +125,7 @@ async def _fork(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]
             "session fork --child-id is not available with --server", argument="--child-id"
         )
     source_id = validate_session_id(args.session_id)
+    title = given_title(args.title) if args.title is not None else None
     boundary, generation = args.boundary, args.generation
     if boundary is None or generation is None:
         current = await remote.fork_targets(source_id)
@@ -139,7 +141,7 @@ async def _fork(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]
             found = source.get("generation") if isinstance(source, dict) else None
             generation = found if isinstance(found, int) else 0
     operation_id = args.operation_id or new_id("op")
-    result = await remote.fork(source_id, args.turn, boundary, generation, operation_id)
+    result = await remote.fork(source_id, args.turn, boundary, generation, operation_id, title)
     return result.to_json()
 
 

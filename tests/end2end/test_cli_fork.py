@@ -101,3 +101,20 @@ def test_refusals_exit_non_zero_with_a_typed_error(tmp_path: Path) -> None:
     assert code == 1 and lost["error"]["code"] == "session_not_found"
     _, listed = run_cli(root, "session", "list")
     assert [s["sessionId"] for s in listed["sessions"]] == [source]  # refusals made nothing
+
+
+def test_a_fork_is_named_with_title_and_an_empty_one_refuses(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    source = _session_with_two_turns(root)
+    turn = run_cli(root, "session", "targets", source)[1]["targets"][0]["turnId"]
+    _, plain = run_cli(root, "session", "fork", source, "--turn", turn)
+    assert run_cli(root, "session", "show", plain["childSessionId"])[1]["title"] == "Trip"
+
+    before = sorted(p.name for p in (root / "sessions").iterdir())
+    code, refused = run_cli(
+        root, "session", "fork", source, "--turn", turn, "--title", "  ", check=False
+    )
+    assert code != 0 and refused["error"]["code"] == "invalid_title"
+    assert sorted(p.name for p in (root / "sessions").iterdir()) == before
+    _, named = run_cli(root, "session", "fork", source, "--turn", turn, "--title", " Plan  B ")
+    assert run_cli(root, "session", "show", named["childSessionId"])[1]["title"] == "Plan B"

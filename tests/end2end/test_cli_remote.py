@@ -127,6 +127,12 @@ def test_every_remote_command_prints_the_local_json(
             )
         )
         assert again == {**theirs, "created": False}
+        titled = ("--operation-id", "op-titled", "--title", "Plan B")
+        mine, theirs = both("session", "fork", sid, "--turn", turn, *titled)
+        shown = _remote(served, "session", "show", theirs["childSessionId"], token_file=token_file)
+        assert _last_json(shown)["title"] == "Plan B"
+        _, shown_here = run_cli(local, "session", "show", mine["childSessionId"])
+        assert shown_here["title"] == "Plan B"
 
         mine, theirs = both("session", "new", "--title", "fresh")
         assert _comparable(theirs) == _comparable(mine)
