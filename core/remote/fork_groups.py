@@ -8,8 +8,8 @@ that arrive while a group is being made durable wait for it to finish and
 then go together as the next group
 (:func:`~branchwise.core.fork.engine.fork_together`: one file-system sync and
 one folder fsync for all of them). A fork that arrives when nothing is
-running goes at once, alone, as :func:`~branchwise.core.fork.engine.fork`:
-a lone click waits for nobody.
+running goes at once (with any asked in the same moment; alone, it is just
+:func:`~branchwise.core.fork.engine.fork`): a lone click waits for nobody.
 """
 
 from __future__ import annotations
@@ -77,7 +77,12 @@ class ForkGroups:
             for _, answer in group:  # the server is stopping: no answer is coming
                 answer.cancel()
 
-    def close(self) -> None:
-        """Let a group being made durable finish (it publishes whole or not at all); start none."""
-        self._waiting.clear()
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    async def close(self) -> None:
+        """Let a group being made durable finish (it publishes whole or not at all); start none.
+
+        Forks still waiting for a group are cancelled: nothing of them was written.
+        """
+        waiting, self._waiting = self._waiting, []
+        for _, answer in waiting:
+            answer.cancel()
+        await asyncio.to_thread(self._pool.shutdown, wait=True, cancel_futures=True)

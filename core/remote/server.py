@@ -483,7 +483,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         await served.shutdown()
         await asyncio.to_thread(search.close)
         # Forks already running finish (each publishes whole or not at all); none start.
-        await asyncio.to_thread(fork_groups.close)
+        await fork_groups.close()
 
     app = web.Application(middlewares=[guard], client_max_size=MAX_TURN_BODY)
     app.router.add_get("/capabilities", capabilities)
