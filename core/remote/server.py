@@ -13,11 +13,13 @@ desktop can be read and forked remotely while it streams. Only
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import hmac
 import logging
 import os
 import secrets
+import signal
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -617,7 +619,7 @@ async def serve(
     ready: Any = None,
     setup: TurnSetup = demo_setup,
 ) -> None:
-    """Serve until cancelled; ``ready(url)`` is called once listening.
+    """Serve until cancelled or sent SIGTERM; ``ready(url)`` is called once listening.
 
     Before listening, turns a killed server left running are closed as
     ``interrupted`` (see :mod:`branchwise.core.remote.turns`).
@@ -650,7 +652,15 @@ async def serve(
     bound = sockets[0].getsockname()[1] if sockets else port
     if ready is not None:
         ready(f"http://{host}:{bound}")
+    # SIGTERM (a service manager, ``kill``) stops it as Ctrl+C does: running turns end as
+    # ``cancelled``, a group of forks being made durable finishes, then it returns.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signals off the main thread
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGTERM)
         await runner.cleanup()
