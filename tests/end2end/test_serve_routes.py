@@ -307,31 +307,18 @@ def test_a_server_killed_mid_turn_closes_the_turn_interrupted_on_restart(root: P
 def test_sigterm_stops_the_server_gracefully_and_ends_a_running_turn(root: Path) -> None:
     """A service manager's SIGTERM: the running turn ends ``cancelled`` now, not on restart."""
     sid = _only_session(root)
-    proc = subprocess.Popen(
-        [*cli_command(root), "serve", "--port", "0", "--delay-ms", "50"],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    try:
-        ready = orjson.loads(proc.stdout.readline())
-        token = Path(ready["tokenFile"]).read_text().strip()
-        served = Served(ready["url"], token, proc.pid)
-        with (
-            _client(served) as client,
-            client.stream("POST", f"/sessions/{sid}/turns", json={"text": "long"}) as reply,
-        ):
-            lines = reply.iter_lines()
-            started = orjson.loads(next(lines))
-            assert orjson.loads(next(lines))["type"] == "text"
-            proc.send_signal(signal.SIGTERM)
-            assert proc.wait(timeout=30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert orjson.loads(proc.stdout.read().splitlines()[-1]) == {"stopped": True}
-    proc.stdout.close()
+    with (
+        serve_process(root, args=["--delay-ms", "50"]) as served,
+        _client(served) as client,
+        client.stream("POST", f"/sessions/{sid}/turns", json={"text": "long"}) as reply,
+    ):
+        lines = reply.iter_lines()
+        started = orjson.loads(next(lines))
+        assert orjson.loads(next(lines))["type"] == "text"
+        served.process.send_signal(signal.SIGTERM)
+        assert served.process.wait(timeout=30) == 0
+        assert served.process.stdout is not None
+        assert orjson.loads(served.process.stdout.read().splitlines()[-1]) == {"stopped": True}
     ended = SessionStore(root).read(sid).projection.turn(started["turnId"])
     assert ended is not None and ended.end_reason == "cancelled"
     assert orjson.loads((root / "serve-turns.json").read_bytes()) == []

@@ -17,11 +17,12 @@ from aiohttp import web
 
 @dataclass(frozen=True)
 class Served:
-    """A running server: where it listens and its bearer token."""
+    """A running server: where it listens, its bearer token, and its process."""
 
     url: str
     token: str
     pid: int
+    process: subprocess.Popen[str]
 
 
 @contextmanager
@@ -33,7 +34,7 @@ def serve_process(
     ``port`` 0 picks a free one; a restarted server reuses its predecessor's.
 
     ``log`` receives the server's stderr (its log), for tests that read it.
-    A test may SIGKILL ``pid`` inside the block.
+    A test may SIGKILL ``pid`` (or signal ``process``) inside the block.
     """
     with contextlib.ExitStack() as stack:
         stderr = stack.enter_context(log.open("wb")) if log is not None else None
@@ -48,7 +49,7 @@ def serve_process(
         try:
             ready = orjson.loads(proc.stdout.readline())
             token = Path(ready["tokenFile"]).read_text().strip()
-            yield Served(ready["url"], token, proc.pid)
+            yield Served(ready["url"], token, proc.pid, proc)
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=10)
