@@ -13,7 +13,9 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import orjson
@@ -280,8 +282,12 @@ def test_bad_input_is_refused_typed_and_changes_nothing(root: Path, served: Serv
     assert tree_hashes(root) == before
 
 
-def test_a_server_killed_mid_turn_closes_the_turn_interrupted_on_restart(root: Path) -> None:
-    sid = _only_session(root)
+@contextmanager
+def _mid_turn(root: Path, sid: str) -> Iterator[tuple[Served, dict[str, Any], Iterator[str]]]:
+    """A server streaming a long turn of ``sid``, after its first text.
+
+    Yields the server, the turn's ``started`` line and the rest of the stream.
+    """
     with (
         serve_process(root, args=["--delay-ms", "50"]) as served,
         _client(served) as client,
@@ -291,6 +297,12 @@ def test_a_server_killed_mid_turn_closes_the_turn_interrupted_on_restart(root: P
         started = orjson.loads(next(lines))
         assert started["type"] == "started"
         assert orjson.loads(next(lines))["type"] == "text"
+        yield served, started, lines
+
+
+def test_a_server_killed_mid_turn_closes_the_turn_interrupted_on_restart(root: Path) -> None:
+    sid = _only_session(root)
+    with _mid_turn(root, sid) as (served, started, lines):
         os.kill(served.pid, signal.SIGKILL)
         with pytest.raises(httpx.HTTPError):
             list(lines)
@@ -307,14 +319,7 @@ def test_a_server_killed_mid_turn_closes_the_turn_interrupted_on_restart(root: P
 def test_sigterm_stops_the_server_gracefully_and_ends_a_running_turn(root: Path) -> None:
     """A service manager's SIGTERM: the running turn ends ``cancelled`` now, not on restart."""
     sid = _only_session(root)
-    with (
-        serve_process(root, args=["--delay-ms", "50"]) as served,
-        _client(served) as client,
-        client.stream("POST", f"/sessions/{sid}/turns", json={"text": "long"}) as reply,
-    ):
-        lines = reply.iter_lines()
-        started = orjson.loads(next(lines))
-        assert orjson.loads(next(lines))["type"] == "text"
+    with _mid_turn(root, sid) as (served, started, _):
         served.process.send_signal(signal.SIGTERM)
         assert served.process.wait(timeout=30) == 0
         assert served.process.stdout is not None
