@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from collections import Counter
 
 import pytest
 from helpers import HELPERS_DIR
+from helpers.kills import kill_moments, time_worker
 from helpers.sessions import session_with_turns
 
 from branchwise.core.cli.main import main as cli
@@ -55,18 +57,18 @@ def test_sigkilled_edits_and_regenerations_leave_no_branch_or_one_whole_one(
     store: SessionStore,
 ) -> None:
     source = session_with_turns(store, 3)
-    rng = random.Random(20261204)
+    timed = store.root.with_name("timed")  # a copy: the timing run's kill lands anywhere
+    shutil.copytree(store.root, timed)
+    took = time_worker([sys.executable, str(WORKER), str(timed), source, "t1"], until="done ")
+    moments = kill_moments(random.Random(20261204), took, KILLS)
+    working = [sys.executable, str(WORKER), str(store.root), source, "t1"]
     branches: dict[str, str] = {}  # operation -> its branch
     interrupted_published = interrupted_unpublished = 0
-    for _ in range(KILLS):
-        proc = subprocess.Popen(
-            [sys.executable, str(WORKER), str(store.root), source, "t1"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+    for moment in moments:
+        proc = subprocess.Popen(working, stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         assert proc.stdout.readline() == "ready\n"
-        time.sleep(rng.random() * 0.12)
+        time.sleep(moment)
         proc.send_signal(signal.SIGKILL)
         lines = proc.communicate()[0].splitlines()
         started = [line.split()[1] for line in lines if line.startswith("op ")]

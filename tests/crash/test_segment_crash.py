@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers.kills import kill_moments, time_worker
 from helpers.segment_worker import HELPER
 from helpers.segmented import as_format_1
 from helpers.sessions import session_with_turns
@@ -71,18 +72,16 @@ def test_a_migration_killed_at_any_step_leaves_one_format_or_the_other(tmp_path:
     session_id = session_with_turns(store, 150)
     expected = _turns(store, session_id)
     targets = fork_targets(store, session_id).to_json()["targets"]
-    rng = random.Random(11)
+    migrating = [sys.executable, str(HELPER), "migrate", str(store.root), session_id]
+    as_format_1(store, session_id)
+    took = time_worker(migrating, until="done")
     formats = {1: 0, 2: 0}
-    for _ in range(MIGRATION_KILLS):
+    for moment in kill_moments(random.Random(11), took, MIGRATION_KILLS):
         as_format_1(store, session_id)
-        proc = subprocess.Popen(
-            [sys.executable, str(HELPER), "migrate", str(store.root), session_id],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
+        proc = subprocess.Popen(migrating, stdout=subprocess.PIPE, text=True)
         assert proc.stdout is not None
         assert proc.stdout.readline() == "ready\n"
-        time.sleep(rng.uniform(0.0, 0.06))
+        time.sleep(moment)
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         formats[store.manifest(session_id).format] += 1

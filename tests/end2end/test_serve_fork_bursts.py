@@ -13,6 +13,7 @@ import contextlib
 import os
 import random
 import signal
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ import orjson
 import pytest
 from benchmarks.common import build_session
 from helpers.forking import children_per_operation
+from helpers.kills import kill_moments
 from helpers.serve import serve_process
 
 from branchwise.core.fork.targets import fork_targets
@@ -114,20 +116,28 @@ def test_a_server_killed_in_a_burst_leaves_whole_children_and_retries_make_each_
     store.migrate(source)
     answer = fork_targets(store, source)
     last = answer.targets[-1]
-    seen = Counter[str]()
-    for round_ in range(12):
-        bodies = [
+
+    def bodies_of(name: str) -> list[dict[str, Any]]:
+        return [
             {
                 "sourceSessionId": source,
                 "turnId": last.turn_id,
                 "boundarySequence": last.boundary_sequence,
                 "expectedGeneration": answer.generation,
-                "operationId": f"op_{round_}_{n}",
+                "operationId": f"op_{name}_{n}",
             }
             for n in range(16)
         ]
+
+    with serve_process(root) as served:  # a burst's own time on this machine, request to reply
+        started = time.perf_counter()
+        asyncio.run(_burst(served.url, served.token, bodies_of("timed")))
+        # Not past the replies: the children are published before them.
+        took = time.perf_counter() - started
+    seen = Counter[str]()
+    for round_, after in enumerate(kill_moments(rng, took, 12, spread=1.0)):
+        bodies = bodies_of(str(round_))
         with serve_process(root) as served:
-            after = rng.uniform(0, 0.06)
             asyncio.run(_burst_until_killed(served.url, served.token, bodies, served.pid, after))
         made = children_per_operation(store)
         count = sum(made[body["operationId"]] for body in bodies)
@@ -140,5 +150,5 @@ def test_a_server_killed_in_a_burst_leaves_whole_children_and_retries_make_each_
         assert all(made[body["operationId"]] == 1 for body in bodies)
         for _, reply in replies:
             assert len(store.read(reply["childSessionId"]).projection.turns) == 30
-    print(f"children published before the retry: {dict(seen)}")
+    print(f"{took * 1000:.0f} ms a burst; published before the retry: {dict(seen)}")
     assert seen["none"] and seen["some"] + seen["all"], seen

@@ -9,15 +9,16 @@ which a retry of every operation completes to exactly one child each.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import random
-import signal
 import time
 from pathlib import Path
 
 import pytest
 from helpers.faults import DiskFullAt
 from helpers.forking import children_per_operation, make_source, request_for
+from helpers.kills import kill_moments, start_forked, time_forked
 
 from branchwise.core.errors import BranchwiseError, DiskFull
 from branchwise.core.fork.engine import ForkCall, ForkResult, fork, fork_together
@@ -139,23 +140,19 @@ def test_a_kill_at_any_moment_leaves_whole_children_and_a_retry_makes_each_once(
     source = make_source(store, turns=2)
     requests = [request_for(store, source, 0), request_for(store, source, 1)]
     expected = [_messages(store, source.session_id)[:2], _messages(store, source.session_id)]
+
+    def calls_of(name: str) -> list[ForkCall]:
+        return [ForkCall(requests[n % 2], f"op-{name}-{n}") for n in range(6)]
+
+    took = time_forked(
+        [functools.partial(fork_together, store, calls_of(f"timed-{n}")) for n in range(3)]
+    )
     rounds, published = 120, {"none": 0, "some": 0, "all": 0}
-    for round_ in range(rounds):
-        calls = [ForkCall(requests[n % 2], f"op-{round_}-{n}") for n in range(6)]
-        ready_r, ready_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the forking process: it never returns into pytest
-            try:
-                os.write(ready_w, b"r")
-                fork_together(store, calls)
-            finally:
-                os._exit(0)
-        os.close(ready_w)
-        assert os.read(ready_r, 1) == b"r"
-        os.close(ready_r)
-        time.sleep(rng.uniform(0, 0.012))  # a group of six takes ~5-15 ms here
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+    for round_, moment in enumerate(kill_moments(rng, took, rounds)):
+        calls = calls_of(str(round_))
+        child = start_forked(functools.partial(fork_together, store, calls))
+        time.sleep(moment)
+        child.kill()
         made = children_per_operation(store)
         assert all(made[call.operation_id] <= 1 for call in calls)
         count = sum(made[call.operation_id] for call in calls)
@@ -169,5 +166,5 @@ def test_a_kill_at_any_moment_leaves_whole_children_and_a_retry_makes_each_once(
             assert isinstance(outcome, ForkResult)
             assert _messages(store, outcome.child_session_id) == expected[n % 2]
         _no_leftovers(store, reservations=False)
-    print(f"{rounds} kills; children published before the retry: {published}")
+    print(f"{rounds} kills over {took * 1000:.1f} ms; published before the retry: {published}")
     assert published["none"] >= 10 and published["some"] + published["all"] >= 10, published

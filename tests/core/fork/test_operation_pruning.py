@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import random
 import shutil
-import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 from helpers.forking import fork_at, make_source, request_for
+from helpers.kills import kill_moments, start_forked, time_forked
 
 from branchwise.core.fork import operations
 from branchwise.core.fork.operations import (
@@ -265,23 +267,21 @@ def test_a_kill_at_any_point_of_pruning_leaves_only_whole_reservations(
     count, rounds, mid_prune = 200, 30, 0
     template = OperationIndex(tmp_path / "template")
     _fill(template, count, monkeypatch)
-    for round_ in range(rounds):
-        index = OperationIndex(tmp_path / f"root-{round_}")
+
+    def copy(name: str) -> OperationIndex:
+        index = OperationIndex(tmp_path / name)
         shutil.copytree(template.directory, index.directory)  # copy2: the mtimes come along
-        ready_r, ready_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the pruner: it never returns into pytest
-            try:
-                os.write(ready_w, b"r")
-                index.prune(NOW, keep={"kept-0", "kept-1"})
-            finally:
-                os._exit(0)
-        os.close(ready_w)
-        assert os.read(ready_r, 1) == b"r"
-        os.close(ready_r)
-        time.sleep(rng.uniform(0, 0.04))  # a whole prune takes ~0.03 s here
-        os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
+        return index
+
+    def pruning(index: OperationIndex) -> Callable[[], None]:
+        return functools.partial(index.prune, NOW, keep={"kept-0", "kept-1"})
+
+    took = time_forked([pruning(copy(f"timed-{n}")) for n in range(3)])
+    for round_, moment in enumerate(kill_moments(rng, took, rounds)):
+        index = copy(f"root-{round_}")
+        pruner = start_forked(pruning(index))
+        time.sleep(moment)
+        pruner.kill()
         left = _assert_whole(index)
         assert 3 <= left <= count + 3  # the kept and the young one are never removed
         assert index.lookup("kept-0") and index.lookup("kept-1") and index.lookup("young")
