@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import pytest
+from helpers.kills import kill_moments
 from helpers.sessions import HELPER, commits_of, complete_turn, log_scan, strip
 
 from branchwise.core.fork.engine import ForkResult, fork
@@ -60,7 +61,8 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
     checked = {source, reference.child_session_id}
     rng = random.Random(20240611)
     leftovers = retried_existing = retried_new = 0
-    for _ in range(KILLS):
+    # Land anywhere inside a fork, after 0 to 3 finished ones.
+    for moment in kill_moments(rng, one_fork, KILLS, spread=1.5):
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -78,7 +80,7 @@ def test_sigkilled_forks_leave_no_child_or_a_whole_one(store: SessionStore) -> N
         assert proc.stdout is not None
         assert proc.stdout.readline() == "ready\n"
         lines = [proc.stdout.readline() for _ in range(rng.randint(0, 3))]
-        time.sleep(rng.random() * one_fork * 1.5)  # land anywhere inside a fork
+        time.sleep(moment)
         proc.send_signal(signal.SIGKILL)
         lines += proc.communicate()[0].splitlines()
         ops = [line.split()[1] for line in lines if line.startswith("op ")]

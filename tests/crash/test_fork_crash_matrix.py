@@ -23,6 +23,7 @@ import pytest
 from helpers import HELPERS_DIR
 from helpers.forking import Source, children_per_operation, fork_children, make_source
 from helpers.host_process import CRASH_ENV, read_open_tabs
+from helpers.kills import kill_moments
 
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import CrashPoint
@@ -147,11 +148,11 @@ def test_random_kills_never_duplicate_or_lose_a_child(store: SessionStore) -> No
     source = make_source(store, turns=1)
     root = store.root
     rng = random.Random(int(os.environ.get("BRANCHWISE_SWEEP_SEED", "6")))
-    window = calibrate(root, source)
+    took = calibrate(root, source)
     kills, states = 0, Counter[str]()
     previous_children = len(fork_children(store, source.session_id))
     rounds = 110
-    for _ in range(rounds):
+    for moment in kill_moments(rng, took, rounds, spread=1.2):
         with subprocess.Popen(
             host_args(root, source, "--wait-go"),
             stdin=subprocess.PIPE,
@@ -166,7 +167,7 @@ def test_random_kills_never_duplicate_or_lose_a_child(store: SessionStore) -> No
             previous_children = now_children
             proc.stdin.write(b"go\n")
             proc.stdin.flush()
-            time.sleep(rng.uniform(0, window))  # the kill moment itself, not a wait
+            time.sleep(moment)  # the kill moment itself, not a wait
             proc.send_signal(signal.SIGKILL)
             if proc.wait(DEADLINE) == -signal.SIGKILL:
                 kills += 1
@@ -195,7 +196,7 @@ def calibrate(root: Path, source: Source) -> float:
         assert read_until(proc.stdout, "outcome")["outcome"]["status"] == "opened"
         took = time.perf_counter() - started
         assert proc.wait(DEADLINE) == 0
-    return took * 1.2
+    return took
 
 
 def kill_state(store: SessionStore, source: Source, children_before: int) -> str:

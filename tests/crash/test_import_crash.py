@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers.chatgpt_export import conversation, linear, message, write_export
+from helpers.kills import kill_moments
 
 from branchwise.core.importing.run import import_path
 from branchwise.core.store.store import TEMP_PREFIX, SessionStore
@@ -114,7 +115,7 @@ def test_sigkilled_imports_leave_whole_conversations_and_reimport_gives_each_onc
     assert len(expected) == len(reference.conversations) > 30
     rng = random.Random(16)
     mid_import = 0
-    for round_number in range(KILLS):
+    for round_number, moment in enumerate(kill_moments(rng, duration, KILLS, spread=1.5)):
         store = SessionStore(tmp_path / f"round-{round_number}")
         proc = subprocess.Popen(
             [sys.executable, "-c", _IMPORTER, str(store.root), str(export)],
@@ -123,7 +124,7 @@ def test_sigkilled_imports_leave_whole_conversations_and_reimport_gives_each_onc
         )
         assert proc.stdout is not None
         assert proc.stdout.readline() == "ready\n"
-        time.sleep(rng.uniform(0, duration * 1.5))
+        time.sleep(moment)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc.stdout.close()
