@@ -7,14 +7,13 @@ import io
 import random
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections import Counter
 
 import pytest
 from helpers import HELPERS_DIR
-from helpers.kills import kill_moments, time_worker
+from helpers.kills import kill_moments, start_worker, time_worker
 from helpers.sessions import session_with_turns
 
 from branchwise.core.cli.main import main as cli
@@ -65,9 +64,7 @@ def test_sigkilled_edits_and_regenerations_leave_no_branch_or_one_whole_one(
     branches: dict[str, str] = {}  # operation -> its branch
     interrupted_published = interrupted_unpublished = 0
     for moment in moments:
-        proc = subprocess.Popen(working, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
+        proc = start_worker(working)
         time.sleep(moment)
         proc.send_signal(signal.SIGKILL)
         lines = proc.communicate()[0].splitlines()

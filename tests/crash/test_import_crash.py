@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from helpers.chatgpt_export import conversation, linear, message, write_export
-from helpers.kills import kill_moments
+from helpers.kills import kill_moments, start_worker, time_worker
 
 from branchwise.core.importing.run import import_path
 from branchwise.core.store.store import TEMP_PREFIX, SessionStore
@@ -108,22 +108,16 @@ def test_sigkilled_imports_leave_whole_conversations_and_reimport_gives_each_onc
 ) -> None:
     export = _export(tmp_path)
     reference_store = SessionStore(tmp_path / "reference")
-    clock = time.monotonic()
     reference = import_path(reference_store, export)
-    duration = time.monotonic() - clock
+    importing = [sys.executable, "-c", _IMPORTER, str(tmp_path / "timed"), str(export)]
+    took = time_worker(importing, until="done")
     expected = _transcripts(reference_store)
     assert len(expected) == len(reference.conversations) > 30
     rng = random.Random(16)
     mid_import = 0
-    for round_number, moment in enumerate(kill_moments(rng, duration, KILLS, spread=1.5)):
+    for round_number, moment in enumerate(kill_moments(rng, took, KILLS, spread=1.5)):
         store = SessionStore(tmp_path / f"round-{round_number}")
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _IMPORTER, str(store.root), str(export)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
+        proc = start_worker([sys.executable, "-c", _IMPORTER, str(store.root), str(export)])
         time.sleep(moment)
         proc.send_signal(signal.SIGKILL)
         proc.wait()
@@ -141,6 +135,7 @@ def test_sigkilled_imports_leave_whole_conversations_and_reimport_gives_each_onc
         assert _transcripts(store) == expected  # each conversation exactly once
         store.sweep_temporary()
         assert not _temporary(store)
+    print(f"{KILLS} kills over {took * 1000:.0f} ms of import, {mid_import} mid-import")
     assert mid_import >= KILLS // 10  # the kills did land mid-import
 
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import random
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-from helpers.kills import kill_moments, time_worker
+from helpers.kills import kill_moments, start_worker, time_worker
 from helpers.segment_worker import HELPER
 from helpers.segmented import as_format_1
 from helpers.sessions import session_with_turns
@@ -40,13 +39,9 @@ def test_a_writer_killed_anywhere_in_its_rolls_leaves_every_done_turn(tmp_path: 
     rng = random.Random(7)
     done: list[str] = []
     for _ in range(ROLL_KILLS):
-        proc = subprocess.Popen(
-            [sys.executable, str(HELPER), "roll", str(store.root), session_id, "700"],
-            stdout=subprocess.PIPE,
-            text=True,
+        proc = start_worker(
+            [sys.executable, str(HELPER), "roll", str(store.root), session_id, "700"]
         )
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
         time.sleep(rng.uniform(0.0, 0.05))
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
@@ -78,9 +73,7 @@ def test_a_migration_killed_at_any_step_leaves_one_format_or_the_other(tmp_path:
     formats = {1: 0, 2: 0}
     for moment in kill_moments(random.Random(11), took, MIGRATION_KILLS):
         as_format_1(store, session_id)
-        proc = subprocess.Popen(migrating, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None
-        assert proc.stdout.readline() == "ready\n"
+        proc = start_worker(migrating)
         time.sleep(moment)
         proc.send_signal(signal.SIGKILL)
         proc.communicate()

@@ -90,11 +90,22 @@ def time_forked(works: list[Callable[[], object]]) -> float:
     return statistics.median(start_forked(work).wait() for work in works)
 
 
+def start_worker(args: list[str]) -> subprocess.Popen[str]:
+    """Start a worker process (text lines on stdout); return once it printed ``ready``.
+
+    Unwritten data is flushed first, as for :func:`start_forked`.
+    """
+    os.sync()
+    worker = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+    assert worker.stdout is not None
+    assert worker.stdout.readline() == "ready\n"
+    return worker
+
+
 def time_worker(args: list[str], *, until: str) -> float:
-    """How long a worker process takes from its ``ready`` line to its first line ``until``…"""
-    with subprocess.Popen(args, stdout=subprocess.PIPE, text=True) as worker:
+    """How long a worker takes from its ``ready`` line to its first line starting ``until``."""
+    with start_worker(args) as worker:
         assert worker.stdout is not None
-        assert worker.stdout.readline() == "ready\n"
         started = time.perf_counter()
         for line in worker.stdout:
             if line.startswith(until):
