@@ -32,6 +32,7 @@ from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import new_id, validate_session_id
+from branchwise.core.lineage import new_branch_title
 from branchwise.core.runtime import TurnResult, TurnRunner
 from branchwise.core.store.store import SessionStore, SessionWriter
 
@@ -109,7 +110,8 @@ def _branch_and_answer(
     made: a turn still open (its process died) is answered now; one that
     ended is reported as it ended.
     """
-    forked = fork(store, request, args.operation_id or new_id("op"))
+    title = new_branch_title(store, request.source_session_id)
+    forked = fork(store, request, args.operation_id or new_id("op"), title=title)
     child = forked.child_session_id
     snapshot = store.read(child)
     turn = branch_turn(snapshot.projection, snapshot.manifest.seed_length)

@@ -56,11 +56,6 @@ def cmd_export(store: SessionStore, args: argparse.Namespace) -> dict[str, Any] 
         raise InvalidArgument(
             "--tree exports JSON only", argument="--format", value=str(args.format)
         )
-    if args.lang:
-        from branchwise.core.i18n.language import set_language
-        from branchwise.core.i18n.locales import choose_language, system_locale
-
-        set_language(choose_language(args.lang, None, system_locale())[0])
     session_id = validate_session_id(args.session_id)
     fmt = args.format if args.format == "chatgpt" else "json" if args.tree else args.format
     fmt = fmt or "markdown"

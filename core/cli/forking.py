@@ -9,7 +9,7 @@ from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id, validate_session_id
-from branchwise.core.lineage import create_child
+from branchwise.core.lineage import create_child, new_branch_title
 from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.core.views import session_lineage, session_targets, session_tree
@@ -43,7 +43,9 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     )
     fork_cmd.add_argument("--child-id", help="the child's session id (default: generated)")
     fork_cmd.add_argument(
-        "--title", help="the new branch's title (default: the source's); a retry keeps the first"
+        "--title",
+        help="the new branch's title (default: '<source title> (branch N)'); a retry keeps "
+        "the first",
     )
     fork_cmd.set_defaults(func=cmd_fork)
 
@@ -90,6 +92,8 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
             boundary = target.boundary_sequence if target and target.boundary_sequence else 0
         if generation is None:
             generation = current.generation
+    if title is None:
+        title = new_branch_title(store, source_id)
     request = ForkRequest(source_id, args.turn, boundary, generation, args.child_id)
     result = fork(store, request, args.operation_id or new_id("op"), title=title)
     return result.to_json()

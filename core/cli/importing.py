@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.i18n.language import format_number, ngettext, set_language
-from branchwise.core.i18n.locales import choose_language, system_locale
+from branchwise.core.i18n.language import format_number, ngettext
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.importing.formats import IMPORTERS
 from branchwise.core.importing.run import ImportProgress, import_path
@@ -62,8 +61,6 @@ class _StderrProgress:
 
 def cmd_import(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Import ``args.path``; the report is the command's JSON."""
-    if args.lang:
-        set_language(choose_language(args.lang, None, system_locale())[0])
     progress = _StderrProgress()
     report = import_path(store, args.path, format=args.format, on_progress=progress)
     done = ngettext(

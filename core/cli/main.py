@@ -36,6 +36,8 @@ from branchwise.core.cli.output import print_json, printable
 from branchwise.core.cli.version import branchwise_version
 from branchwise.core.errors import BranchwiseError, InvalidArgument
 from branchwise.core.fork.engine import MAX_SEQUENCE
+from branchwise.core.i18n.language import current_language, set_language
+from branchwise.core.i18n.locales import choose_language, system_locale
 from branchwise.core.store.store import SessionStore, default_data_root
 
 USAGE_ERROR = 2
@@ -145,7 +147,22 @@ def data_root(args: argparse.Namespace) -> Path:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    """Run a parsed headless command; print its JSON; return the exit status."""
+    """Run a parsed headless command; print its JSON; return the exit status.
+
+    ``--lang`` is the language of what the command writes in words (a
+    branch's name, an export's headings, progress lines) for this command
+    only: a caller running commands in-process keeps its own.
+    """
+    previous = current_language()
+    if getattr(args, "lang", None):
+        set_language(choose_language(args.lang, None, system_locale())[0])
+    try:
+        return _run(args)
+    finally:
+        set_language(previous)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         if getattr(args, "server", None) is not None:  # the command runs on that server
             result = remote.run_remote(args)

@@ -22,7 +22,9 @@ from typing import Any
 from branchwise.core.errors import InvalidArgument, RemoteRefusal
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.remote.client import RemoteStore, server_url
+from branchwise.core.remote.protocol import CAP_FORK_TITLE
 from branchwise.core.store.manifest import given_title
+from branchwise.core.titles import branch_name
 
 TOKEN_ENV = "BRANCHWISE_TOKEN"
 REMOTE_COMMANDS = ("new", "list", "show", "targets", "fork", "say", "lineage", "tree")
@@ -140,9 +142,33 @@ async def _fork(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]
             source = current.get("source")
             found = source.get("generation") if isinstance(source, dict) else None
             generation = found if isinstance(found, int) else 0
+    if title is None:
+        title = await _branch_title(remote, source_id)
     operation_id = args.operation_id or new_id("op")
     result = await remote.fork(source_id, args.turn, boundary, generation, operation_id, title)
     return result.to_json()
+
+
+async def _branch_title(remote: RemoteStore, source_id: str) -> str | None:
+    """ "<title> (branch N)" from the server's list, as a local fork is named.
+
+    ``None`` (the branch keeps its source's title) from a server that takes
+    no title, which would refuse one, or for a source the list does not hold.
+    """
+    if CAP_FORK_TITLE not in await remote.capabilities():
+        return None
+    listed = [s for s in (await remote.list_sessions())["sessions"] if isinstance(s, dict)]
+    source = next((s for s in listed if s.get("sessionId") == source_id), None)
+    if source is None or not isinstance(source.get("title"), str):
+        return None
+    forks = sum(
+        1
+        for s in listed
+        if s.get("kind") == "fork"
+        and isinstance(s.get("parent"), dict)
+        and s["parent"].get("sessionId") == source_id
+    )
+    return branch_name(source["title"], forks)
 
 
 async def _say(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:

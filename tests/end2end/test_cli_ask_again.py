@@ -99,6 +99,7 @@ def test_edit_regenerate_and_retry_from_the_command_line(
         "prompt": "And after that?",
     }
     assert branch["turns"][-1]["turnId"] == edited["turnId"]
+    assert branch["title"] == "Trip (branch 1)"  # named as a branch made in the app
     assert branch["turns"][-1]["boundarySequence"] == edited["boundarySequence"]
     _, parent_after = run_cli(root, "session", "show", source)
     # The parent is untouched; only its disk usage moved from own to shared (the branch
@@ -116,6 +117,7 @@ def test_edit_regenerate_and_retry_from_the_command_line(
     by_id = {s["sessionId"]: s for s in tree["sessions"]}
     assert by_id[regenerated["childSessionId"]]["parent"]["boundarySequence"] == 0
     assert by_id[regenerated["childSessionId"]]["parent"]["origin"]["kind"] == "regenerate"
+    assert by_id[regenerated["childSessionId"]]["title"] == "Trip (branch 2)"
 
     # The server fails mid-edit: the branch keeps the edited prompt; the turn ends error.
     code, failed, stderr = _run(

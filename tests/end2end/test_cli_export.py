@@ -34,7 +34,7 @@ def test_markdown_to_stdout_and_json_to_a_file(tmp_path: Path) -> None:
         check=True,
     ).stdout
     lines = shown.splitlines()
-    assert lines[0] == "# Recipes"
+    assert lines[0] == "# Recipes (branch 1)"
     assert "*Branched from Recipes, turn 2*" in lines
     assert [line for line in lines if line.startswith("## ")] == [
         "## Turn 1",
@@ -63,7 +63,7 @@ def test_markdown_to_stdout_and_json_to_a_file(tmp_path: Path) -> None:
     assert status == 1 and refused["error"]["code"] == "output_exists"
     assert orjson.loads(out.read_bytes()) == document  # untouched
     run_cli(root, "session", "export", child, "--out", str(out), "--overwrite")
-    assert out.read_text().startswith("# Recipes\n")
+    assert out.read_text().startswith("# Recipes (branch 1)\n")
 
 
 def test_tree_export_and_refusals(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from helpers.cli import run_cli
 
@@ -107,8 +108,12 @@ def test_a_fork_is_named_with_title_and_an_empty_one_refuses(tmp_path: Path) -> 
     root = tmp_path / "root"
     source = _session_with_two_turns(root)
     turn = run_cli(root, "session", "targets", source)[1]["targets"][0]["turnId"]
-    _, plain = run_cli(root, "session", "fork", source, "--turn", turn)
-    assert run_cli(root, "session", "show", plain["childSessionId"])[1]["title"] == "Trip"
+
+    def title_of(forked: dict[str, Any]) -> str:
+        return str(run_cli(root, "session", "show", forked["childSessionId"])[1]["title"])
+
+    _, plain = run_cli(root, "session", "fork", source, "--turn", turn)  # named as in the app
+    assert title_of(plain) == "Trip (branch 1)"
 
     before = sorted(p.name for p in (root / "sessions").iterdir())
     code, refused = run_cli(
@@ -117,4 +122,13 @@ def test_a_fork_is_named_with_title_and_an_empty_one_refuses(tmp_path: Path) -> 
     assert code != 0 and refused["error"]["code"] == "invalid_title"
     assert sorted(p.name for p in (root / "sessions").iterdir()) == before
     _, named = run_cli(root, "session", "fork", source, "--turn", turn, "--title", " Plan  B ")
-    assert run_cli(root, "session", "show", named["childSessionId"])[1]["title"] == "Plan B"
+    assert title_of(named) == "Plan B"
+    _, third = run_cli(root, "--lang", "zh_Hans", "session", "fork", source, "--turn", turn)
+    assert title_of(third) == "Trip（分支 3）"
+    # A retry keeps the name its first call gave, though a fork landed since.
+    retried = ("session", "fork", source, "--turn", turn, "--operation-id", "op-kept")
+    _, first = run_cli(root, *retried)
+    run_cli(root, "session", "fork", source, "--turn", turn)
+    _, again = run_cli(root, *retried)
+    assert again == {**first, "created": False}
+    assert title_of(first) == "Trip (branch 4)"

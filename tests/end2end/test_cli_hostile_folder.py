@@ -30,11 +30,14 @@ NOBODY = 65534
 # Runs a command as an unprivileged user: root ignores permission bits, so a
 # read-only folder is only read-only for someone else. The interpreter (under
 # /root, which that user cannot read) is started as root, the command's
-# modules are imported, and only then are the privileges dropped for good.
+# modules are imported and the language's catalog loaded (a fork names its
+# branch in the user's language), and only then are the privileges dropped for good.
 _AS_NOBODY = f"""
 import os, sys
 import asyncio, argparse, json, secrets, shutil, stat, errno, hashlib
 import branchwise.core.cli.main as cli
+from branchwise.core.i18n.language import _
+_("{{title}} (branch {{n}})")
 os.setgroups([])
 os.setgid({NOBODY})
 os.setuid({NOBODY})

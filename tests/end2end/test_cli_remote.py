@@ -127,6 +127,11 @@ def test_every_remote_command_prints_the_local_json(
             )
         )
         assert again == {**theirs, "created": False}
+        # Unnamed, the branch is named after its source on both sides, as in the app.
+        shown = _remote(served, "session", "show", theirs["childSessionId"], token_file=token_file)
+        assert _last_json(shown)["title"] == "twins (branch 2)"
+        _, shown_here = run_cli(local, "session", "show", mine["childSessionId"])
+        assert shown_here["title"] == "twins (branch 2)"
         titled = ("--operation-id", "op-titled", "--title", "Plan B")
         mine, theirs = both("session", "fork", sid, "--turn", turn, *titled)
         shown = _remote(served, "session", "show", theirs["childSessionId"], token_file=token_file)
