@@ -21,19 +21,23 @@ from dataclasses import dataclass
 SPREAD = 1.3  # kill moments reach a little past the timed work: its end is hit too
 
 
+def kill_fractions(rng: random.Random, count: int, spread: float = SPREAD) -> list[float]:
+    """Where each of ``count`` kills lands, as fractions of the work's time (0 to ``spread``).
+
+    One fraction is drawn in each of ``count`` equal slices, and they come in
+    random order: the start and the end of the work are both hit whatever the
+    draw, which uniform draws leave to luck.
+    """
+    fractions = [(n + rng.random()) * spread / count for n in range(count)]
+    rng.shuffle(fractions)
+    return fractions
+
+
 def kill_moments(
     rng: random.Random, took: float, count: int, spread: float = SPREAD
 ) -> list[float]:
-    """Seconds to wait before each of ``count`` kills, over ``took * spread`` seconds.
-
-    One moment is drawn in each of ``count`` equal slices of that time, and
-    they come in random order: the start and the end of the work are both hit
-    whatever the draw, which uniform draws leave to luck.
-    """
-    window = took * spread
-    moments = [(n + rng.random()) * window / count for n in range(count)]
-    rng.shuffle(moments)
-    return moments
+    """Seconds to wait before each of ``count`` kills of work that took ``took`` seconds."""
+    return [fraction * took for fraction in kill_fractions(rng, count, spread)]
 
 
 @dataclass(frozen=True)
