@@ -465,12 +465,14 @@ def new_branch_title(store: SessionStore, source_id: str) -> str | None:
     no index, so this counts them in one pass over every manifest (about
     90 ms for 5,000 sessions), as ``tree`` does. Without it a CLI fork would
     carry its parent's title and the sidebar would show one name twice.
-    ``None`` for an untitled source: the fork has no name to repeat.
-
-    Raises:
-        SessionNotFound: no such session (as the fork itself would).
+    ``None`` for an untitled source (the fork has no name to repeat), and for
+    one that cannot be read: the fork then refuses in its own words
+    (``source_not_found``, …), which a name must not pre-empt.
     """
-    title = load_manifest(store.session_dir(validate_session_id(source_id))).title
+    try:
+        title = load_manifest(store.session_dir(validate_session_id(source_id))).title
+    except BranchwiseError:
+        return None
     forks = sum(
         1
         for manifest in store.iter_manifests()

@@ -132,3 +132,8 @@ def test_a_fork_is_named_with_title_and_an_empty_one_refuses(tmp_path: Path) -> 
     _, again = run_cli(root, *retried)
     assert again == {**first, "created": False}
     assert title_of(first) == "Trip (branch 4)"
+    # A missing source is refused by the fork, in its words, whatever the defaults.
+    gone = ("session", "fork", "01a240e0-98a2-7000-acce-cb34badd1000", "--turn", turn)
+    for given in ((), ("--boundary", "3", "--generation", "0")):
+        code, refused = run_cli(root, *gone, *given, check=False)
+        assert code == 1 and refused["error"]["code"] == "source_not_found", given
