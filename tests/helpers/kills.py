@@ -47,12 +47,11 @@ class Forked:
     pid: int
     reports: int  # the read end of the child's pipe: "r", then the work's duration
 
-    def kill(self) -> bool:
-        """SIGKILL the child and reap it; True when it was killed rather than finished."""
+    def kill(self) -> None:
+        """SIGKILL the child (finished or not) and reap it."""
         os.kill(self.pid, signal.SIGKILL)
-        _, status = os.waitpid(self.pid, 0)
+        os.waitpid(self.pid, 0)
         os.close(self.reports)
-        return os.WIFSIGNALED(status)
 
     def wait(self) -> float:
         """Reap the child; how long its work took, timed inside it (its exit is not work)."""
