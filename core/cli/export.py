@@ -19,8 +19,7 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.errors import InvalidArgument
-from branchwise.core.export import (
+from branchwise.core.conversation.export.common import (
     FORMATS,
     encode_json,
     export_chatgpt,
@@ -29,6 +28,7 @@ from branchwise.core.export import (
     render_markdown,
     write_export,
 )
+from branchwise.core.errors import InvalidArgument
 from branchwise.core.ids import validate_session_id
 from branchwise.core.store.store import SessionStore
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from branchwise.core.cli.models import turn_setup
 from branchwise.core.cli.output import print_json
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import InvalidArgument
 from branchwise.core.providers.base import Provider
 from branchwise.core.store.store import SessionStore

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (

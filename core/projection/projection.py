@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from branchwise.core.conversation_settings import ConversationSettings, from_event
+from branchwise.core.conversation.settings import ConversationSettings, from_event
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.turns import Hook, Turn, TurnTracker
 

@@ -29,6 +29,13 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
+from branchwise.core.conversation.views import (
+    session_lineage,
+    session_list,
+    session_show,
+    session_targets,
+    session_tree,
+)
 from branchwise.core.errors import (
     BodyTooLarge,
     BranchwiseError,
@@ -69,17 +76,10 @@ from branchwise.core.remote.protocol import (
     validate_turn_body,
 )
 from branchwise.core.remote.turns import ServedTurns, TurnSetup, demo_setup
-from branchwise.core.search import MAX_LIMIT, SearchIndex
+from branchwise.core.search.index import MAX_LIMIT, SearchIndex
 from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash
-from branchwise.core.views import (
-    session_lineage,
-    session_list,
-    session_show,
-    session_targets,
-    session_tree,
-)
 
 TOKEN_FILE = "serve-token"
 SHUTDOWN_TIMEOUT = 2.0

@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, TurnRunning
 from branchwise.core.ids import validate_session_id
 from branchwise.core.providers.base import Provider

@@ -8,7 +8,7 @@ imports Qt, so the fork-operations journal and crash tests drive it headless.
 
 Every mutating call reports what changed as :class:`Changes` — returned to
 the caller and broadcast to listeners — so views refresh only what changed.
-The host also keeps the search index (:mod:`branchwise.core.search`) current:
+The host also keeps the search index (:mod:`branchwise.core.search.index`) current:
 every conversation is caught up in the background after start, and one
 conversation after each finished turn, rename, new conversation and branch.
 The index is a cache, so its failure is one notice, never a failed turn.
@@ -28,18 +28,18 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from branchwise.core.ask_again import edit_request, regenerate_request
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+from branchwise.core.conversation.names import branch_title
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
-from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
+from branchwise.core.search.index import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
-from branchwise.core.titles import branch_name
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
@@ -481,8 +481,8 @@ class Host:
         fork writes it into the child as it publishes it; ``None`` (a parent
         with no title yet) keeps the inherited one.
         """
-        siblings = [m for m in self.index.children(request.source_session_id) if m.kind == "fork"]
-        return branch_name(self.title(request.source_session_id), len(siblings))
+        source = request.source_session_id
+        return branch_title(self.title(source), (m.kind for m in self.index.children(source)))
 
     async def open_child(self, child_id: str) -> None:
         """The coordinator's opener: index a new branch, open it, ask the window for a tab.

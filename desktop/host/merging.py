@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 from uuid import uuid4
 
+from branchwise.core.conversation.merge import MergeResult, answers_of, merge_back, write_summary
 from branchwise.core.errors import BranchwiseError, LeaseHeld, NotAncestor, TurnRunning
-from branchwise.core.merge import MergeResult, answers_of, merge_back, write_summary
 from branchwise.core.projection.projection import Projection
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host

@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from branchwise.core.conversation.names import branch_title
 from branchwise.core.errors import (
     BranchwiseError,
     InvalidServerUrl,
@@ -45,10 +46,9 @@ from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
-from branchwise.core.search import SearchResult
+from branchwise.core.search.index import SearchResult
 from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.manifest import given_title
-from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
 from branchwise.desktop.host.notices import Level, NoticeCenter
@@ -700,7 +700,7 @@ class RemoteServer:
         """ "<title> (branch N)", as a local branch is named (the server writes it, if it can)."""
         source = request.source_session_id
         forks = [e for e in self.entries if e.parent_id == source and e.kind == "fork"]
-        return branch_name(self.title(source), len(forks))
+        return branch_title(self.title(source), len(forks))
 
     async def _open_child(self, child_id: str) -> None:
         """The coordinator's opener: list the new branch, then open its tab (raises if not)."""

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.compare import Comparison, SideTurn, compare
+from branchwise.core.conversation.compare import Comparison, SideTurn, compare
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill

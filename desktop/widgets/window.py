@@ -31,14 +31,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.errors import BranchwiseError
-from branchwise.core.export import (
+from branchwise.core.conversation.export.common import (
     encode_json,
     export_document,
     format_for_path,
     render_markdown,
     write_export,
 )
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
     _,

@@ -37,7 +37,7 @@ What is indexed, and how it stays current:
 * The same message id carrying different text in two sessions (a log
   replaced by a rewind that reused an id) keeps the text indexed last.
 * Every ``session/merge`` event (a branch brought back into a conversation,
-  :mod:`branchwise.core.merge`) is recorded in the ``merges`` table as it is
+  :mod:`branchwise.core.conversation.merge`) is recorded in the ``merges`` table as it is
   read. The merge lives only in the log it was written to, and this
   catch-up already reads every new commit of every session, so the lineage
   tree learns which branches were brought back — including merges another

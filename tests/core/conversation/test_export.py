@@ -9,8 +9,7 @@ import orjson
 import pytest
 from helpers.forking import fork_at
 
-from branchwise.core.errors import ExportNotWritten, OutputExists
-from branchwise.core.export import (
+from branchwise.core.conversation.export.common import (
     SCHEMA,
     TREE_SCHEMA,
     encode_json,
@@ -21,6 +20,7 @@ from branchwise.core.export import (
     render_markdown,
     write_export,
 )
+from branchwise.core.errors import ExportNotWritten, OutputExists
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash

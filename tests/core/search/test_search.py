@@ -11,10 +11,10 @@ import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn, read_only
 
-from branchwise.core import search as search_module
 from branchwise.core.errors import InvalidSearch, SearchIndexUnavailable
 from branchwise.core.projection import events as ev
-from branchwise.core.search import INDEX_NAME, SearchIndex, SearchResult
+from branchwise.core.search import index as search_module
+from branchwise.core.search.index import INDEX_NAME, SearchIndex, SearchResult
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore
 
