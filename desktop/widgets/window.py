@@ -31,13 +31,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.conversation.export.common import (
-    encode_json,
-    export_document,
-    format_for_path,
-    render_markdown,
-    write_export,
-)
+from branchwise.core.conversation.export.common import format_for_path, write_export
+from branchwise.core.conversation.export.json import encode_json, export_document
+from branchwise.core.conversation.export.markdown import render_markdown
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,

@@ -26,7 +26,7 @@ from helpers.recording import Recorder
 from helpers.sessions import commits_of, prefix_projection
 
 from branchwise.core.conversation.compare import compare
-from branchwise.core.conversation.export.common import export_document
+from branchwise.core.conversation.export.json import export_document
 from branchwise.core.log.snapshots import wait_for_snapshots
 from branchwise.core.projection import events as ev
 from branchwise.core.providers.demo import demo_answer
