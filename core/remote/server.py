@@ -76,7 +76,8 @@ from branchwise.core.remote.protocol import (
     validate_turn_body,
 )
 from branchwise.core.remote.turns import ServedTurns, TurnSetup, demo_setup
-from branchwise.core.search.index import MAX_LIMIT, SearchIndex
+from branchwise.core.search.index import SearchIndex
+from branchwise.core.search.query import MAX_LIMIT
 from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash

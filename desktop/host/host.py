@@ -36,7 +36,8 @@ from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedR
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
-from branchwise.core.search.index import MergedBranch, SearchIndex, SearchResult
+from branchwise.core.search.index import MergedBranch, SearchIndex
+from branchwise.core.search.query import SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore

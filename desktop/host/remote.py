@@ -46,7 +46,7 @@ from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
-from branchwise.core.search.index import SearchResult
+from branchwise.core.search.query import SearchResult
 from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.manifest import given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
