@@ -10,12 +10,11 @@ in this package: exports ask for entries and never name an event kind.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from branchwise.core.log.frames import Frame
+from branchwise.core.log.scan import LogScan
 from branchwise.core.projection.events import EventType
 
 _TURN_START = EventType.TURN_START.value
@@ -66,16 +65,16 @@ class Entry:
     data: Any = None
 
 
-def recorded_entries(frames: Iterable[Frame], *, after: int = 0) -> list[Entry]:
-    """Every prompt, answer, tool call and tool result in ``frames`` with a seq above ``after``.
+def recorded_entries(scan: LogScan, *, after: int = 0) -> list[Entry]:
+    """Every prompt, answer, tool call and tool result of ``scan`` with a seq above ``after``.
 
     Args:
-        frames: whole committed frames, in order (a snapshot's scan).
+        scan: a read of the log (a snapshot's ``scan``): its whole committed frames.
         after: a fork's seed length: what it inherited is its parent's record.
     """
     found: list[Entry] = []
     turn_id = ""
-    for frame in frames:
+    for frame in scan.frames:
         for event in frame.events:
             seq = event["seq"]
             if seq <= after:
@@ -122,15 +121,15 @@ class TurnUsage:
         return {"inputTokens": self.input_tokens, "outputTokens": self.output_tokens}
 
 
-def usage_by_turn(frames: Iterable[Frame], *, after: int = 0) -> dict[str, TurnUsage]:
-    """Tokens per turn id, counted as the projection counts its totals (only after ``after``).
+def usage_by_turn(scan: LogScan, *, after: int = 0) -> dict[str, TurnUsage]:
+    """Tokens per turn id of ``scan``, counted as the projection counts totals (after ``after``).
 
     Usage belongs to the turn started last before it, so a usage record
     written after its turn ended still counts for that turn.
     """
     counts: dict[str, list[int]] = {}
     current: str | None = None
-    for frame in frames:
+    for frame in scan.frames:
         for event in frame.events:
             kind = event["type"]
             if kind == _TURN_START:

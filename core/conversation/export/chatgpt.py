@@ -91,7 +91,7 @@ def _chatgpt_conversation(
                 prompt_node, prompt_text = parent_prompts[origin.turn_id]
                 if prompt_text == origin.prompt:
                     skip_prompt = prompt_node
-        for entry in recorded_entries(snapshot.scan.frames, after=seed):
+        for entry in recorded_entries(snapshot.scan, after=seed):
             message = _chatgpt_message(entry)
             if message is None:
                 continue

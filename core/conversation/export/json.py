@@ -35,7 +35,7 @@ def _document(store: SessionStore, snapshot: SessionSnapshot) -> dict[str, Any]:
     parent = parent_info(store, snapshot)
     chain = lineage(store, manifest.session_id)
     seed = manifest.seed_length
-    usage = usage_by_turn(snapshot.scan.frames, after=seed)
+    usage = usage_by_turn(snapshot.scan, after=seed)
     return {
         "session": {
             "sessionId": manifest.session_id,
