@@ -1,4 +1,4 @@
-"""``branchwise serve``: expose the store over HTTP (DESIGN §5)."""
+"""``branchwise serve``: expose the store over HTTP (docs/cli.md, "Serve")."""
 
 from __future__ import annotations
 
