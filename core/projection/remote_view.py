@@ -64,11 +64,17 @@ class _WireView(Projection):
     def apply(self, events: list[Event]) -> None:
         """Apply one whole commit and, if it ends after ``after``, note its wire form."""
         Projection.apply(self, events)
-        if not events or int(events[-1]["seq"]) <= self.after:
-            for event in reversed(events):
-                if "ts" in event:
-                    self._ts = event["ts"]
-                    break
+        if not events:
+            return
+        last = events[-1]
+        if int(last["seq"]) <= self.after:
+            if "ts" in last:
+                self._ts = last["ts"]
+            else:
+                for event in reversed(events):
+                    if "ts" in event:
+                        self._ts = event["ts"]
+                        break
             return
         commit: list[Event] = []
         for event in events:
