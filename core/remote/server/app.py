@@ -83,6 +83,11 @@ async def capabilities(request: web.Request) -> web.Response:
     return json_response({"capabilities": list(CAPABILITIES)})
 
 
+async def _close(app: web.Application) -> None:
+    """On shutdown: running turns end as ``cancelled``; forks already running finish."""
+    await app[SERVER_STATE].close()
+
+
 def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None) -> web.Application:
     """The aiohttp application serving ``store``.
 
@@ -101,9 +106,6 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
         fork_groups=ForkGroups(store, targets_cache),
     )
 
-    async def close(app: web.Application) -> None:
-        await app[SERVER_STATE].close()
-
     app = web.Application(middlewares=[guard], client_max_size=MAX_TURN_BODY)
     app[SERVER_STATE] = state
     app.router.add_get("/capabilities", capabilities)
@@ -121,7 +123,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     app.router.add_post("/sessions/{session_id}/restore", restore_session)
     app.router.add_get("/search", search_sessions)
     app.router.add_post("/fork-session", fork_session)
-    app.on_shutdown.append(close)
+    app.on_shutdown.append(_close)
     return app
 
 
