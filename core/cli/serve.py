@@ -49,7 +49,7 @@ def cmd_serve(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     Turns sent to the server run with the data root's own provider settings,
     read when each turn starts.
     """
-    from branchwise.core.remote.server import TOKEN_FILE, serve
+    from branchwise.core.remote.server.app import TOKEN_FILE, serve
 
     if not 0 <= args.port <= 65535:
         raise InvalidArgument(
