@@ -229,9 +229,7 @@ def plan_from_index(
     # The record is the proof the bound is durable: a writer appends an index
     # record only after its frame's fsync, and rebuilds one only after an fsync
     # of the segment (SegmentWriter's open), so the child needs no fsync of its own.
-    return ForkPlan(
-        tuple(seeds), boundary, record.commit, _blob_names(seeds), bound_durable=True
-    )
+    return ForkPlan(tuple(seeds), boundary, record.commit, _blob_names(seeds), bound_durable=True)
 
 
 def plan_from_log(log: SessionLog, boundary_frame: Frame, boundary: int) -> ForkPlan:
