@@ -11,6 +11,7 @@ import asyncio
 import orjson
 from aiohttp import web
 
+from branchwise.core.conversation.views import session_targets
 from branchwise.core.errors import SessionMismatch
 from branchwise.core.fork.engine import ForkCall
 from branchwise.core.fork.operations import ForkRequest
@@ -22,7 +23,6 @@ from branchwise.core.remote.server.http_io import (
     session_of,
 )
 from branchwise.core.remote.server.state import state_of
-from branchwise.core.conversation.views import session_targets
 
 
 async def targets(request: web.Request) -> web.Response:

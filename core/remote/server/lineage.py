@@ -6,9 +6,9 @@ import asyncio
 
 from aiohttp import web
 
+from branchwise.core.conversation.views import session_lineage, session_tree
 from branchwise.core.remote.server.http_io import json_response, query_params, session_of
 from branchwise.core.remote.server.state import state_of
-from branchwise.core.conversation.views import session_lineage, session_tree
 
 
 async def lineage_of(request: web.Request) -> web.Response:

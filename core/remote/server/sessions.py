@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from branchwise.core.conversation.views import session_list, session_show
 from branchwise.core.errors import InvalidRequest
 from branchwise.core.remote.protocol import (
     MAX_BODY,
@@ -23,7 +24,6 @@ from branchwise.core.remote.server.http_io import (
 )
 from branchwise.core.remote.server.state import state_of, updated_at
 from branchwise.core.store.manifest import given_title
-from branchwise.core.conversation.views import session_list, session_show
 
 
 async def list_sessions(request: web.Request) -> web.Response:
