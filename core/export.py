@@ -46,12 +46,12 @@ from branchwise.core.errors import (
     ExportNotWritten,
     OutputExists,
 )
+from branchwise.core.fs.atomic import fsync_dir, write_all
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import TreeNode, lineage, tree
 from branchwise.core.projection.events import EventType
-from branchwise.core.store.atomic import fsync_dir, write_all
 from branchwise.core.store.manifest import load_manifest
 from branchwise.core.store.store import SessionSnapshot, SessionStore
 from branchwise.core.store.trash import Trash, parent_state

@@ -44,8 +44,8 @@ from branchwise.core.errors import (
     SettingsNewerFormat,
     UnsupportedFormat,
 )
+from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.providers.openai import normalize_base_url
-from branchwise.core.store.atomic import atomic_write_bytes
 
 SETTINGS_FILE = "settings.json"
 SETTINGS_FORMAT = 1

@@ -28,6 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.fs.atomic import (
+    copy_durably,
+    fsync_dir,
+    open_no_follow,
+    refuse_link,
+    write_durably,
+    write_new,
+)
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (
@@ -46,14 +54,6 @@ from branchwise.core.log.sidecars import (
 from branchwise.core.log.snapshots import SNAPSHOT_FILE, inheritable_snapshot
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import (
-    copy_durably,
-    fsync_dir,
-    open_no_follow,
-    refuse_link,
-    write_durably,
-    write_new,
-)
 from branchwise.core.store.manifest import Manifest, Seed, manifest_bytes, save_manifest
 from branchwise.core.store.publish import building_session, link_blobs
 from branchwise.core.store.store import SessionStore

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.fs.atomic import copy_durably, fsync_dir, open_no_follow
 from branchwise.core.log.scan import LogScan, TornTail
 from branchwise.core.log.segments import ROLL_BYTES, ROLL_LINKS, SessionLog, segment_name
 from branchwise.core.log.sidecars import (
@@ -36,7 +37,6 @@ from branchwise.core.log.sidecars import (
 )
 from branchwise.core.log.writer import OS_FILE_OPS, FileOps, LogWriter, save_cut_bytes
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import copy_durably, fsync_dir, open_no_follow
 
 
 class SegmentWriter:

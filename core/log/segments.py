@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from branchwise.core.errors import BranchwiseError, CorruptLog
+from branchwise.core.fs.atomic import open_no_follow, refuse_link
 from branchwise.core.log import scan as log_scan
 from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
 from branchwise.core.log.scan import LogScan, ResumePoint, gc_paused
-from branchwise.core.store.atomic import open_no_follow, refuse_link
 from branchwise.core.store.manifest import Manifest, Seed, load_manifest
 
 LEGACY_LOG = "events.log"

@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from branchwise.core.fs.atomic import open_no_follow, write_all
 from branchwise.core.log.frames import HEADER, Frame, encode_record, iter_records
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import open_no_follow, write_all
 
 INDEX_SUFFIX = ".idx"
 TURNS_SUFFIX = ".tix"

@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from branchwise.core.errors import DiskFull, DurabilityError, WriterClosed
+from branchwise.core.fs.atomic import fsync_dir, open_no_follow, write_all
 from branchwise.core.log.frames import HEADER, encode_frame
 from branchwise.core.log.scan import LogScan, TornTail
 from branchwise.core.projection.events import EventType
-from branchwise.core.store.atomic import fsync_dir, open_no_follow, write_all
 
 _UNTIMED = EventType.MESSAGE_DELTA.value
 """The one event type stamped without ``ts``: a streaming answer's deltas.

@@ -29,8 +29,8 @@ from branchwise.core.errors import (
     UnreadableManifest,
     UnsupportedFormat,
 )
+from branchwise.core.fs.atomic import atomic_write_bytes, read_no_follow
 from branchwise.core.ids import validate_session_id
-from branchwise.core.store.atomic import atomic_write_bytes, read_no_follow
 
 MANIFEST_FORMAT = 2
 """The newest manifest format this build reads and writes (format 1 is still read and kept)."""

@@ -30,6 +30,14 @@ from branchwise.core.errors import (
     UnsafePath,
     UnsupportedFormat,
 )
+from branchwise.core.fs.atomic import (
+    disk_full_as_typed,
+    fsync_dir,
+    process_alive,
+    refuse_link,
+    refusing_read_only,
+)
+from branchwise.core.fs.locks import WriterLease, lease_is_held
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame
 from branchwise.core.log.scan import LogScan, TornTail, gc_paused
@@ -54,14 +62,6 @@ from branchwise.core.log.turn_table import save_turn_table
 from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
 from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
 from branchwise.core.projection.projection import Projection
-from branchwise.core.store.atomic import (
-    disk_full_as_typed,
-    fsync_dir,
-    process_alive,
-    refuse_link,
-    refusing_read_only,
-)
-from branchwise.core.store.locks import WriterLease, lease_is_held
 from branchwise.core.store.manifest import (
     DEFAULT_LOG_DIR,
     SEGMENTED,

@@ -19,7 +19,7 @@ import os
 from pathlib import Path
 
 from branchwise.core.errors import AppAlreadyRunning, DiskFull, LeaseHeld, WriterClosed
-from branchwise.core.store.atomic import open_no_follow, refusing_read_only
+from branchwise.core.fs.atomic import open_no_follow, refusing_read_only
 
 
 class WriterLease:
