@@ -51,8 +51,8 @@ from branchwise.core.log.sidecars import (
     sidecar_bytes,
     write_sidecars,
 )
-from branchwise.core.log.snapshots import SNAPSHOT_FILE, inheritable_snapshot
 from branchwise.core.projection.events import EventType
+from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, inheritable_snapshot
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.manifest import Manifest, Seed, manifest_bytes, save_manifest
 from branchwise.core.store.publish import building_session, link_blobs

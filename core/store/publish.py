@@ -43,8 +43,8 @@ from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.scan import gc_paused, scan_bytes
 from branchwise.core.log.segments import log_pieces, segment_name
 from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
-from branchwise.core.log.snapshots import wait_for_snapshots
 from branchwise.core.projection.events import validate_event
+from branchwise.core.projection.snapshot_cache import wait_for_snapshots
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore, publish_dir
