@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from uuid import uuid4
 
 from branchwise.core.errors import BranchwiseError, LeaseHeld, NotAncestor, TurnRunning
-from branchwise.core.merge import MergeResult, answers_of, merge_back, write_summary
+from branchwise.core.merge import MergeResult, answers_of, merge_back
 from branchwise.core.projection.projection import Projection
+from branchwise.core.runtime import write_summary
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.merge_journal import MergeJournal, PendingMerge

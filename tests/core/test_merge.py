@@ -15,10 +15,10 @@ from branchwise.core.merge import (
     answers_of,
     demo_summary,
     merge_back,
-    write_summary,
 )
 from branchwise.core.projection.projection import MERGE_PREFIX
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.runtime import write_summary
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash
 
