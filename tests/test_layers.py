@@ -547,9 +547,50 @@ def import_loops(root: Path, allowed: frozenset[frozenset[str]] = frozenset()) -
     ]
 
 
+def core_unit(module: str, layers: tuple[Layer, ...] = CORE_LAYERS) -> str:
+    """The name that places a module of core in :data:`CORE_LAYERS` (its top-level name if none)."""
+    member = str(core_member(module))
+    listed = {name for layer in layers for name in layer.members}
+    parts = member.split(".")
+    for length in range(len(parts), 0, -1):
+        if ".".join(parts[:length]) in listed:
+            return ".".join(parts[:length])
+    return parts[0]
+
+
+def core_package_graph(root: Path) -> dict[str, set[str]]:
+    """Each named part of core (``log``, ``settings``, …) -> the others it imports."""
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph(root, ["core"]).items():
+        source = core_unit(module)
+        reached = graph.setdefault(source, set())
+        for target in targets:
+            name = core_unit(target)
+            graph.setdefault(name, set())
+            if name != source:
+                reached.add(name)
+    return graph
+
+
+def package_loops(root: Path) -> list[str]:
+    """Loops between core's packages and top-level modules, as ``a -> b -> a``.
+
+    Modules of two packages can import each other without a module loop
+    (``providers/detect`` -> ``settings`` -> ``providers/openai``); the two
+    packages still cannot be understood, tested or moved one without the other.
+    """
+    graph = core_package_graph(root)
+    return [" -> ".join(a_loop(graph, group)) for group in strongly_connected(graph)]
+
+
 def test_no_import_loops_in_core_and_desktop() -> None:
     loops = import_loops(REPO_ROOT, KNOWN_DESKTOP_CYCLES_BEING_REMOVED)
     assert not loops, "import loops:\n" + "\n".join(loops)
+
+
+def test_no_loops_between_core_packages() -> None:
+    loops = package_loops(REPO_ROOT)
+    assert not loops, "packages of core that import each other:\n" + "\n".join(loops)
 
 
 def test_allowed_loops_still_exist() -> None:
@@ -595,3 +636,23 @@ def test_the_loop_checker_reports_planted_loops(tmp_path: Path) -> None:
         {frozenset({"branchwise.desktop.host.host", "branchwise.desktop.host.session"})}
     )
     assert len(import_loops(tmp_path, allowed)) == 2
+
+
+def test_the_package_loop_checker_reports_packages_that_import_each_other(
+    tmp_path: Path,
+) -> None:
+    _plant(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/settings.py": "from branchwise.core.providers.openai import normalize\n",
+            "core/providers/__init__.py": "",
+            "core/providers/openai.py": "",
+            "core/providers/detect.py": "from branchwise.core.settings import Settings\n",
+            "core/log/__init__.py": "",
+            "core/log/segments.py": "from branchwise.core.errors import CorruptLog\n",
+            "core/errors.py": "",
+        },
+    )
+    assert import_loops(tmp_path) == []
+    assert package_loops(tmp_path) == ["providers -> settings -> providers"]
