@@ -234,11 +234,14 @@ CORE_LAYERS: tuple[Layer, ...] = (
     Layer("log", ("log",)),
     # A conversation's own model, system prompt and temperature are a value the
     # projection builds from ``session/config`` events and a fork writes into
-    # the child: it lives with the projection, whatever package holds it.
+    # the child: it lives with the projection, whatever package holds it
+    # (``conversation_settings.py``, or ``conversation/settings.py`` once the
+    # conversation features gather in ``conversation/``).
     Layer("projection", ("projection", "conversation_settings", "conversation.settings")),
     Layer("store", ("store",)),
     # lineage names a new branch ("<title> (branch N)") with titles.py, which
-    # needs only i18n.
+    # needs only i18n. When the naming moves to ``conversation/names.py`` (a
+    # conversation feature), lineage no longer needs it and this entry goes.
     Layer("fork and lineage", ("fork", "lineage", "titles")),
     Layer(
         "conversation features",
