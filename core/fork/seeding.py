@@ -28,14 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from branchwise.core.conversation_settings import ConversationSettings
-from branchwise.core.fs.atomic import (
-    copy_durably,
-    fsync_dir,
-    open_no_follow,
-    refuse_link,
-    write_durably,
-    write_new,
-)
+from branchwise.core.fs.atomic import copy_durably, fsync_dir, write_durably, write_new
+from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (

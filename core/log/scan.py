@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from branchwise.core.errors import CommitTooLarge, CorruptLog, InvalidFrame
-from branchwise.core.fs.atomic import read_no_follow
+from branchwise.core.fs.safe_open import read_no_follow
 from branchwise.core.log.frames import (
     HEADER,
     HEADER_SIZE,

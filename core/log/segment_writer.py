@@ -23,7 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.fs.atomic import copy_durably, fsync_dir, open_no_follow
+from branchwise.core.fs.atomic import copy_durably, fsync_dir
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.scan import LogScan, TornTail
 from branchwise.core.log.segments import ROLL_BYTES, ROLL_LINKS, SessionLog, segment_name
 from branchwise.core.log.sidecars import (

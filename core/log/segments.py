@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Generic, Protocol, Self, TypeVar
 
 from branchwise.core.errors import BranchwiseError, CorruptLog
-from branchwise.core.fs.atomic import open_no_follow, refuse_link
+from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log import scan as log_scan
 from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
 from branchwise.core.log.scan import LogScan, ResumePoint, gc_paused

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
-from branchwise.core.fs.atomic import open_no_follow, write_all
+from branchwise.core.fs.atomic import write_all
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.frames import HEADER, Frame, encode_record, iter_records
 
 INDEX_SUFFIX = ".idx"

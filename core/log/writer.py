@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from branchwise.core.errors import DiskFull, DurabilityError, WriterClosed
-from branchwise.core.fs.atomic import fsync_dir, open_no_follow, write_all
+from branchwise.core.fs.atomic import fsync_dir, write_all
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.frames import HEADER, encode_frame
 from branchwise.core.log.scan import LogScan, TornTail
 

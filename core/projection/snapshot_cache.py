@@ -55,7 +55,8 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.fs.atomic import open_no_follow, write_cache_file
+from branchwise.core.fs.atomic import write_cache_file
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.frames import Frame
 from branchwise.core.log.scan import ResumePoint
 from branchwise.core.log.segments import SessionLog

@@ -30,7 +30,8 @@ from branchwise.core.errors import (
     UnreadableManifest,
     UnsupportedFormat,
 )
-from branchwise.core.fs.atomic import atomic_write_bytes, read_no_follow
+from branchwise.core.fs.atomic import atomic_write_bytes
+from branchwise.core.fs.safe_open import read_no_follow
 from branchwise.core.ids import validate_session_id
 
 MANIFEST_FORMAT = 2

@@ -33,12 +33,12 @@ from branchwise.core.errors import DiskFull, SessionExists
 from branchwise.core.fs.atomic import (
     disk_full_as_typed,
     fsync_dir,
-    refuse_link,
     refusing_read_only,
     sync_filesystem,
     write_durably,
 )
 from branchwise.core.fs.locks import WriterLease
+from branchwise.core.fs.safe_open import refuse_link
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.scan import gc_paused, scan_bytes
 from branchwise.core.log.segments import log_pieces, segment_name

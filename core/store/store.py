@@ -34,10 +34,10 @@ from branchwise.core.fs.atomic import (
     disk_full_as_typed,
     fsync_dir,
     process_alive,
-    refuse_link,
     refusing_read_only,
 )
 from branchwise.core.fs.locks import WriterLease, lease_is_held
+from branchwise.core.fs.safe_open import refuse_link
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame
 from branchwise.core.log.scan import LogScan, TornTail, gc_paused
