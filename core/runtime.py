@@ -1,6 +1,6 @@
 """The turn runner: one conversation turn, committed as it happens.
 
-A turn is written as a few commits (DESIGN §2.2)::
+A turn is written as a few commits (docs/storage.md, "Events")::
 
     [turn/start, message/user, step/start]          the question is durable
     [message/delta] …                                at most every flush_interval

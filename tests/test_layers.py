@@ -1,4 +1,4 @@
-"""The import rules, checked on every import statement.
+"""The import rules (docs/architecture.md, "Layers"), checked on every import statement.
 
 Three rules:
 

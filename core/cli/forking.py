@@ -1,4 +1,4 @@
-"""``branchwise session targets|fork|child|lineage|tree`` (DESIGN §3, §8)."""
+"""``branchwise session targets|fork|child|lineage|tree`` (docs/cli.md, "Branching")."""
 
 from __future__ import annotations
 

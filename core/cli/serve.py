@@ -1,4 +1,4 @@
-"""``branchwise serve``: expose the store over HTTP (DESIGN §5)."""
+"""``branchwise serve``: expose the store over HTTP (docs/cli.md, "Serve")."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def cmd_serve(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     Turns sent to the server run with the data root's own provider settings,
     read when each turn starts.
     """
-    from branchwise.core.remote.server import TOKEN_FILE, serve
+    from branchwise.core.remote.server.app import TOKEN_FILE, serve
 
     if not 0 <= args.port <= 65535:
         raise InvalidArgument(

@@ -1,6 +1,6 @@
 """A fork's child built from links: the parent's segments as seeds bounded at the cut.
 
-A fork costs the same at any size (STORAGE.md "Fork"): it finds the segment
+A fork costs the same at any size (docs/storage.md, "Forks"): it finds the segment
 holding the boundary by ``firstSeq``, binary-searches that segment's ``.idx``
 for ``lastSeq == boundary``, and reads and verifies that one frame
 (:func:`plan_from_index`). Only when the index cannot answer does the caller

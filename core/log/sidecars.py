@@ -2,7 +2,7 @@
 
 A fork validates its target by reading one frame (the ``.idx`` record of the
 boundary says where it is), and fork targets come from ``.idx``/``.tix``
-instead of a replay. They are caches (STORAGE.md invariant 5): only the
+instead of a replay. They are caches (docs/storage.md, "Invariants" 5): only the
 writer writes them, after the commit's fsync (plain writes, fsynced at roll
 and close), and a missing, short, damaged or old sidecar never changes an
 answer: readers check every record's checksum and the frame it points at,

@@ -1,4 +1,4 @@
-"""Replaying committed events into the state everyone reads (DESIGN §2.3).
+"""Replaying committed events into the state everyone reads (docs/storage.md, "Events").
 
 A :class:`Projection` is fed whole commits, in order, and keeps the
 transcript, the turns with their boundaries, open interactions and tool calls,
@@ -70,7 +70,7 @@ class Projection(TurnTracker):
             (the latest ``session/config``).
         merges: the ``session/merge`` records (what branches brought back), with ``seq``.
         seed_length: the seq a fork inherited through: ``usage`` up to it
-            was paid by the parent, so it is not counted again (STORAGE.md).
+            was paid by the parent, so it is not counted again (docs/storage.md, "Invariants" 6).
     """
 
     title: str = ""

@@ -178,16 +178,16 @@ class Host:
             log.exception("could not prune fork-index/")
 
     async def recover(self) -> None:
-        """Check the fork server, then resume fork operations a crash left (DESIGN §4 step 7).
+        """Check the fork server, then resume fork operations a crash left behind.
 
         With a server that cannot branch the records stay as they are: there
-        is nothing to resume them against.
+        is nothing to resume them against (docs/architecture.md, "A branch click").
         """
         if await self.check_server():
             await self.fork_coordinator.recover()
 
     async def check_server(self) -> bool:
-        """Whether the fork backend can branch; a remote server is asked (DESIGN §5).
+        """Whether the fork backend can branch; a remote server is asked (docs/cli.md, "Serve").
 
         A server without ``session-fork-targets-v1`` sets ``server_supported``
         to ``False``: every branch action shows the "server unsupported"
@@ -515,7 +515,7 @@ class Host:
 
     @property
     def fork_coordinator(self) -> ForkCoordinator:
-        """The fork-operations journal that carries out every branch click (DESIGN §4)."""
+        """The journal that carries out every branch click (docs/architecture.md)."""
         if self._coordinator is None:
             from branchwise.desktop.host.backends import LocalForkBackend, no_checkpoint
             from branchwise.desktop.host.branching import ForkCoordinator

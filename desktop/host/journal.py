@@ -1,7 +1,7 @@
 """``fork-operations.json``: the desktop host's journal of fork operations.
 
 A fork click is a small distributed operation (local store or remote server,
-then a tab). The journal makes it survive crashes (DESIGN §4): a ``pending``
+then a tab). The journal makes it survive crashes (docs/architecture.md): a ``pending``
 record is durable before anything is written or sent, a ``completed`` one
 remembers the child until its tab has opened, and only then is the record
 removed. Every change replaces the whole document atomically, so a crash

@@ -10,7 +10,7 @@ targets a local conversation has), and branches through its own operations
 journal (``<root>/servers/<slug>/fork-operations.json``) and
 ``POST /fork-session``: a timeout or a dropped connection leaves the pending
 record, and the next click or start gets the same child, never two
-(DESIGN §4). A server without ``session-fork-targets-v1`` makes every branch
+(docs/architecture.md). A server without ``session-fork-targets-v1`` makes every branch
 action "server unsupported", with no fallback.
 
 When the server stops answering, one notice says so and the connection is
@@ -676,7 +676,7 @@ class RemoteServer:
     # -- branching ----------------------------------------------------------------------------
 
     async def request_branch(self, request: ForkRequest) -> str | None:
-        """Branch through this server's journal and ``POST /fork-session`` (DESIGN §4).
+        """Branch through this server's journal and ``POST /fork-session`` (docs/architecture.md).
 
         Returns the child's id when its tab opened; ``None`` when refused or
         uncertain (the journal keeps an uncertain record; a second click
