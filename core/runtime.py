@@ -39,12 +39,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from branchwise.core.conversation.merge import SUMMARY_REQUEST, demo_summary, own_turns
 from branchwise.core.conversation.names import title_from_prompt
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, InvalidMerge
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.events import EndReason
+from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider, TextChunk, Usage
+from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.store import SessionWriter
 
 log = logging.getLogger(__name__)
@@ -351,3 +354,30 @@ class TurnRunner:
         committed = self.writer.commit(events)
         self.listener.committed(committed)
         return committed
+
+
+async def write_summary(projection: Projection, provider: Provider) -> str:
+    """A summary of the branch since its fork point, written by ``provider``, to merge back.
+
+    Asking a model is the runtime's work, so it sits here rather than with the
+    merge (:mod:`~branchwise.core.merge` keeps what to ask and the demo's own
+    summary). The demo responder writes a deterministic one from the turns
+    themselves, so offline use and tests know what to expect.
+
+    Raises:
+        InvalidMerge: the branch has no turns of its own yet.
+        ProviderError: the model failed.
+    """
+    pairs = own_turns(projection)
+    if not pairs:
+        raise InvalidMerge("the branch has no turns of its own to summarize", field="content")
+    if isinstance(provider, DemoProvider):
+        return demo_summary(pairs)
+    messages: list[dict[str, str]] = []
+    for prompt, answer in pairs:
+        messages.append({"role": "user", "content": prompt})
+        if answer:
+            messages.append({"role": "assistant", "content": answer})
+    messages.append({"role": "user", "content": SUMMARY_REQUEST})
+    parts = [item.text async for item in provider.stream(messages) if isinstance(item, TextChunk)]
+    return "".join(parts).strip()

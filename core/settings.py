@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
@@ -44,8 +44,7 @@ from branchwise.core.errors import (
     SettingsNewerFormat,
     UnsupportedFormat,
 )
-from branchwise.core.providers.openai import normalize_base_url
-from branchwise.core.store.atomic import atomic_write_bytes
+from branchwise.core.fs.atomic import atomic_write_bytes
 
 SETTINGS_FILE = "settings.json"
 SETTINGS_FORMAT = 1
@@ -58,6 +57,51 @@ ProviderKind = Literal["demo", "openai"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _LANGUAGE = re.compile(r"[A-Za-z]{2,3}([_-][A-Za-z0-9]{2,8}){0,3}")
+_ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
+
+
+def normalize_base_url(url: str) -> str:
+    """A model server's address as it is kept and called (the base URL rule).
+
+    A URL with no path gets ``/v1`` appended, because every supported local
+    server serves the OpenAI API there (``http://127.0.0.1:11434`` means
+    ``http://127.0.0.1:11434/v1``). A URL with a path is used as given
+    (``https://openrouter.ai/api/v1``), after dropping trailing slashes and a
+    pasted ``/chat/completions`` or ``/models`` endpoint. The rule lives with
+    the settings that keep the address; the provider applies it to what it is
+    given.
+
+    Raises:
+        InvalidBaseUrl: not an http(s) URL with a host.
+    """
+    text = url.strip()
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 - parsing the port validates it
+    except ValueError as exc:
+        raise InvalidBaseUrl(f"{_without_userinfo(text)!r} is not a valid URL: {exc}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidBaseUrl(
+            f"the server URL must look like http://host:port/v1, not {_without_userinfo(text)!r}"
+        )
+    path = parts.path.rstrip("/")
+    for suffix in _ENDPOINT_SUFFIXES:
+        if path.endswith(suffix):
+            path = path[: -len(suffix)].rstrip("/")
+            break
+    if not path:
+        path = "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _without_userinfo(url: str) -> str:
+    """Drop ``user:password@`` so a malformed URL can be quoted in a message safely."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority, slash, path = rest.partition("/")
+    authority = authority.rsplit("@", 1)[-1]
+    return f"{scheme}{sep}{authority}{slash}{path}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +130,7 @@ class Settings:
         provider: ``demo`` (the offline responder) or ``openai`` (any
             OpenAI-compatible server).
         base_url: the server's API root, normalized (see
-            :func:`~branchwise.core.providers.openai.normalize_base_url`);
+            :func:`normalize_base_url`);
             empty means not configured.
         model: the model to request; empty lets a single-model server choose.
         api_key_env: the environment variable holding the API key; empty means

@@ -38,10 +38,10 @@ from PySide6.QtCore import QMessageLogContext, QTimer, QtMsgType, qInstallMessag
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from branchwise.core.errors import BranchwiseError
+from branchwise.core.fs.locks import InstanceLock
 from branchwise.core.i18n.language import set_language
 from branchwise.core.i18n.locales import choose_language, system_locale
 from branchwise.core.i18n.reasons import error_text
-from branchwise.core.store.locks import InstanceLock
 from branchwise.core.store.store import SessionStore, default_data_root
 from branchwise.desktop.host.first_run import FirstRun
 from branchwise.desktop.host.host import Host

@@ -7,8 +7,9 @@ import asyncio
 from typing import Any
 
 from branchwise.core.cli.models import add_provider_options, provider_from_args
-from branchwise.core.conversation.merge import answers_of, merge_back, write_summary
+from branchwise.core.conversation.merge import answers_of, merge_back
 from branchwise.core.ids import new_id, validate_session_id
+from branchwise.core.runtime import write_summary
 from branchwise.core.store.store import SessionStore
 
 GENERATE = object()

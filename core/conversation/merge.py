@@ -34,8 +34,6 @@ from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import lineage
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
-from branchwise.core.providers.base import Provider, TextChunk
-from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.core.store.trash import Trash
@@ -214,31 +212,6 @@ SUMMARY_REQUEST = (
     "Summarize the conversation above for someone who did not read it: what was asked, "
     "what was found or decided, in a few sentences. Write only the summary."
 )
-
-
-async def write_summary(projection: Projection, provider: Provider) -> str:
-    """A summary of the branch since its fork point, written by ``provider``.
-
-    The demo responder writes a deterministic one from the turns themselves,
-    so offline use and tests know what to expect.
-
-    Raises:
-        InvalidMerge: the branch has no turns of its own yet.
-        ProviderError: the model failed.
-    """
-    pairs = own_turns(projection)
-    if not pairs:
-        raise InvalidMerge("the branch has no turns of its own to summarize", field="content")
-    if isinstance(provider, DemoProvider):
-        return demo_summary(pairs)
-    messages: list[dict[str, str]] = []
-    for prompt, answer in pairs:
-        messages.append({"role": "user", "content": prompt})
-        if answer:
-            messages.append({"role": "assistant", "content": answer})
-    messages.append({"role": "user", "content": SUMMARY_REQUEST})
-    parts = [item.text async for item in provider.stream(messages) if isinstance(item, TextChunk)]
-    return "".join(parts).strip()
 
 
 def demo_summary(pairs: list[tuple[str, str]]) -> str:

@@ -76,6 +76,7 @@ from branchwise.core.fork.targets import (
     load_source_manifest,
     target_of,
 )
+from branchwise.core.fs.atomic import refusing_read_only
 from branchwise.core.ids import new_id, new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame, iter_frames
 from branchwise.core.log.scan import gc_paused
@@ -95,7 +96,6 @@ from branchwise.core.projection.events import (
 )
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import refusing_read_only
 from branchwise.core.store.manifest import (
     ORIGIN_KINDS,
     SEGMENTED,
@@ -553,7 +553,7 @@ def fork_together(
 
     What :func:`fork` does for each call, with the same answers, refusals and
     crash guarantees, but the forks' reservations and children are written
-    without an fsync each, then one :func:`~branchwise.core.store.atomic.sync_filesystem`
+    without an fsync each, then one :func:`~branchwise.core.fs.atomic.sync_filesystem`
     makes all of them durable before the children are renamed into place and
     ``sessions/`` is fsynced once (:func:`~branchwise.core.store.publish.publish_batch`):
     seven fsyncs per fork become two per group, so a burst of forks (a

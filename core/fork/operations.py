@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from branchwise.core.errors import InvalidManifest
-from branchwise.core.store.atomic import disk_full_as_typed, fsync_dir, write_durably, write_new
+from branchwise.core.fs.atomic import disk_full_as_typed, fsync_dir, write_durably, write_new
 from branchwise.core.store.manifest import BranchOrigin
 
 INDEX_DIR = "fork-index"

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.fs.atomic import copy_durably, fsync_dir, write_durably, write_new
+from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (
@@ -43,17 +45,9 @@ from branchwise.core.log.sidecars import (
     sidecar_bytes,
     write_sidecars,
 )
-from branchwise.core.log.snapshots import SNAPSHOT_FILE, inheritable_snapshot
 from branchwise.core.projection.events import EventType
+from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, inheritable_snapshot
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import (
-    copy_durably,
-    fsync_dir,
-    open_no_follow,
-    refuse_link,
-    write_durably,
-    write_new,
-)
 from branchwise.core.store.manifest import Manifest, Seed, manifest_bytes, save_manifest
 from branchwise.core.store.publish import building_session, link_blobs
 from branchwise.core.store.store import SessionStore

@@ -44,9 +44,9 @@ from branchwise.core.log.sidecars import (
     TurnRow,
     find_record,
 )
-from branchwise.core.log.snapshots import Resumed, resuming
 from branchwise.core.log.turn_table import turn_columns
 from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.snapshot_cache import Resumed, resuming
 from branchwise.core.projection.turns import Turn, TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore

@@ -161,12 +161,6 @@ class LanguageNotice:
         """Placeholders of the reason text."""
         return {"value": self.value}
 
-    def text(self) -> str:
-        """The notice in the active language."""
-        from branchwise.core.i18n.reasons import reason_text
-
-        return reason_text(self.code, **self.params)
-
 
 def choose_language(
     cli_value: str | None, saved_value: str | None, system_value: str | None

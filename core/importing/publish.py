@@ -52,6 +52,7 @@ from branchwise.core.fork.seeding import (
     plan_from_index,
     plan_from_log,
 )
+from branchwise.core.fs.atomic import write_new
 from branchwise.core.importing.plan import ImportPlan, PlannedConversation, PlannedTurn
 from branchwise.core.importing.source import SourceSkip
 from branchwise.core.log.frames import encode_frame
@@ -59,7 +60,6 @@ from branchwise.core.log.segments import scan_session_log, segment_name
 from branchwise.core.log.sidecars import entries_for, frame_crc, sidecar_bytes
 from branchwise.core.projection.events import EventType, validate_event
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import write_new
 from branchwise.core.store.manifest import (
     SEGMENTED,
     BranchOrigin,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from branchwise.core.errors import CommitTooLarge, CorruptLog, InvalidFrame
+from branchwise.core.fs.safe_open import read_no_follow
 from branchwise.core.log.frames import (
     HEADER,
     HEADER_SIZE,
@@ -36,7 +37,6 @@ from branchwise.core.log.frames import (
     find_next_frame,
     iter_frames,
 )
-from branchwise.core.store.atomic import read_no_follow
 
 SECTOR_SIZE = 512
 """The unit a crash can leave unwritten (zero-filled) inside a frame, as in etcd's WAL."""

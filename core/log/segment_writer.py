@@ -23,6 +23,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.fs.atomic import copy_durably, fsync_dir
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.scan import LogScan, TornTail
 from branchwise.core.log.segments import ROLL_BYTES, ROLL_LINKS, SessionLog, segment_name
 from branchwise.core.log.sidecars import (
@@ -30,13 +32,12 @@ from branchwise.core.log.sidecars import (
     CommitEntries,
     IndexRecord,
     SidecarWriter,
+    TurnRules,
     entries_for,
     frame_crc,
     write_sidecars,
 )
 from branchwise.core.log.writer import OS_FILE_OPS, FileOps, LogWriter, save_cut_bytes
-from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import copy_durably, fsync_dir, open_no_follow
 
 
 class SegmentWriter:
@@ -52,6 +53,8 @@ class SegmentWriter:
         roll_bytes: the size at which a new segment is started.
         sidecar_base: the active segment's sidecar bytes for the frames before
             ``active_entries`` (when a projection snapshot stood for them).
+        untimed: the event types stamped without ``ts`` (the projection's
+            :data:`~branchwise.core.projection.events.UNTIMED_EVENTS`).
 
     Attributes:
         cut_tail: the torn tail cut (or broken off) on open, if any.
@@ -71,12 +74,14 @@ class SegmentWriter:
         *,
         roll_bytes: int = ROLL_BYTES,
         sidecar_base: Mapping[str, bytes] | None = None,
+        untimed: frozenset[str],
     ) -> None:
         scan = session_log.scan
         if scan.corruption is not None:
             raise scan.corruption
         self._dir = log_dir
         self._ops = ops
+        self._untimed = untimed
         self._roll_bytes = roll_bytes
         self.cut_tail: TornTail | None = None
         self.cut_copy: Path | None = None
@@ -85,7 +90,7 @@ class SegmentWriter:
         active = session_log.active
         if active is None:
             path = self._new_segment(*last)
-            self._log = LogWriter(path, LogScan(), ops, after=last)
+            self._log = LogWriter(path, LogScan(), ops, untimed=untimed, after=last)
             active_entries = []
         else:
             path = active.path
@@ -98,7 +103,7 @@ class SegmentWriter:
                     self._break_off(path, local.end)
                     self.cut_tail, local.torn_tail = local.torn_tail, None
                     self.broke_off = True
-            self._log = LogWriter(path, local, ops, after=last)
+            self._log = LogWriter(path, local, ops, untimed=untimed, after=last)
             if self._log.cut_tail is not None:
                 self.cut_tail, self.cut_copy = self._log.cut_tail, self._log.cut_copy
         self._path = path
@@ -202,13 +207,13 @@ class SegmentWriter:
         last = (self._log.last_commit, self._log.last_seq)
         path = self._new_segment(*last)
         old = self._log
-        self._log = LogWriter(path, LogScan(), self._ops, after=last)
+        self._log = LogWriter(path, LogScan(), self._ops, untimed=self._untimed, after=last)
         old.close()
         self._path = path
         self._sidecars = SidecarWriter(path)
         self._last = None
 
-    def note_commit(self, committed: list[dict[str, Any]], tracker: TurnTracker) -> None:
+    def note_commit(self, committed: list[dict[str, Any]], tracker: TurnRules) -> None:
         """Append the sidecar records of the commit just made (``tracker`` has applied it)."""
         frame = self._log.last_frame
         if frame is None:

@@ -25,16 +25,16 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Generic, Protocol, Self, TypeVar
 
 from branchwise.core.errors import BranchwiseError, CorruptLog
+from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log import scan as log_scan
 from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
 from branchwise.core.log.scan import LogScan, ResumePoint, gc_paused
-from branchwise.core.store.atomic import open_no_follow, refuse_link
-from branchwise.core.store.manifest import Manifest, Seed, load_manifest
 
 LEGACY_LOG = "events.log"
 """The one log file of a format-1 session."""
@@ -59,6 +59,67 @@ def parse_segment_name(name: str) -> tuple[int, int] | None:
     return int(match.group(1)), int(match.group(2))
 
 
+class SeedBound(Protocol):
+    """An inherited segment as the log reads it: where it starts, and the verified end.
+
+    The store's manifest entries are these; the log only reads them.
+    """
+
+    @property
+    def file(self) -> str: ...
+    @property
+    def first_commit(self) -> int: ...
+    @property
+    def first_seq(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def end_commit(self) -> int: ...
+    @property
+    def last_crc(self) -> int: ...
+
+
+class LogLayout(Protocol):
+    """Which files hold a session's log: what the log needs of the store's manifest.
+
+    The log lists, reads and checks files; which format a session has, where
+    its own segments are and which seeds it inherited is the manifest's to
+    say, so the store hands its manifest over as this and the log never reads
+    one itself.
+    """
+
+    @property
+    def segmented(self) -> bool:
+        """Format 2 (seeds and segments) rather than one ``events.log``."""
+        ...
+
+    @property
+    def log_dir(self) -> str:
+        """The folder of the session's own segments."""
+        ...
+
+    @property
+    def seed(self) -> Sequence[SeedBound]:
+        """The inherited segments, in order."""
+        ...
+
+    @property
+    def seed_length(self) -> int:
+        """The last seq the seeds hold (0 for a session with none)."""
+        ...
+
+    def reread(self, directory: Path) -> Self | None:
+        """The layout on disk now, ``None`` if it cannot be read.
+
+        Asked when a format-1 log vanished under a reader: a migration that
+        finished meanwhile replaced it with segments.
+        """
+        ...
+
+
+Layout = TypeVar("Layout", bound=LogLayout)
+
+
 @dataclass(frozen=True, slots=True)
 class Piece:
     """One file of a session's log, in reading order.
@@ -68,14 +129,14 @@ class Piece:
         name: its name relative to the session folder (reports name it).
         first_commit: the commit its first frame must carry.
         first_seq: the seq its first event must carry.
-        seed: the manifest entry when the piece is a seed (read up to ``seed.end``).
+        seed: the layout's entry when the piece is a seed (read up to ``seed.end``).
     """
 
     path: Path
     name: str
     first_commit: int
     first_seq: int
-    seed: Seed | None = None
+    seed: SeedBound | None = None
 
     @property
     def own(self) -> bool:
@@ -83,7 +144,7 @@ class Piece:
         return self.seed is None
 
 
-def log_pieces(directory: Path, manifest: Manifest) -> list[Piece]:
+def log_pieces(directory: Path, manifest: LogLayout) -> list[Piece]:
     """The files of a session's log in reading order (seeds, then own segments by name).
 
     Files in the log folder that are not segments (sidecars, temporary
@@ -160,18 +221,18 @@ def _missing(piece: Piece) -> CorruptLog:
 
 
 @dataclass(slots=True)
-class SessionLog:
+class SessionLog(Generic[Layout]):
     """A session's log as read: its pieces, their bytes laid end to end, and the scan.
 
     Attributes:
-        manifest: the manifest the pieces were listed from.
+        manifest: the layout (the store's manifest) the pieces were listed from.
         pieces: the files, in reading order.
         starts: the virtual offset where each piece starts.
         data: the virtual log (every piece's bytes, in order).
         scan: frames (virtual offsets), torn tail, corruption (named by file).
     """
 
-    manifest: Manifest
+    manifest: Layout
     pieces: list[Piece]
     starts: list[int]
     data: bytes
@@ -202,7 +263,7 @@ class SessionLog:
         return self.starts[-1] if self.starts else 0
 
 
-def read_session_log(directory: Path, manifest: Manifest) -> SessionLog:
+def read_session_log(directory: Path, manifest: Layout) -> SessionLog[Layout]:
     """Read every piece of a session's log (no lock; whole files as they are now).
 
     A format-1 manifest whose ``events.log`` vanished because a migration
@@ -223,8 +284,8 @@ def read_session_log(directory: Path, manifest: Manifest) -> SessionLog:
     return SessionLog(manifest, pieces, starts, data)
 
 
-def _current_pieces(directory: Path, manifest: Manifest) -> tuple[Manifest, list[Piece]]:
-    """The pieces to read, under the newer manifest if a migration just replaced the log."""
+def _current_pieces(directory: Path, manifest: Layout) -> tuple[Layout, list[Piece]]:
+    """The pieces to read, under the newer layout if a migration just replaced the log."""
     for _ in range(3):
         pieces = log_pieces(directory, manifest)
         if (
@@ -232,9 +293,8 @@ def _current_pieces(directory: Path, manifest: Manifest) -> tuple[Manifest, list
             and not os.path.lexists(pieces[0].path)
             and os.path.isdir(directory / "log")
         ):
-            try:
-                newer = load_manifest(directory)
-            except BranchwiseError:
+            newer = manifest.reread(directory)
+            if newer is None:
                 break  # the caller's manifest is all there is to go by
             if newer.segmented:
                 manifest = newer
@@ -245,9 +305,9 @@ def _current_pieces(directory: Path, manifest: Manifest) -> tuple[Manifest, list
 
 def scan_session_log(
     directory: Path,
-    manifest: Manifest,
-    resume_from: Callable[[SessionLog], ResumePoint | None] | None = None,
-) -> SessionLog:
+    manifest: Layout,
+    resume_from: Callable[[SessionLog[Layout]], ResumePoint | None] | None = None,
+) -> SessionLog[Layout]:
     """Read and scan a session's log: frames, torn tail, corruption and continuity.
 
     A damaged seed (missing, short, not ending on its ``lastCrc``) does not
@@ -255,22 +315,23 @@ def scan_session_log(
     history ends before it.
 
     ``resume_from`` is asked, once the bytes are read, whether a projection
-    snapshot vouches for a prefix of them (:mod:`~branchwise.core.log.snapshots`
+    snapshot vouches for a prefix of them (:mod:`~branchwise.core.projection.snapshot_cache`
     checks the prefix's checksum and layout); frames are then decoded and
     checked only after it, and ``scan.resumed`` says where that was.
     """
     try:
         log = read_session_log(directory, manifest)
     except CorruptLog as exc:
-        log = SessionLog(manifest, [], [], b"")
-        log.scan.corruption = exc
-        return log
+        damaged: SessionLog[Layout] = SessionLog(manifest, [], [], b"")
+        damaged.scan.corruption = exc
+        return damaged
     return scan_read_log(log, resume_from)
 
 
 def scan_read_log(
-    log: SessionLog, resume_from: Callable[[SessionLog], ResumePoint | None] | None = None
-) -> SessionLog:
+    log: SessionLog[Layout],
+    resume_from: Callable[[SessionLog[Layout]], ResumePoint | None] | None = None,
+) -> SessionLog[Layout]:
     """Scan a log already read (``log.scan`` is replaced; see :func:`scan_session_log`)."""
     point = resume_from(log) if resume_from is not None else None
     with gc_paused():
@@ -415,7 +476,7 @@ def read_frame(path: Path, offset: int, end: int) -> tuple[Frame, int] | None:
     return Frame(frame.commit, frame.events, offset, end), int(HEADER.unpack_from(data, 0)[3])
 
 
-def read_log_from(directory: Path, manifest: Manifest, start: int) -> bytes:
+def read_log_from(directory: Path, manifest: LogLayout, start: int) -> bytes:
     """The virtual log's bytes from virtual offset ``start`` on (a reader catching up).
 
     Pieces that end before ``start`` are only sized, never read: sealed
@@ -447,7 +508,7 @@ def read_log_from(directory: Path, manifest: Manifest, start: int) -> bytes:
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def log_identity(directory: Path, manifest: Manifest) -> tuple[int, int, int]:
+def log_identity(directory: Path, manifest: LogLayout) -> tuple[int, int, int]:
     """``(device, inode, virtual size)`` of a session's log, without reading it.
 
     The inode is the first piece's: a migration links ``events.log`` as the
@@ -469,7 +530,7 @@ def log_identity(directory: Path, manifest: Manifest) -> tuple[int, int, int]:
     return device, inode, size
 
 
-def disk_usage(directory: Path, manifest: Manifest) -> dict[str, int]:
+def disk_usage(directory: Path, manifest: LogLayout) -> dict[str, int]:
     """Bytes a session's log files take: ``ownBytes`` and ``sharedBytes``.
 
     A file with one link is the session's own; a file with more (a seed, or

@@ -38,12 +38,11 @@ import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
+from branchwise.core.fs.atomic import write_all
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.frames import HEADER, Frame, encode_record, iter_records
-from branchwise.core.projection.events import EventType
-from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import open_no_follow, write_all
 
 INDEX_SUFFIX = ".idx"
 TURNS_SUFFIX = ".tix"
@@ -73,8 +72,46 @@ HOLDS_CHECKPOINT = 8
 SEALS_SEGMENT = 16
 """Not a turn: the last frame of a sealed segment, written at roll (a fork's seed bound)."""
 
-_TURN_END = EventType.TURN_END.value
-_CHECKPOINT = EventType.CHECKPOINT.value
+
+class ClosedTurn(Protocol):
+    """What a ``.idx``/``.tix`` record says of a turn a commit closed."""
+
+    @property
+    def turn_id(self) -> str: ...
+    @property
+    def message_id(self) -> str | None: ...
+    @property
+    def start_seq(self) -> int: ...
+    @property
+    def index(self) -> int: ...
+    @property
+    def boundary_sequence(self) -> int | None: ...
+    @property
+    def open_authority(self) -> tuple[str, ...]: ...
+    @property
+    def closing_commit_spills(self) -> bool: ...
+
+
+class TurnRules(Protocol):
+    """What the sidecars need to know of the meaning of commits.
+
+    The log stores bytes and does not know event kinds: the projection's turn
+    rules (:class:`~branchwise.core.projection.turns.TurnTracker`) say which
+    turns a commit closes and which blobs its checkpoints hold, and keep the
+    turns' state as commits are applied.
+    """
+
+    def apply(self, events: list[dict[str, Any]]) -> None:
+        """Take in one commit's events."""
+        ...
+
+    def closes(self, events: list[dict[str, Any]]) -> tuple[list[str], list[str]] | None:
+        """The turn ids a commit ends and its checkpoints' blobs; ``None`` when it does neither."""
+        ...
+
+    def turn(self, turn_id: str) -> ClosedTurn | None:
+        """The turn with this id as of the commits applied so far."""
+        ...
 
 
 def index_header() -> bytes:
@@ -188,20 +225,16 @@ def entries_for(
     offset: int,
     end: int,
     crc: int,
-    tracker: TurnTracker,
+    tracker: TurnRules,
 ) -> CommitEntries:
     """The sidecar entries of one commit, from the tracker state right after applying it.
 
     ``offset``/``end`` are the frame's place in its segment.
     """
-    types = [event["type"] for event in events]
-    if _TURN_END not in types and _CHECKPOINT not in types:
+    marks = tracker.closes(events)
+    if marks is None:
         return _NO_ENTRIES  # most commits: a turn's start, a partial answer
-    closing = [e["turnId"] for e in events if e["type"] == _TURN_END]
-    blobs: list[str] = []
-    for event in events:
-        if event["type"] == _CHECKPOINT and isinstance(event.get("blobs"), list):
-            blobs.extend(str(b) for b in event["blobs"])
+    closing, blobs = marks
     last_seq = int(events[-1]["seq"])
     records = []
     for turn_id in dict.fromkeys(closing):
@@ -408,7 +441,7 @@ def write_sidecars(
 
 
 def sidecar_entries(
-    frames: list[Frame], tracker: TurnTracker, data: bytes, start: int
+    frames: list[Frame], tracker: TurnRules, data: bytes, start: int
 ) -> Iterator[tuple[CommitEntries, int]]:
     """Apply ``frames`` to ``tracker`` and yield the entries of those at or after ``start``.
 

@@ -39,6 +39,8 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.fs.atomic import write_cache_file
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.segments import Piece
 from branchwise.core.log.sidecars import (
     TRACKER_VERSION,
@@ -47,7 +49,6 @@ from branchwise.core.log.sidecars import (
     parse_turn_rows,
     read_turn_file,
 )
-from branchwise.core.store.atomic import open_no_follow, write_cache_file
 
 TABLE_FILE = "turns.cache"
 _MAGIC = b"BWTT"

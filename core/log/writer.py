@@ -30,18 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from branchwise.core.errors import DiskFull, DurabilityError, WriterClosed
+from branchwise.core.fs.atomic import fsync_dir, write_all
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.frames import HEADER, encode_frame
 from branchwise.core.log.scan import LogScan, TornTail
-from branchwise.core.projection.events import EventType
-from branchwise.core.store.atomic import fsync_dir, open_no_follow, write_all
-
-_UNTIMED = EventType.MESSAGE_DELTA.value
-"""The one event type stamped without ``ts``: a streaming answer's deltas.
-
-Hundreds of partial commits store a few hundred bytes of text each; a
-timestamp nobody reads (the answer's time is its closing commit's) would be a
-fifth of them (issue 11: a streamed answer costs at most 2.5× its size).
-"""
 
 CUT_SUFFIX = ".cut-"
 """``events.log.cut-…``: bytes a repair removed from ``events.log``, kept beside it."""
@@ -72,6 +64,9 @@ class LogWriter:
         scan: a fresh scan of it; a torn tail is cut here (after a copy of
             it is saved), corruption refused.
         ops: the system calls to use (tests inject failures).
+        untimed: the event types stamped without ``ts``; the log does not
+            know event kinds, the projection names them
+            (:data:`~branchwise.core.projection.events.UNTIMED_EVENTS`).
         after: the last commit and seq before this file (a new segment of a
             segmented log starts empty, after the previous segment's).
 
@@ -91,11 +86,13 @@ class LogWriter:
         scan: LogScan,
         ops: FileOps = OS_FILE_OPS,
         *,
+        untimed: frozenset[str],
         after: tuple[int, int] | None = None,
     ) -> None:
         if scan.corruption is not None:
             raise scan.corruption
         self._ops = ops
+        self._untimed = untimed
         self._fd = open_no_follow(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         self.cut_tail: TornTail | None = None
         self.cut_copy: Path | None = None
@@ -137,8 +134,9 @@ class LogWriter:
         ts = time.time()
         stamped = []
         seq = self._next_seq
+        untimed = self._untimed
         for event in events:
-            if event["type"] == _UNTIMED:
+            if event["type"] in untimed:
                 stamped.append({"seq": seq, **event})
             else:
                 stamped.append({"seq": seq, "ts": ts, **event})

@@ -41,6 +41,15 @@ class EventType(StrEnum):
     LEGACY_IMPORT = "legacy/import"
 
 
+UNTIMED_EVENTS = frozenset({EventType.MESSAGE_DELTA.value})
+"""The event types the log writer stamps without ``ts``: a streaming answer's deltas.
+
+Hundreds of partial commits store a few hundred bytes of text each; a
+timestamp nobody reads (the answer's time is its closing commit's) would be a
+fifth of them (issue 11: a streamed answer costs at most 2.5× its size).
+"""
+
+
 class EndReason(StrEnum):
     """Why a turn ended; every turn ends with exactly one."""
 

@@ -1,7 +1,7 @@
 """A projection as plain data and back: what the projection snapshot stores (issue 11 item 3).
 
 Opening a big session should not replay every commit, so the writer keeps a
-snapshot of its projection beside the log (:mod:`~branchwise.core.log.snapshots`
+snapshot of its projection beside the log (:mod:`~branchwise.core.projection.snapshot_cache`
 keeps the file and decides when it may be used). This module only turns a
 :class:`~branchwise.core.projection.projection.Projection` into JSON-ready
 values and back, field for field, so restoring gives exactly the state the

@@ -115,6 +115,8 @@ _CODES: dict[str, int] = {
     EventType.LEGACY_IMPORT.value: _C_LEGACY,
 }
 _Dispatch = Mapping[str, tuple[int | None, Hook | None]]
+_TURN_END = EventType.TURN_END.value
+_CHECKPOINT = EventType.CHECKPOINT.value
 
 
 def _dispatch(hooks: Mapping[str, Hook]) -> _Dispatch:
@@ -176,6 +178,23 @@ class TurnTracker:
         if self.turns and self.turns[-1].is_open:
             return self.turns[-1]
         return None
+
+    def closes(self, events: list[dict[str, Any]]) -> tuple[list[str], list[str]] | None:
+        """The turn ids a commit ends and the blobs its checkpoints hold.
+
+        ``None`` when it holds neither a ``turn/end`` nor a checkpoint (most
+        commits). The log's sidecars index these
+        (:class:`~branchwise.core.log.sidecars.TurnRules`).
+        """
+        types = [event["type"] for event in events]
+        if _TURN_END not in types and _CHECKPOINT not in types:
+            return None
+        closing = [e["turnId"] for e in events if e["type"] == _TURN_END]
+        blobs: list[str] = []
+        for event in events:
+            if event["type"] == _CHECKPOINT and isinstance(event.get("blobs"), list):
+                blobs.extend(str(b) for b in event["blobs"])
+        return closing, blobs
 
     def turn(self, turn_id: str) -> Turn | None:
         """The turn with this id (the latest one if a log repeats an id)."""

@@ -20,8 +20,8 @@ import httpx
 from branchwise.core.errors import InvalidBaseUrl, ProviderAuthError, ProviderError
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
-from branchwise.core.providers.openai import OpenAIProvider, normalize_base_url
-from branchwise.core.settings import Settings, resolve_api_key
+from branchwise.core.providers.openai import OpenAIProvider
+from branchwise.core.settings import Settings, normalize_base_url, resolve_api_key
 
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 

@@ -7,11 +7,9 @@ OpenAI-compatible APIs, because they all speak ``POST /chat/completions`` with
 and read timeouts bound every wait) and never in a silently empty answer (a
 reply only counts as finished when the server says so).
 
-Base URL rule: a URL with no path gets ``/v1`` appended, because every
-supported local server serves the OpenAI API there
-(``http://127.0.0.1:11434`` means ``http://127.0.0.1:11434/v1``). A URL with
-a path is used as given (``https://openrouter.ai/api/v1``), after dropping
-trailing slashes and a pasted ``/chat/completions`` or ``/models`` endpoint.
+The server's address follows the base URL rule of
+:func:`~branchwise.core.settings.normalize_base_url`, where the address is
+kept.
 
 The API key is sent only in the ``Authorization`` header. It is kept out of
 ``repr``, labels, error messages and error details; server error text is
@@ -25,14 +23,13 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
 
 from branchwise.core.errors import (
     EndpointNotFound,
-    InvalidBaseUrl,
     ModelListUnavailable,
     ModelNameRequired,
     ModelNotFound,
@@ -53,36 +50,13 @@ from branchwise.core.providers.openai_wire import (
     parse_model_list,
 )
 from branchwise.core.providers.sse import SSEDecoder, SSEProtocolError
+from branchwise.core.settings import normalize_base_url
 
 USER_AGENT = "Branchwise/0.1"
 MAX_ERROR_BODY = 64 * 1024
 MAX_JSON_BODY = 16 * 1024 * 1024
 _NO_MODEL_LIST = frozenset({404, 405, 501})
 """Statuses of ``GET /models`` that mean "no list here", not "no API here"."""
-
-_ENDPOINT_SUFFIXES = ("/chat/completions", "/completions", "/models")
-
-
-def normalize_base_url(url: str) -> str:
-    """Apply the base URL rule (module docstring); raise :class:`InvalidBaseUrl`."""
-    text = url.strip()
-    try:
-        parts = urlsplit(text)
-        parts.port  # noqa: B018 - parsing the port validates it
-    except ValueError as exc:
-        raise InvalidBaseUrl(f"{_without_userinfo(text)!r} is not a valid URL: {exc}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidBaseUrl(
-            f"the server URL must look like http://host:port/v1, not {_without_userinfo(text)!r}"
-        )
-    path = parts.path.rstrip("/")
-    for suffix in _ENDPOINT_SUFFIXES:
-        if path.endswith(suffix):
-            path = path[: -len(suffix)].rstrip("/")
-            break
-    if not path:
-        path = "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
 
 
 def server_host(base_url: str) -> str:
@@ -92,16 +66,6 @@ def server_host(base_url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{host}:{parts.port}" if parts.port else host
-
-
-def _without_userinfo(url: str) -> str:
-    """Drop ``user:password@`` so a malformed URL can be quoted in a message safely."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    authority, slash, path = rest.partition("/")
-    authority = authority.rsplit("@", 1)[-1]
-    return f"{scheme}{sep}{authority}{slash}{path}"
 
 
 def _is_loopback(host: str | None) -> bool:

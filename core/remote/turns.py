@@ -25,11 +25,11 @@ import orjson
 
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, TurnRunning
+from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.ids import validate_session_id
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
-from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.store import SessionStore
 
 RUNNING_FILE = "serve-turns.json"

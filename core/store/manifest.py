@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from branchwise.core.errors import (
+    BranchwiseError,
     InvalidManifest,
     InvalidSessionId,
     InvalidTitle,
@@ -29,8 +30,9 @@ from branchwise.core.errors import (
     UnreadableManifest,
     UnsupportedFormat,
 )
+from branchwise.core.fs.atomic import atomic_write_bytes
+from branchwise.core.fs.safe_open import read_no_follow
 from branchwise.core.ids import validate_session_id
-from branchwise.core.store.atomic import atomic_write_bytes, read_no_follow
 
 MANIFEST_FORMAT = 2
 """The newest manifest format this build reads and writes (format 1 is still read and kept)."""
@@ -209,6 +211,18 @@ class Manifest:
     def segmented(self) -> bool:
         """Whether the log is segmented (format 2) rather than one ``events.log``."""
         return self.format >= SEGMENTED
+
+    def reread(self, directory: Path) -> Manifest | None:
+        """The session's manifest on disk now, ``None`` if it cannot be read.
+
+        The log asks for it (:class:`~branchwise.core.log.segments.LogLayout`)
+        when the ``events.log`` this manifest names vanished under a reader:
+        a migration replaced it with segments and a newer manifest.
+        """
+        try:
+            return load_manifest(directory)
+        except BranchwiseError:
+            return None
 
     def with_changes(self, **changes: Any) -> Manifest:
         """A copy with some fields replaced."""

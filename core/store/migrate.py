@@ -18,11 +18,12 @@ import os
 import shutil
 from pathlib import Path
 
+from branchwise.core.fs.atomic import fsync_dir
+from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log.scan import gc_paused
 from branchwise.core.log.segments import LEGACY_LOG, scan_session_log, segment_name
 from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import fsync_dir, open_no_follow, refuse_link
 from branchwise.core.store.manifest import DEFAULT_LOG_DIR, SEGMENTED, Manifest, save_manifest
 
 MIGRATION_DIR = "log.tmp"

@@ -30,22 +30,22 @@ from pathlib import Path
 from typing import Any
 
 from branchwise.core.errors import DiskFull, SessionExists
-from branchwise.core.log.frames import encode_frame
-from branchwise.core.log.scan import gc_paused, scan_bytes
-from branchwise.core.log.segments import log_pieces, segment_name
-from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
-from branchwise.core.log.snapshots import wait_for_snapshots
-from branchwise.core.projection.events import validate_event
-from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import (
+from branchwise.core.fs.atomic import (
     disk_full_as_typed,
     fsync_dir,
-    refuse_link,
     refusing_read_only,
     sync_filesystem,
     write_durably,
 )
-from branchwise.core.store.locks import WriterLease
+from branchwise.core.fs.locks import WriterLease
+from branchwise.core.fs.safe_open import refuse_link
+from branchwise.core.log.frames import encode_frame
+from branchwise.core.log.scan import gc_paused, scan_bytes
+from branchwise.core.log.segments import log_pieces, segment_name
+from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
+from branchwise.core.projection.events import validate_event
+from branchwise.core.projection.snapshot_cache import wait_for_snapshots
+from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.manifest import Manifest, load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore, publish_dir
 

@@ -30,6 +30,14 @@ from branchwise.core.errors import (
     UnsafePath,
     UnsupportedFormat,
 )
+from branchwise.core.fs.atomic import (
+    disk_full_as_typed,
+    fsync_dir,
+    process_alive,
+    refusing_read_only,
+)
+from branchwise.core.fs.locks import WriterLease, lease_is_held
+from branchwise.core.fs.safe_open import refuse_link
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.log.frames import Frame
 from branchwise.core.log.scan import LogScan, TornTail, gc_paused
@@ -43,25 +51,23 @@ from branchwise.core.log.segments import (
     scan_session_log,
 )
 from branchwise.core.log.sidecars import CommitEntries, sidecar_entries
-from branchwise.core.log.snapshots import (
+from branchwise.core.log.turn_table import save_turn_table
+from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
+from branchwise.core.projection.events import (
+    UNTIMED_EVENTS,
+    EndReason,
+    session_created,
+    turn_end,
+    validate_event,
+)
+from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.snapshot_cache import (
     SNAPSHOT_MIN_BYTES,
     Resumed,
     resuming,
     schedule_snapshot,
     snapshot_note,
 )
-from branchwise.core.log.turn_table import save_turn_table
-from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
-from branchwise.core.projection.events import EndReason, session_created, turn_end, validate_event
-from branchwise.core.projection.projection import Projection
-from branchwise.core.store.atomic import (
-    disk_full_as_typed,
-    fsync_dir,
-    process_alive,
-    refuse_link,
-    refusing_read_only,
-)
-from branchwise.core.store.locks import WriterLease, lease_is_held
 from branchwise.core.store.manifest import (
     DEFAULT_LOG_DIR,
     SEGMENTED,
@@ -231,7 +237,12 @@ class SessionStore:
                 (tmp / manifest.log_dir).mkdir(mode=0o700)
                 empty = SessionLog(manifest, [], [], b"")
                 log = SegmentWriter(
-                    tmp / manifest.log_dir, empty, [], self.file_ops, roll_bytes=self.roll_bytes
+                    tmp / manifest.log_dir,
+                    empty,
+                    [],
+                    self.file_ops,
+                    roll_bytes=self.roll_bytes,
+                    untimed=UNTIMED_EVENTS,
                 )
                 created = log.append([session_created(title, "root")])
                 projection.apply(created)
@@ -259,7 +270,7 @@ class SessionStore:
             session_id: the session.
             every_frame: the caller reads ``scan.frames`` (an export, a
                 catch-up); ``False`` when only the projection is wanted: the
-                projection snapshot (:mod:`~branchwise.core.log.snapshots`) may
+                projection snapshot (:mod:`~branchwise.core.projection.snapshot_cache`) may
                 then stand for the history it covers, and ``scan.frames`` holds
                 only the frames after it (``scan.resumed`` says where).
         """
@@ -322,6 +333,7 @@ class SessionStore:
                         self.file_ops,
                         roll_bytes=self.roll_bytes,
                         sidecar_base=previous.sidecar_base if previous is not None else None,
+                        untimed=UNTIMED_EVENTS,
                     )
                 covered = previous.snapshot.end if previous is not None else 0
                 replayed = session_log.scan.end - covered

@@ -52,16 +52,15 @@ from branchwise.core.errors import (
     SessionNotFound,
     SessionTrashed,
 )
-from branchwise.core.ids import validate_session_id
-from branchwise.core.store.atomic import (
+from branchwise.core.fs.atomic import (
     atomic_write_bytes,
     disk_full_as_typed,
     fsync_dir,
-    read_no_follow,
-    refuse_link,
     refusing_read_only,
 )
-from branchwise.core.store.locks import WriterLease
+from branchwise.core.fs.locks import WriterLease
+from branchwise.core.fs.safe_open import read_no_follow, refuse_link
+from branchwise.core.ids import validate_session_id
 from branchwise.core.store.manifest import load_manifest
 from branchwise.core.store.store import SessionStore
 

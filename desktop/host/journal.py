@@ -38,8 +38,8 @@ import orjson
 
 from branchwise.core.errors import InvalidManifest, InvalidSessionId
 from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.fs.atomic import atomic_write_bytes, fsync_dir
 from branchwise.core.ids import validate_session_id
-from branchwise.core.store.atomic import atomic_write_bytes, fsync_dir
 from branchwise.core.store.manifest import BranchOrigin
 
 JOURNAL_NAME = "fork-operations.json"

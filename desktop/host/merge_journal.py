@@ -27,8 +27,8 @@ from typing import Any
 import orjson
 
 from branchwise.core.errors import BranchwiseError
+from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.ids import validate_session_id
-from branchwise.core.store.atomic import atomic_write_bytes
 
 JOURNAL_NAME = "merge-operations.json"
 JOURNAL_VERSION = 1

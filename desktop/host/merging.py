@@ -15,9 +15,10 @@ import time
 from dataclasses import dataclass
 from uuid import uuid4
 
-from branchwise.core.conversation.merge import MergeResult, answers_of, merge_back, write_summary
+from branchwise.core.conversation.merge import MergeResult, answers_of, merge_back
 from branchwise.core.errors import BranchwiseError, LeaseHeld, NotAncestor, TurnRunning
 from branchwise.core.projection.projection import Projection
+from branchwise.core.runtime import write_summary
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.merge_journal import MergeJournal, PendingMerge

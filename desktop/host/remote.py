@@ -42,12 +42,12 @@ from branchwise.core.errors import (
 )
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
+from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
 from branchwise.core.search.query import SearchResult
-from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.manifest import given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator

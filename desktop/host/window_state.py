@@ -25,9 +25,9 @@ from typing import Any
 import orjson
 
 from branchwise.core.errors import InvalidServerUrl, InvalidSessionId
+from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.client import server_url
-from branchwise.core.store.atomic import atomic_write_bytes
 
 WINDOW_STATE_FILE = "window-state.json"
 FORMAT = 1

@@ -36,7 +36,7 @@ from common import build_session, report  # noqa: E402
 
 from branchwise.core.log.frames import HEADER, HEADER_SIZE  # noqa: E402
 from branchwise.core.log.segments import log_pieces, read_session_log  # noqa: E402
-from branchwise.core.log.snapshots import SNAPSHOT_FILE, wait_for_snapshots  # noqa: E402
+from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, wait_for_snapshots  # noqa: E402
 from branchwise.core.store.manifest import load_manifest  # noqa: E402
 from branchwise.core.store.store import SessionStore  # noqa: E402
 

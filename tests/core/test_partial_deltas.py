@@ -27,8 +27,8 @@ from helpers.sessions import commits_of, prefix_projection
 
 from branchwise.core.conversation.compare import compare
 from branchwise.core.conversation.export.json import export_document
-from branchwise.core.log.snapshots import wait_for_snapshots
 from branchwise.core.projection import events as ev
+from branchwise.core.projection.snapshot_cache import wait_for_snapshots
 from branchwise.core.providers.demo import demo_answer
 from branchwise.core.runtime import TurnResult, TurnRunner
 from branchwise.core.search.index import INDEX_NAME, SearchIndex

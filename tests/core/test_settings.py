@@ -9,11 +9,17 @@ from typing import Any
 import orjson
 import pytest
 
-from branchwise.core.errors import InvalidSettings, SettingsNewerFormat, UnsupportedFormat
+from branchwise.core.errors import (
+    InvalidBaseUrl,
+    InvalidSettings,
+    SettingsNewerFormat,
+    UnsupportedFormat,
+)
 from branchwise.core.settings import (
     SETTINGS_FILE,
     Settings,
     load_settings,
+    normalize_base_url,
     require_settings,
     resolve_api_key,
     save_settings,
@@ -219,3 +225,27 @@ def test_api_key_resolution_order() -> None:
     assert resolve_api_key(Settings(), {"BRANCHWISE_API_KEY": "  "}) is None
     # A named variable that is unset means no key, not some other variable's key.
     assert resolve_api_key(Settings(api_key_env="UNSET"), env) is None
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("http://127.0.0.1:11434", "http://127.0.0.1:11434/v1"),
+        ("http://127.0.0.1:11434/", "http://127.0.0.1:11434/v1"),
+        ("http://127.0.0.1:11434/v1/", "http://127.0.0.1:11434/v1"),
+        ("  http://localhost:8080/v1  ", "http://localhost:8080/v1"),
+        ("https://openrouter.ai/api/v1", "https://openrouter.ai/api/v1"),
+        ("https://example.com/openai", "https://example.com/openai"),
+        ("http://h:1234/v1/chat/completions", "http://h:1234/v1"),
+        ("http://h:1234/v1/models/", "http://h:1234/v1"),
+    ],
+)
+def test_base_url_rule(given: str, expected: str) -> None:
+    assert normalize_base_url(given) == expected
+    assert normalize_base_url(expected) == expected
+
+
+def test_bad_url_message_hides_user_info() -> None:
+    with pytest.raises(InvalidBaseUrl) as info:
+        normalize_base_url("ftp://user:hunter2@h/v1")
+    assert "hunter2" not in info.value.message

@@ -45,7 +45,7 @@ from branchwise.core.importing.formats import importer_for
 from branchwise.core.importing.plan import plan_tree
 from branchwise.core.importing.publish import BuiltConversation, TreePublisher
 from branchwise.core.importing.source import SourceTree
-from branchwise.core.store.atomic import sync_filesystem
+from branchwise.core.fs.atomic import sync_filesystem
 from branchwise.core.store.publish import publish_batch
 from branchwise.core.store.store import SessionStore
 store, export, renamed = SessionStore(Path(sys.argv[1])), Path(sys.argv[2]), int(sys.argv[3])

@@ -7,7 +7,7 @@ from pathlib import Path
 from helpers.cli import run_cli
 from helpers.sessions import complete_turn
 
-from branchwise.core.log.snapshots import SNAPSHOT_FILE, wait_for_snapshots
+from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, wait_for_snapshots
 from branchwise.core.store.store import SessionStore
 
 

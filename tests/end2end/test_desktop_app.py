@@ -56,7 +56,7 @@ def test_the_app_creates_a_missing_data_root(tmp_path: Path) -> None:
 
 
 def test_a_second_app_on_the_same_data_root_is_refused_with_its_reason(tmp_path: Path) -> None:
-    from branchwise.core.store.locks import InstanceLock
+    from branchwise.core.fs.locks import InstanceLock
 
     root = tmp_path / "root"
     SessionStore(root)

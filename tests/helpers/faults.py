@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
+from branchwise.core.fs import atomic
 from branchwise.core.log.writer import OS_FILE_OPS
-from branchwise.core.store import atomic
 
 PATCHED = ("write", "fsync", "open", "link", "mkdir", "rename", "replace")
 

@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.store.locks import InstanceLock
+from branchwise.core.fs.locks import InstanceLock
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import CrashPoint
 from branchwise.desktop.host.branching import BranchOutcome, RecoverySummary

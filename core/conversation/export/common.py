@@ -31,7 +31,7 @@ from branchwise.core.errors import (
     ExportNotWritten,
     OutputExists,
 )
-from branchwise.core.store.atomic import fsync_dir, write_all
+from branchwise.core.fs.atomic import fsync_dir, write_all
 from branchwise.core.store.manifest import load_manifest
 from branchwise.core.store.store import SessionSnapshot, SessionStore
 from branchwise.core.store.trash import Trash, parent_state

@@ -14,11 +14,11 @@ from branchwise.core.conversation.merge import (
     answers_of,
     demo_summary,
     merge_back,
-    write_summary,
 )
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.projection.projection import MERGE_PREFIX
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.runtime import write_summary
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash
 

@@ -23,7 +23,7 @@ from branchwise.core.fork.operations import (
     OperationIndex,
     PrunedReservation,
 )
-from branchwise.core.store.atomic import fsync_dir
+from branchwise.core.fs.atomic import fsync_dir
 from branchwise.core.store.store import SessionStore
 
 NOW = 2_000_000_000.0

@@ -15,6 +15,7 @@ from branchwise.core.i18n.locales import (
     resolve_locale,
     system_locale,
 )
+from branchwise.core.i18n.reasons import reason_text
 
 SIMPLIFIED = [
     "zh_CN", "zh_SG", "zh_Hans", "zh_Hans_CN", "zh_Hans_SG", "zh-Hans", "zh-CN", "zh-cn",
@@ -136,11 +137,15 @@ def test_an_unsupported_system_locale_gives_english_silently() -> None:
 
 def test_notice_text_is_localized() -> None:
     notice = LanguageNotice(value="klingon", source="cli")
+
+    def text() -> str:
+        return reason_text(notice.code, **notice.params)
+
     try:
-        assert notice.text() == "Unknown language “klingon”; it was ignored."
+        assert text() == "Unknown language “klingon”; it was ignored."
         i18n.set_language("zh_Hans")
-        assert notice.text() == "未知语言“klingon”，已忽略。"
+        assert text() == "未知语言“klingon”，已忽略。"
         i18n.set_language("zh_Hant")
-        assert notice.text() == "未知的語言「klingon」，已忽略。"
+        assert text() == "未知的語言「klingon」，已忽略。"
     finally:
         i18n.set_language("en")

@@ -150,13 +150,13 @@ def test_out_of_sequence_frame_is_damage() -> None:
 
 def test_writer_cuts_torn_tail_and_appends_after_it(tmp_path: Path) -> None:
     path = tmp_path / "events.log"
-    writer = LogWriter(path, LogScan())
+    writer = LogWriter(path, LogScan(), untimed=frozenset())
     writer.append([{"type": "a"}])
     writer.close()
     with open(path, "ab") as handle:
         handle.write(b"\xffBW\x01garbage")
     scan = scan_log(path)
-    writer = LogWriter(path, scan)
+    writer = LogWriter(path, scan, untimed=frozenset())
     assert writer.cut_tail is not None and writer.cut_tail.length == 11
     writer.append([{"type": "b"}])
     writer.close()

@@ -14,7 +14,7 @@ from helpers.sessions import write_big_session
 from branchwise.core.fork.targets import fork_targets, tracker_after_snapshot
 from branchwise.core.log.segments import SessionLog, read_session_log
 from branchwise.core.log.sidecars import RECORD_SIZE
-from branchwise.core.log.snapshots import SNAPSHOT_FILE, wait_for_snapshots
+from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, wait_for_snapshots
 from branchwise.core.projection.turns import Turn
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.manifest import load_manifest

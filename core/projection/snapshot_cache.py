@@ -55,6 +55,8 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.fs.atomic import write_cache_file
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.frames import Frame
 from branchwise.core.log.scan import ResumePoint
 from branchwise.core.log.segments import SessionLog
@@ -75,7 +77,6 @@ from branchwise.core.projection.snapshot import (
     schema,
 )
 from branchwise.core.projection.turns import TurnTracker
-from branchwise.core.store.atomic import open_no_follow, write_cache_file
 
 SNAPSHOT_FILE = "projection.snap"
 SNAPSHOT_FORMAT = 1

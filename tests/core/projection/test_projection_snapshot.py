@@ -20,9 +20,9 @@ from helpers.sessions import complete_turn
 
 from branchwise.core.log.segments import log_pieces
 from branchwise.core.log.sidecars import SIDECAR_SUFFIXES
-from branchwise.core.log.snapshots import SNAPSHOT_FILE, wait_for_snapshots
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, wait_for_snapshots
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore, verify_session
 

@@ -3,10 +3,8 @@
 Used for every small JSON document (manifests, settings, the operations
 journal) so a crash leaves either the old or the new file, never a torn one.
 
-Every file of the data root is opened through :func:`open_no_follow`: a
-symbolic link planted where a log, lock, manifest or temp file belongs is
-refused with ``UnsafePath``, so nothing outside the data root is ever read
-through one or emptied and overwritten.
+Every file of the data root is opened without following links
+(:mod:`~branchwise.core.fs.safe_open`).
 
 A failed write removes its temporary file; :func:`disk_full_as_typed` turns
 a lack of space met anywhere in a store operation into the typed
@@ -19,13 +17,13 @@ import contextlib
 import ctypes
 import errno
 import os
-import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.errors import DiskFull, ReadOnlyDataFolder, UnsafePath
+from branchwise.core.errors import DiskFull, ReadOnlyDataFolder
+from branchwise.core.fs.safe_open import open_no_follow
 
 
 @contextlib.contextmanager
@@ -45,42 +43,6 @@ def disk_full_as_typed(message: str, **details: Any) -> Iterator[None]:
 _READ_ONLY_ERRNOS = (errno.EACCES, errno.EPERM, errno.EROFS)
 
 
-def open_no_follow(path: Path, flags: int, mode: int = 0o600) -> int:
-    """``os.open`` that never follows a symbolic link as the last part of ``path``.
-
-    Raises:
-        UnsafePath: ``path`` is a symbolic link.
-        OSError: anything else ``os.open`` raises.
-    """
-    try:
-        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _unsafe(path) from exc
-        raise
-
-
-def refuse_link(path: Path) -> None:
-    """Refuse a folder (or file) of the data root that is a symbolic link; absent is fine.
-
-    Raises:
-        UnsafePath: ``path`` is a symbolic link.
-    """
-    try:
-        status = os.lstat(path)
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(status.st_mode):
-        raise _unsafe(path)
-
-
-def read_no_follow(path: Path) -> bytes:
-    """The whole file at ``path``, refusing a symbolic link (``FileNotFoundError`` if absent)."""
-    fd = open_no_follow(path, os.O_RDONLY)
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read()
-
-
 @contextlib.contextmanager
 def refusing_read_only(folder: Path) -> Iterator[None]:
     """Turn "permission denied" or "read-only file system" met while writing into a typed refusal.
@@ -96,13 +58,6 @@ def refusing_read_only(folder: Path) -> Iterator[None]:
         raise ReadOnlyDataFolder(
             f"cannot write in {folder}: {exc.strerror or exc}", path=str(folder)
         ) from exc
-
-
-def _unsafe(path: Path) -> UnsafePath:
-    return UnsafePath(
-        f"{path} is a symbolic link; Branchwise does not follow links in its data folder",
-        path=str(path),
-    )
 
 
 def fsync_dir(path: Path) -> None:

@@ -19,7 +19,8 @@ import os
 from pathlib import Path
 
 from branchwise.core.errors import AppAlreadyRunning, DiskFull, LeaseHeld, WriterClosed
-from branchwise.core.store.atomic import open_no_follow, refusing_read_only
+from branchwise.core.fs.atomic import refusing_read_only
+from branchwise.core.fs.safe_open import open_no_follow
 
 
 class WriterLease:

@@ -19,7 +19,7 @@ from helpers.sessions import complete_turn, log_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from branchwise.core.log.snapshots import SNAPSHOT_FILE, wait_for_snapshots
+from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, wait_for_snapshots
 from branchwise.core.store.store import SessionStore, verify_session
 
 
