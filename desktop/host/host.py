@@ -39,12 +39,12 @@ from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
-from branchwise.core.titles import branch_name
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
+from branchwise.desktop.host.sources import LocalSource, branch_title
 
 if TYPE_CHECKING:
     from branchwise.desktop.host.backends import Checkpoint, ForkBackend
@@ -130,6 +130,8 @@ class Host:
         self.search_rescan_interval = 10.0
         """Seconds between two quiet catch-ups with what other processes wrote."""
         self._merged: dict[str, tuple[MergedBranch, ...]] = {}
+        self.source = LocalSource(lambda: self.index, self.title)
+        """This machine's store, as the shared paths (branch naming) ask it."""
 
     # -- start and stop ------------------------------------------------------
 
@@ -474,16 +476,6 @@ class Host:
             return None
         return await self.request_branch(request)
 
-    def branch_title(self, request: ForkRequest) -> str | None:
-        """The title a new branch of ``request``'s source gets: "<title> (branch N)".
-
-        N counts the parent's forks this app knows of, this one included. The
-        fork writes it into the child as it publishes it; ``None`` (a parent
-        with no title yet) keeps the inherited one.
-        """
-        siblings = [m for m in self.index.children(request.source_session_id) if m.kind == "fork"]
-        return branch_name(self.title(request.source_session_id), len(siblings))
-
     async def open_child(self, child_id: str) -> None:
         """The coordinator's opener: index a new branch, open it, ask the window for a tab.
 
@@ -528,7 +520,7 @@ class Host:
                 self.notices,
                 self.open_child,
                 checkpoint=checkpoint,
-                namer=self.branch_title,
+                namer=lambda request: branch_title(self.source, request),
             )
         return self._coordinator
 

@@ -26,25 +26,23 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.remote.client import RemoteStore
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import RemoteForkBackend
-from branchwise.desktop.host.notices import NoticeCenter
-from branchwise.desktop.host.remote import (
+from branchwise.desktop.host.connections import (
     SERVERS_FILE,
     TOKENS_DIR,
     Connection,
-    ConnectionState,
-    RemoteServer,
-    RemoteTranscript,
     load_connections,
     read_token,
     save_connection,
 )
+from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.rows import DesktopReason, rows_from_projection
+from branchwise.desktop.host.sources import ConnectionState, RemoteConversation, RemoteSource
 
 FAST = {"backoff": (0.05, 0.1, 0.2), "refresh_interval": 0.1, "timeout": 5.0}
 
 
-def _server(desktop: Path, url: str, token: str, notices: NoticeCenter) -> RemoteServer:
-    return RemoteServer(desktop, Connection("workstation", url), token, notices, **FAST)  # type: ignore[arg-type]
+def _server(desktop: Path, url: str, token: str, notices: NoticeCenter) -> RemoteSource:
+    return RemoteSource(desktop, Connection("workstation", url), token, notices, **FAST)  # type: ignore[arg-type]
 
 
 def test_a_saved_connection_keeps_its_token_private_and_out_of_the_list(tmp_path: Path) -> None:
@@ -83,7 +81,7 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
     async def scenario(url: str, token: str) -> None:
         server = _server(desktop, url, token, notices)
 
-        async def navigate(_server: RemoteServer, child: str) -> None:
+        async def navigate(_server: RemoteSource, child: str) -> None:
             opened.append(child)
 
         server.navigator = navigate
@@ -92,13 +90,10 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
         assert [(e.session_id, e.title) for e in server.entries] == [
             (source.session_id, "on the workstation")
         ]
-        transcript = await server.open_transcript(source.session_id)
+        transcript = await server.open_conversation(source.session_id)
         local_rows = rows_from_projection(store.read(source.session_id).projection)
-        assert not transcript.complete  # the first page only: the rows a replay gives
-        assert transcript.rows == local_rows
+        assert transcript.rows == local_rows  # the same projection, the same rows
         assert transcript.title == "on the workstation"
-        await transcript.load_all()
-        assert transcript.complete and transcript.rows == local_rows
         states = [transcript.branch_state(row) for row in transcript.rows]
         assert all(state.enabled for state in states)
         assert states[0].target == request_for(store, source, turn=0)
@@ -132,13 +127,13 @@ def test_a_server_killed_before_the_fork_answers_keeps_the_record_and_gives_one_
     notices = NoticeCenter()
     opened: list[str] = []
 
-    async def navigate(_server: RemoteServer, child: str) -> None:
+    async def navigate(_server: RemoteSource, child: str) -> None:
         opened.append(child)
 
     with serve_process(served_root) as served:
         url, token = served.url, served.token
 
-        async def first_click() -> RemoteServer:
+        async def first_click() -> RemoteSource:
             server = _server(desktop, url, token, notices)
             server.navigator = navigate
             await server.connect()
@@ -187,7 +182,7 @@ def test_a_server_without_fork_targets_is_unsupported_on_every_branch_action(
             await server.connect()
             assert server.state == ConnectionState.CONNECTED and not server.supported
             assert [n.code for n in notices.history] == ["server_unsupported"]
-            transcript = RemoteTranscript(server, source.session_id)
+            transcript = RemoteConversation(server, source.session_id)
             transcript.apply_commits(commits_of(store, source.session_id))
             await transcript.refresh_targets()  # asks nothing of such a server
             assert len(transcript.rows) == 1
@@ -271,7 +266,7 @@ def test_a_server_restarted_mid_turn_shows_the_turn_interrupted(tmp_path: Path) 
             server = _server(desktop, url, token, notices)
             server.start()
             await wait_for(lambda: server.state == ConnectionState.CONNECTED)
-            transcript = await server.open_transcript(source.session_id)
+            transcript = await server.open_conversation(source.session_id)
             follow = asyncio.ensure_future(transcript.follow())
             sending = asyncio.ensure_future(server.send(source.session_id, "a long one"))
             await wait_for(lambda: transcript.running and len(transcript.rows) == 2)

@@ -1,76 +1,66 @@
-"""Conversations kept on a ``branchwise serve`` server, as the desktop sees them (no Qt).
+"""Where the desktop's conversations come from: this machine's store, or a ``branchwise serve``.
 
-"Connect to server…" saves a connection: its name and URL in
-``<root>/servers.json`` (atomic replace), its token in
-``<root>/server-tokens/<slug>`` with mode 0600 (never in the JSON, never
-logged). A :class:`RemoteServer` then keeps the server's conversation list
-for the sidebar, opens a conversation as a :class:`RemoteTranscript` (the
-server's committed commits replayed into the same projection, rows and fork
-targets a local conversation has), and branches through its own operations
-journal (``<root>/servers/<slug>/fork-operations.json``) and
-``POST /fork-session``: a timeout or a dropped connection leaves the pending
-record, and the next click or start gets the same child, never two
-(DESIGN §4). A server without ``session-fork-targets-v1`` makes every branch
-action "server unsupported", with no fallback.
+The host's shared paths (branch naming, rows, branch actions, the fork
+journal) ask a :class:`ConversationSource` only the few things that differ
+between the two: a conversation's title and how many forks its parent has.
+:class:`LocalSource` answers from the host's lineage index;
+:class:`RemoteSource` from a server's conversation list, which it keeps
+current while connected and reconnects with growing delays (:data:`BACKOFF`)
+when the server stops answering (one notice each way).
 
-When the server stops answering, one notice says so and the connection is
-retried with growing delays (:data:`BACKOFF`); when it answers again another
-notice says so and the list is refreshed.
+A server's conversation opens as a :class:`RemoteConversation`: the commits
+the server sends are replayed into the same :class:`Projection` a local
+conversation has, so its rows, fork targets and branch actions come from the
+same functions (:func:`rows_from_projection`, :func:`branch_state`). Branching
+goes through the server's own operations journal
+(``<root>/servers/<slug>/fork-operations.json``) and ``POST /fork-session``: a
+timeout or a dropped connection leaves the pending record, and the next click
+or start gets the same child, never two. A server without
+``session-fork-targets-v1`` makes every branch action "server unsupported",
+with no fallback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Protocol
 
-import orjson
-
-from branchwise.core.errors import (
-    BranchwiseError,
-    InvalidServerUrl,
-    RemoteUnavailable,
-)
+from branchwise.core.ask_again import failed_turn, question_of
+from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
 from branchwise.core.ids import validate_session_id
+from branchwise.core.lineage import LineageIndex
 from branchwise.core.projection.projection import Projection
-from branchwise.core.remote.client import RemoteStore, server_url
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
 from branchwise.core.search import SearchResult
-from branchwise.core.store.atomic import atomic_write_bytes
 from branchwise.core.store.manifest import given_title
 from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
+from branchwise.desktop.host.connections import JOURNALS_DIR, Connection
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
-    PAGE_SIZE,
     BranchState,
-    Entry,
     Row,
     TargetTable,
     branch_state,
     rows_from_projection,
 )
 
-SERVERS_FILE = "servers.json"
-TOKENS_DIR = "server-tokens"
-JOURNALS_DIR = "servers"
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds between reconnection attempts; the last repeats."""
 REFRESH_INTERVAL = 10.0
 """Seconds between looks at the server's conversation list while connected."""
 IDLE_WAIT = 20
-"""Seconds a transcript's long-poll waits for a commit while nothing writes the conversation."""
+"""Seconds a conversation's long-poll waits for a commit while nothing writes it."""
 RUNNING_WAIT = 2
 """... and while something does, so "running" ends soon after a writer lets go without a commit."""
 
@@ -78,93 +68,51 @@ log = logging.getLogger(__name__)
 Listener = Callable[[], None]
 
 
-# -- saved connections --------------------------------------------------------------------------
+class ConversationSource(Protocol):
+    """What the shared host paths need to know of where conversations live."""
+
+    def title(self, session_id: str) -> str:
+        """A conversation's best known title ("" when it has none yet)."""
+        ...
+
+    def fork_count(self, session_id: str) -> int:
+        """How many forks of this conversation the source knows of."""
+        ...
 
 
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """A saved server: the name the sidebar shows and where it is.
+def branch_title(source: ConversationSource, request: ForkRequest) -> str | None:
+    """The title a new branch of ``request``'s source gets: "<title> (branch N)".
 
-    Attributes:
-        name: the server's name in the sidebar.
-        url: its base URL (``http(s)://host:port``).
+    The one place the desktop names a branch, for local and server
+    conversations alike. N counts the parent's forks the source knows of,
+    this one included. The fork writes it into the child as it publishes it
+    (a server that cannot take a title keeps the inherited one); ``None`` (a
+    parent with no title yet) keeps the inherited one.
+    """
+    parent = request.source_session_id
+    return branch_name(source.title(parent), source.fork_count(parent))
+
+
+class LocalSource:
+    """This machine's store, as the host's lineage index and open conversations know it.
+
+    Args:
+        index: the host's lineage index (built lazily, so asked each time).
+        title: the host's best known title (an open conversation's is newer
+            than its manifest's).
     """
 
-    name: str
-    url: str
+    def __init__(self, index: Callable[[], LineageIndex], title: Callable[[str], str]) -> None:
+        self._index = index
+        self._title = title
 
-    @property
-    def slug(self) -> str:
-        """The file-name-safe key of this server's token and journal."""
-        return hashlib.sha256(self.url.encode()).hexdigest()[:16]
+    def title(self, session_id: str) -> str:
+        """The title an open conversation or its manifest has."""
+        return self._title(session_id)
 
-
-def default_name(url: str) -> str:
-    """The name a server gets when none is typed: its ``host:port``."""
-    parts = urlsplit(url)
-    return parts.netloc or url
-
-
-def save_connection(root: Path, name: str, url: str, token: str) -> Connection:
-    """Remember a server (replacing one of the same URL); the token goes to a 0600 file.
-
-    Raises:
-        InvalidServerUrl: ``url`` is not an http(s) URL, or ``token`` is empty.
-    """
-    url = server_url(url)
-    token = token.strip()
-    if not token or any(c.isspace() for c in token):
-        raise InvalidServerUrl("the server's token is missing or malformed", url=url)
-    connection = Connection(name.strip() or default_name(url), url)
-    tokens = Path(root) / TOKENS_DIR
-    tokens.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(tokens, 0o700)
-    atomic_write_bytes(tokens / connection.slug, token.encode() + b"\n", mode=0o600)
-    kept = [c for c in load_connections(root) if c.url != url]
-    _write_connections(root, [*kept, connection])
-    return connection
-
-
-def forget_connection(root: Path, connection: Connection) -> None:
-    """Remove a saved server and its token (its journal stays, so pending forks still resolve)."""
-    _write_connections(root, [c for c in load_connections(root) if c.url != connection.url])
-    with contextlib.suppress(FileNotFoundError):
-        (Path(root) / TOKENS_DIR / connection.slug).unlink()
-
-
-def load_connections(root: Path) -> list[Connection]:
-    """The saved servers, in the order they were added (an unreadable file holds none)."""
-    try:
-        data = orjson.loads((Path(root) / SERVERS_FILE).read_bytes())
-    except FileNotFoundError:
-        return []
-    except (OSError, orjson.JSONDecodeError):
-        log.warning("%s is unreadable; no servers are listed", SERVERS_FILE)
-        return []
-    found = []
-    for item in data.get("servers", []) if isinstance(data, dict) else []:
-        if isinstance(item, dict) and isinstance(item.get("name"), str):
-            try:
-                found.append(Connection(item["name"], server_url(str(item.get("url", "")))))
-            except InvalidServerUrl:
-                continue
-    return found
-
-
-def read_token(root: Path, connection: Connection) -> str:
-    """The saved token of a server ("" when it is gone)."""
-    try:
-        return (Path(root) / TOKENS_DIR / connection.slug).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def _write_connections(root: Path, connections: Sequence[Connection]) -> None:
-    data = {"format": 1, "servers": [{"name": c.name, "url": c.url} for c in connections]}
-    atomic_write_bytes(Path(root) / SERVERS_FILE, orjson.dumps(data, option=orjson.OPT_INDENT_2))
-
-
-# -- one server ---------------------------------------------------------------------------------
+    def fork_count(self, session_id: str) -> int:
+        """The conversation's forks in the lineage index."""
+        return sum(1 for m in self._index().children(session_id) if m.kind == "fork")
 
 
 class ConnectionState(StrEnum):
@@ -217,47 +165,6 @@ def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
     return found
 
 
-def rows_from_page(page: dict[str, Any]) -> list[Row]:
-    """The rows of one transcript page (``GET /sessions/{id}?limit=N``).
-
-    They equal the rows a full replay gives for those turns (the page's
-    messages name their turn); history without turns waits for the replay.
-
-    Raises:
-        RemoteUnavailable: the page does not have the expected shape.
-    """
-    try:
-        offset = int(page["page"]["offset"])
-        by_turn: dict[str, list[Entry]] = {}
-        for message in page["messages"]:
-            turn_id = message.get("turnId")
-            if isinstance(turn_id, str):
-                by_turn.setdefault(turn_id, []).append(
-                    Entry(str(message["messageId"]), str(message["role"]), str(message["content"]))
-                )
-        rows = []
-        for position, turn in enumerate(page["turns"]):
-            turn_id = str(turn["turnId"])
-            entries = by_turn.get(turn_id, [])
-            end_reason = turn.get("endReason")
-            if end_reason is None and entries and entries[-1].role == "assistant":
-                last = entries[-1]
-                entries[-1] = Entry(last.message_id, last.role, last.content, True)
-            rows.append(
-                Row(
-                    row_id=turn_id,
-                    turn_id=turn_id,
-                    index=offset + position + 1,
-                    answer_id=turn.get("messageId"),
-                    entries=tuple(entries),
-                    end_reason=end_reason,
-                )
-            )
-        return rows
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise RemoteUnavailable("the server sent a malformed transcript page") from exc
-
-
 def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
     """Core's :class:`ForkTargetSet` from a server's §3.1 answer.
 
@@ -286,46 +193,37 @@ def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
         raise RemoteUnavailable("the server sent malformed fork targets") from exc
 
 
-class RemoteTranscript:
+class RemoteConversation:
     """One server conversation: its projection, rows and fork targets, kept up to date.
 
     The server's commits are replayed into the same :class:`Projection` a
-    local conversation has, so rows and branch actions are computed by the
-    same functions (:func:`rows_from_projection`, :func:`branch_state`).
+    local conversation has, so rows, branch actions and Retry's prompt are
+    computed by the same functions as a local conversation's.
 
     Args:
         server: the server it lives on.
         session_id: the conversation.
     """
 
-    def __init__(self, server: RemoteServer, session_id: str) -> None:
+    def __init__(self, server: RemoteSource, session_id: str) -> None:
         self.server = server
         self.session_id = validate_session_id(session_id)
         self.projection = Projection.replay([])
         self.last_seq = 0
         self.running = False
         self.table: TargetTable | None = None
-        self._complete = False
-        self._page_rows: list[Row] = []
-        self._page_title = ""
+        self._rows: list[Row] = []
         self._listeners: list[Listener] = []
 
     @property
-    def complete(self) -> bool:
-        """The whole history is here (not only the first page)."""
-        return self._complete
-
-    @property
     def rows(self) -> list[Row]:
-        """The transcript's rows, as a local conversation's (the last page until all arrived)."""
-        if not self.complete:
-            return list(self._page_rows)
-        return rows_from_projection(self.projection)
+        """The transcript's rows, as a local conversation's."""
+        return list(self._rows)
 
     @property
     def title(self) -> str:
         """The conversation's title."""
-        return self.projection.title or self._page_title or self.server.title(self.session_id)
+        return self.projection.title or self.server.title(self.session_id)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener()`` after each change; returns an unsubscribe function."""
@@ -341,25 +239,23 @@ class RemoteTranscript:
             server_supported=self.server.supported,
         )
 
-    async def load(self) -> None:
-        """Read the last page of turns and the fork targets: enough to show the tab.
+    def retry_prompt(self, turn_id: str | None = None) -> str:
+        """The prompt of a failed turn, to ask again as a new turn (the failed one stays).
 
-        The whole history (for scrolling back, and to follow new commits)
-        arrives with :meth:`follow`; the rows are the same either way.
+        Raises:
+            UnknownTurn, TurnNotFailed: nothing to retry.
+        """
+        return question_of(self.projection, failed_turn(self.projection, self.session_id, turn_id))
+
+    async def load(self) -> None:
+        """Read every committed commit and the fork targets: enough to show the tab.
 
         Raises:
             RemoteRefusal: the server refused (e.g. the conversation is gone).
             RemoteUnavailable: it could not be asked.
         """
-        page = await self.server.remote.show(self.session_id, limit=PAGE_SIZE)
-        self._page_rows = rows_from_page(page)
-        self._page_title = str(page.get("title") or "")
-        self.running = page.get("running") is True
-        await self.refresh_targets()
-
-    async def load_all(self) -> None:
-        """Read every committed commit (the first step of :meth:`follow`)."""
         await self._pull(wait=0)
+        await self.refresh_targets()
 
     async def refresh_targets(self) -> None:
         """Ask the server for this conversation's fork targets again."""
@@ -378,20 +274,12 @@ class RemoteTranscript:
         """
         while True:
             try:
-                ended = await self._pull(wait=self._next_wait())
+                ended = await self._pull(wait=RUNNING_WAIT if self.running else IDLE_WAIT)
                 if ended:
                     await self.refresh_targets()
             except RemoteUnavailable:
                 await self.server.lost()
                 await self.server.wait_connected()
-
-    def _next_wait(self) -> int:
-        """How long the next long-poll may wait: none before the history is in; shortly while
-        the conversation is being written (its writer may let go without a commit, and the
-        server only learns what this client believes from the answer it gave); else long."""
-        if not self.complete:
-            return 0
-        return RUNNING_WAIT if self.running else IDLE_WAIT
 
     async def _pull(self, wait: int) -> bool:
         """Apply the commits after ``last_seq``; whether one of them ended a turn."""
@@ -399,37 +287,36 @@ class RemoteTranscript:
         return self.apply_commits(answer["commits"], running=answer.get("running") is True)
 
     def apply_commits(self, commits: list[list[dict[str, Any]]], *, running: bool = False) -> bool:
-        """Apply commits as the events route gives them; whether one of them ended a turn.
-
-        After the first call the transcript is complete: its rows come from
-        the replayed history instead of the first page.
-        """
-        first = not self._complete
-        ended = False
+        """Apply commits as the events route gives them; whether one of them ended a turn."""
+        ended_before = _ended_turns(self.projection)
         for commit in commits:
             if commit:
                 self.projection.apply(commit)
                 self.last_seq = int(commit[-1]["seq"])
-                ended = ended or any(e.get("type") == "turn/end" for e in commit)
-        self._complete = True
-        if first or commits or running != self.running:
+        if commits:
+            self._rows = rows_from_projection(self.projection)
+        if commits or running != self.running:
             self.running = running
             self._changed()
-        return ended
+        return _ended_turns(self.projection) > ended_before
 
     def _changed(self) -> None:
         for listener in list(self._listeners):
             try:
                 listener()
             except Exception:  # noqa: BLE001 - one broken view must not stop the others
-                log.exception("a remote transcript listener failed")
+                log.exception("a remote conversation listener failed")
 
 
-Navigator = Callable[["RemoteServer", str], Awaitable[None]]
+def _ended_turns(projection: Projection) -> int:
+    return sum(1 for turn in projection.turns if not turn.is_open)
 
 
-class RemoteServer:
-    """A connection to one ``branchwise serve``: its list, its transcripts, its branching.
+Navigator = Callable[["RemoteSource", str], Awaitable[None]]
+
+
+class RemoteSource:
+    """A connection to one ``branchwise serve``: its list, its conversations, its branching.
 
     Args:
         root: the desktop's data root (the journal lives under it).
@@ -465,7 +352,11 @@ class RemoteServer:
         journal = Path(root) / JOURNALS_DIR / connection.slug
         journal.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.coordinator = ForkCoordinator(
-            journal, self.backend, notices, self._open_child, namer=self.branch_title
+            journal,
+            self.backend,
+            notices,
+            self._open_child,
+            namer=lambda request: branch_title(self, request),
         )
         self.state = ConnectionState.CONNECTING
         self.supported = True
@@ -481,7 +372,7 @@ class RemoteServer:
         self._outage_reported = False
 
     def __repr__(self) -> str:
-        return f"RemoteServer({self.connection.url!r})"
+        return f"RemoteSource({self.connection.url!r})"
 
     @property
     def name(self) -> str:
@@ -600,11 +491,11 @@ class RemoteServer:
 
     # -- conversations ----------------------------------------------------------------------
 
-    async def open_transcript(self, session_id: str) -> RemoteTranscript:
-        """A loaded transcript of one of the server's conversations."""
-        transcript = RemoteTranscript(self, session_id)
-        await transcript.load()
-        return transcript
+    async def open_conversation(self, session_id: str) -> RemoteConversation:
+        """A loaded conversation of this server."""
+        conversation = RemoteConversation(self, session_id)
+        await conversation.load()
+        return conversation
 
     async def create_session(self, title: str = "") -> str:
         """A new conversation on the server; its id."""
@@ -615,7 +506,7 @@ class RemoteServer:
     async def send(self, session_id: str, text: str) -> dict[str, Any]:
         """Send a prompt; the turn runs on the server. Its ``session say`` result.
 
-        The answer's text reaches open transcripts through their events.
+        The answer's text reaches open conversations through their events.
         """
         result: dict[str, Any] = {}
         async for record in self.remote.send_turn(session_id, text):
@@ -696,11 +587,9 @@ class RemoteServer:
             await self.lost()
         return outcome.child_session_id if outcome.opened else None
 
-    def branch_title(self, request: ForkRequest) -> str | None:
-        """ "<title> (branch N)", as a local branch is named (the server writes it, if it can)."""
-        source = request.source_session_id
-        forks = [e for e in self.entries if e.parent_id == source and e.kind == "fork"]
-        return branch_name(self.title(source), len(forks))
+    def fork_count(self, session_id: str) -> int:
+        """The conversation's forks in the server's list."""
+        return sum(1 for e in self.entries if e.parent_id == session_id and e.kind == "fork")
 
     async def _open_child(self, child_id: str) -> None:
         """The coordinator's opener: list the new branch, then open its tab (raises if not)."""
