@@ -42,6 +42,7 @@ from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
+from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
 from branchwise.desktop.host.sources import LocalSource, branch_title
@@ -132,6 +133,8 @@ class Host:
         self._merged: dict[str, tuple[MergedBranch, ...]] = {}
         self.source = LocalSource(lambda: self.index, self.title)
         """This machine's store, as the shared paths (branch naming) ask it."""
+        self.operations = Operations(self)
+        """Export, compare and the model servers' questions, off the UI thread."""
 
     # -- start and stop ------------------------------------------------------
 
