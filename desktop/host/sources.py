@@ -36,12 +36,12 @@ from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
 from branchwise.core.ids import validate_session_id
-from branchwise.core.lineage import LineageIndex
+from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
 from branchwise.core.search import SearchResult
-from branchwise.core.store.manifest import given_title
+from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
@@ -93,6 +93,11 @@ def branch_title(source: ConversationSource, request: ForkRequest) -> str | None
     return branch_name(source.title(parent), source.fork_count(parent))
 
 
+def forks_of(index: LineageIndex, session_id: str) -> int:
+    """How many forks of a conversation a lineage index holds (children are not forks)."""
+    return sum(1 for manifest in index.children(session_id) if manifest.kind == "fork")
+
+
 class LocalSource:
     """This machine's store, as the host's lineage index and open conversations know it.
 
@@ -112,7 +117,7 @@ class LocalSource:
 
     def fork_count(self, session_id: str) -> int:
         """The conversation's forks in the lineage index."""
-        return sum(1 for m in self._index().children(session_id) if m.kind == "fork")
+        return forks_of(self._index(), session_id)
 
 
 class ConnectionState(StrEnum):
@@ -124,45 +129,42 @@ class ConnectionState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteEntry:
-    """One conversation in a server's list, as the sidebar needs it.
+class Listing:
+    """A server's conversation list, as the local one is kept.
 
     Attributes:
-        session_id: its id on the server.
-        title: its title.
-        parent_id: the conversation it was branched from (on the same server).
-        created_at: creation time (Unix seconds), for ordering.
-        running: a turn runs in it now.
-        kind: ``root``, ``fork`` or ``child`` ("" from a server that does not say).
+        index: the conversations' manifests (the server lists them as they are
+            stored), by id and lineage, as this machine's are.
+        running: the conversations a turn runs in now.
     """
 
-    session_id: str
-    title: str
-    parent_id: str | None
-    created_at: float
-    running: bool
-    kind: str = ""
+    index: LineageIndex
+    running: frozenset[str] = frozenset()
 
-
-def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
-    found = []
-    for item in answer.get("sessions", []):
-        if not isinstance(item, dict) or not isinstance(item.get("sessionId"), str):
-            continue
-        parent = item.get("parent")
-        parent_id = parent.get("sessionId") if isinstance(parent, dict) else None
-        created = item.get("createdAt")
-        found.append(
-            RemoteEntry(
-                item["sessionId"],
-                str(item.get("title") or ""),
-                parent_id if isinstance(parent_id, str) else None,
-                float(created) if isinstance(created, int | float) else 0.0,
-                item.get("running") is True,
-                str(item.get("kind") or ""),
-            )
+    @classmethod
+    def of(cls, answer: dict[str, Any]) -> Listing:
+        """The listing of a ``GET /sessions`` answer (an unusable entry is left out)."""
+        items = [item for item in answer.get("sessions", []) if isinstance(item, dict)]
+        manifests = []
+        for item in items:
+            try:
+                manifests.append(Manifest.from_json(item))
+            except BranchwiseError:
+                log.warning("a server listed a conversation this app cannot read")
+        running = frozenset(
+            item["sessionId"]
+            for item in items
+            if item.get("running") is True and isinstance(item.get("sessionId"), str)
         )
-    return found
+        return cls(LineageIndex.build(manifests), running)
+
+    def newest_first(self) -> list[Manifest]:
+        """The conversations, newest first (as the server lists them)."""
+        return sorted(self.index.by_id.values(), key=creation_order, reverse=True)
+
+    def same_as(self, other: Listing) -> bool:
+        """Whether nothing the sidebar shows differs."""
+        return self.index.by_id == other.index.by_id and self.running == other.running
 
 
 def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
@@ -238,6 +240,12 @@ class RemoteConversation:
             in_flight=self.server.in_flight,
             server_supported=self.server.supported,
         )
+
+    def branches_at(self, row: Row) -> list[Manifest]:
+        """The server's conversations branched from this row's turn, as a local row lists them."""
+        if row.turn_id is None:
+            return []
+        return self.server.listing.index.branches_at(self.session_id, row.turn_id)
 
     def retry_prompt(self, turn_id: str | None = None) -> str:
         """The prompt of a failed turn, to ask again as a new turn (the failed one stays).
@@ -330,7 +338,7 @@ class RemoteSource:
     Attributes:
         state: where the connection is.
         supported: the server advertises ``session-fork-targets-v1``.
-        entries: the server's conversations, newest first.
+        listing: the server's conversations and their lineage.
         navigator: opens a remote conversation in a tab (set by the window).
     """
 
@@ -361,7 +369,7 @@ class RemoteSource:
         self.state = ConnectionState.CONNECTING
         self.supported = True
         self.capabilities: frozenset[str] = frozenset()
-        self.entries: list[RemoteEntry] = []
+        self.listing = Listing(LineageIndex())
         self.navigator: Navigator | None = None
         self.in_flight: set[tuple[str, str]] = set()
         self._backoff = tuple(backoff) or BACKOFF
@@ -381,7 +389,8 @@ class RemoteSource:
 
     def title(self, session_id: str) -> str:
         """A conversation's title from the list ("" when not listed)."""
-        return next((e.title for e in self.entries if e.session_id == session_id), "")
+        manifest = self.listing.index.by_id.get(session_id)
+        return manifest.title if manifest is not None else ""
 
     def report(self, exc: BranchwiseError) -> None:
         """Post a failed request as one notice that names this server.
@@ -431,7 +440,7 @@ class RemoteSource:
         self.backend = RemoteForkBackend(self.remote)
         self.coordinator.backend = self.backend
         answer = await self.remote.list_sessions()
-        self.entries = _entries(answer)
+        self.listing = Listing.of(answer)
         was_down = self.state == ConnectionState.DISCONNECTED
         self.state = ConnectionState.CONNECTED
         self._connected.set()
@@ -484,9 +493,9 @@ class RemoteSource:
         except RemoteUnavailable:
             await self.lost()
             return
-        entries = _entries(answer)
-        if entries != self.entries:
-            self.entries = entries
+        listing = Listing.of(answer)
+        if not listing.same_as(self.listing):
+            self.listing = listing
             self._changed()
 
     # -- conversations ----------------------------------------------------------------------
@@ -589,7 +598,7 @@ class RemoteSource:
 
     def fork_count(self, session_id: str) -> int:
         """The conversation's forks in the server's list."""
-        return sum(1 for e in self.entries if e.parent_id == session_id and e.kind == "fork")
+        return forks_of(self.listing.index, session_id)
 
     async def _open_child(self, child_id: str) -> None:
         """The coordinator's opener: list the new branch, then open its tab (raises if not)."""

@@ -146,6 +146,7 @@ class RemoteConversationTab(QWidget):
         on_send: called with the text of a prompt to send.
         on_stop: called when "Stop" is clicked while a turn runs there.
         ask_again: the turns' Edit, Regenerate and Retry actions.
+        on_open: opens another conversation of the same server (a turn's branch menu).
     """
 
     def __init__(
@@ -156,11 +157,13 @@ class RemoteConversationTab(QWidget):
         parent: QWidget | None = None,
         on_stop: Callable[[], object] = lambda: None,
         ask_again: AskAgain | None = None,
+        on_open: Callable[[str], object] = lambda _session_id: None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("remoteConversationTab")
         self.conversation = conversation
         self._on_branch = on_branch
+        self._on_open = on_open
         self._ask_again = ask_again
         self.server_label = QLabel(self)
         self.server_label.setObjectName("remoteServerLabel")
@@ -230,12 +233,11 @@ class RemoteConversationTab(QWidget):
                 if widget.row != row:
                     widget.set_row(row)
             else:
-                widget = TurnWidget(
-                    row, self._branch, lambda _sid: None, self._body, self._ask_again
-                )
+                widget = TurnWidget(row, self._branch, self._on_open, self._body, self._ask_again)
                 self._rows.insertWidget(self._rows.count() - 1, widget)
                 self._widgets.append(widget)
             widget.set_branch_state(self.conversation.branch_state(row))
+            widget.set_branches(self.conversation.branches_at(row))
         server = self.conversation.server
         self.composer.set_blocked(
             None
@@ -442,14 +444,17 @@ class RemoteServers(QObject):
             top.setData(0, SERVER_ROLE, server.connection.url)
             top.setToolTip(0, server.connection.url)
             items: dict[str, QTreeWidgetItem] = {}
-            for entry in server.entries:
-                item = QTreeWidgetItem([("● " if entry.running else "") + untitled(entry.title)])
+            listing = server.listing
+            conversations = listing.newest_first()
+            for manifest in conversations:
+                mark = "● " if manifest.session_id in listing.running else ""
+                item = QTreeWidgetItem([mark + untitled(manifest.title)])
                 item.setData(0, SERVER_ROLE, server.connection.url)
-                item.setData(0, SESSION_ROLE, entry.session_id)
-                items[entry.session_id] = item
-            for entry in server.entries:
-                parent = items.get(entry.parent_id or "")
-                (parent or top).addChild(items[entry.session_id])
+                item.setData(0, SESSION_ROLE, manifest.session_id)
+                items[manifest.session_id] = item
+            for manifest in conversations:
+                parent = items.get(manifest.parent.session_id if manifest.parent else "")
+                (parent or top).addChild(items[manifest.session_id])
             self.tree.addTopLevelItem(top)
         self.tree.expandAll()
         self.tree.setVisible(bool(self.servers))
@@ -747,6 +752,9 @@ class RemoteServers(QObject):
                 retry=lambda turn: self.host.spawn(
                     self._retry(server, conversation, turn), "retry on a server"
                 ),
+            ),
+            lambda other: self.host.spawn(
+                self.open_remote(server, other), "open a server conversation"
             ),
         )
         self._follow[tab] = self.host.spawn(conversation.follow(), "follow a conversation")

@@ -87,7 +87,7 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
         server.navigator = navigate
         await server.connect()
         assert server.state == ConnectionState.CONNECTED and server.supported
-        assert [(e.session_id, e.title) for e in server.entries] == [
+        assert [(m.session_id, m.title) for m in server.listing.newest_first()] == [
             (source.session_id, "on the workstation")
         ]
         transcript = await server.open_conversation(source.session_id)
@@ -100,7 +100,7 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
         child = await server.request_branch(states[0].target)  # type: ignore[arg-type]
         assert child is not None and opened == [child]
         assert server.coordinator.records() == ()
-        assert child in {e.session_id for e in server.entries}
+        assert child in server.listing.index.by_id
         branch = store.read(child)
         assert [m.content for m in branch.projection.messages] == ["question 0", "answer 0"]
         # Named as a local branch is, by the server as it publishes it.
@@ -225,7 +225,7 @@ def test_a_server_that_goes_away_is_reported_and_reconnected_with_backoff(
             try:
                 await wait_for(lambda: server.state == ConnectionState.CONNECTED)
                 assert [n.code for n in notices.history][-1] == "server_reconnected"
-                assert len(server.entries) == 1
+                assert len(server.listing.index) == 1
             finally:
                 await server.stop()
                 await asyncio.to_thread(_stop, restarted)

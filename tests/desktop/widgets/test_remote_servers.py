@@ -113,6 +113,18 @@ def test_connect_list_open_and_branch_on_a_server(
         assert tabs.tabText(tabs.indexOf(child_tab)) == "Lab notes (branch 1)"
         server = app.window.remote_servers.servers[0]
         assert server.coordinator.records() == ()
+        # The parent's turn lists its branch in the same menu a local turn has, and opens it.
+        assert not tab.turn_widgets()[1].branches_button.isVisible()
+        qtbot.waitUntil(
+            lambda: tab.turn_widgets()[0].branches_button.isVisibleTo(tab), timeout=WAIT_MS
+        )
+        [listed] = [a for a in tab.turn_widgets()[0].branches_button.menu().actions() if a.text()][
+            :1
+        ]
+        assert "Lab notes (branch 1)" in listed.text()
+        tabs.setCurrentWidget(tab)
+        listed.trigger()
+        qtbot.waitUntil(lambda: tabs.currentWidget() is child_tab, timeout=WAIT_MS)
 
         # A prompt sent from the remote composer runs on the server and streams in.
         child_tab.composer.editor.setPlainText("one more")
