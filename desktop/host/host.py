@@ -39,6 +39,7 @@ from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
@@ -112,7 +113,6 @@ class Host:
         self._open: dict[str, OpenSession] = {}
         self._listeners: list[ChangeListener] = []
         self._text_listeners: list[TextListener] = []
-        self._in_flight: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._fork_backend = fork_backend
         self._checkpoint = checkpoint
@@ -135,6 +135,11 @@ class Host:
         """This machine's store, as the shared paths (branch naming) ask it."""
         self.operations = Operations(self)
         """Export, compare and the model servers' questions, off the UI thread."""
+        self.branches = BranchClicks(
+            lambda: self.fork_coordinator,
+            lambda sid: self.emit(Changes(targets=frozenset({sid}))),
+        )
+        """Branch clicks, and the ones being carried out."""
 
     # -- start and stop ------------------------------------------------------
 
@@ -431,12 +436,12 @@ class Host:
         session = self._open.get(session_id)
         table = session.targets if session is not None else None
         return branch_state(
-            row, table, in_flight=self._in_flight, server_supported=self.server_supported
+            row, table, in_flight=self.branches.in_flight, server_supported=self.server_supported
         )
 
     def branch_in_flight(self, request: ForkRequest) -> bool:
         """A branch from this turn is being created right now."""
-        return (request.source_session_id, request.turn_id) in self._in_flight
+        return self.branches.is_in_flight(request)
 
     async def request_branch(self, request: ForkRequest) -> str | None:
         """Create a new conversation from a finished turn and open it in a new tab.
@@ -445,17 +450,8 @@ class Host:
         carries. Returns the child's id, or ``None`` when it was refused or is
         uncertain (the notice channel says which).
         """
-        key = (request.source_session_id, request.turn_id)
-        if key in self._in_flight:
-            return None
-        self._in_flight.add(key)
-        self.emit(Changes(targets=frozenset({request.source_session_id})))
-        try:
-            outcome = await self.fork_coordinator.branch(request)
-        finally:
-            self._in_flight.discard(key)
-            self.emit(Changes(targets=frozenset({request.source_session_id})))
-        return outcome.child_session_id if outcome.opened else None
+        outcome = await self.branches.request(request)
+        return outcome.child_session_id if outcome is not None and outcome.opened else None
 
     async def edit(self, session_id: str, turn_id: str, prompt: str) -> str | None:
         """Send an edited prompt of a turn as a branch, opened in a new tab where it runs.

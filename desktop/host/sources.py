@@ -44,7 +44,7 @@ from branchwise.core.search import SearchResult
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
-from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
+from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
 from branchwise.desktop.host.connections import JOURNALS_DIR, Connection
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
@@ -168,10 +168,10 @@ class Listing:
 
 
 def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
-    """Core's :class:`ForkTargetSet` from a server's §3.1 answer.
+    """Core's :class:`ForkTargetSet` from a server's ``GET /sessions/{id}/fork-targets`` answer.
 
     Raises:
-        RemoteUnavailable: the answer does not have the §3.1 shape.
+        RemoteUnavailable: the answer does not have that shape.
     """
     try:
         source = answer["source"]
@@ -237,7 +237,7 @@ class RemoteConversation:
         return branch_state(
             row,
             self.table,
-            in_flight=self.server.in_flight,
+            in_flight=self.server.branches.in_flight,
             server_supported=self.server.supported,
         )
 
@@ -371,7 +371,7 @@ class RemoteSource:
         self.capabilities: frozenset[str] = frozenset()
         self.listing = Listing(LineageIndex())
         self.navigator: Navigator | None = None
-        self.in_flight: set[tuple[str, str]] = set()
+        self.branches = BranchClicks(lambda: self.coordinator, lambda _sid: self._changed())
         self._backoff = tuple(backoff) or BACKOFF
         self._refresh_interval = refresh_interval
         self._listeners: list[Listener] = []
@@ -576,22 +576,15 @@ class RemoteSource:
     # -- branching ----------------------------------------------------------------------------
 
     async def request_branch(self, request: ForkRequest) -> str | None:
-        """Branch through this server's journal and ``POST /fork-session`` (DESIGN §4).
+        """Branch through this server's journal and ``POST /fork-session``.
 
         Returns the child's id when its tab opened; ``None`` when refused or
         uncertain (the journal keeps an uncertain record; a second click
         reuses its operation id). The notice channel says which.
         """
-        key = (request.source_session_id, request.turn_id)
-        if key in self.in_flight:
+        outcome = await self.branches.request(request)
+        if outcome is None:
             return None
-        self.in_flight.add(key)
-        self._changed()
-        try:
-            outcome: BranchOutcome = await self.coordinator.branch(request)
-        finally:
-            self.in_flight.discard(key)
-            self._changed()
         if outcome.reason == "remote_unavailable":
             await self.lost()
         return outcome.child_session_id if outcome.opened else None
