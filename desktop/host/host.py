@@ -434,9 +434,10 @@ class Host:
     def branch_state(self, session_id: str, row: Row) -> BranchState:
         """The branch action of one row of an open conversation."""
         session = self._open.get(session_id)
-        table = session.targets if session is not None else None
-        return branch_state(
-            row, table, in_flight=self.branches.in_flight, server_supported=self.server_supported
+        if session is None:
+            return branch_state(row, None, server_supported=self.server_supported)
+        return session.branch_state(
+            row, in_flight=self.branches.in_flight, server_supported=self.server_supported
         )
 
     def branch_in_flight(self, request: ForkRequest) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-from branchwise.core.ask_again import branch_turn, failed_turn, question_of
+from branchwise.core.ask_again import branch_turn
 from branchwise.core.conversation_settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -50,6 +50,7 @@ from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.conversation import Conversation
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
     PAGE_SIZE,
@@ -121,7 +122,7 @@ class _Loaded:
     """The branch's first turn, published with its question and not answered yet."""
 
 
-class OpenSession(TurnListener):
+class OpenSession(Conversation, TurnListener):
     """An open conversation.
 
     Attributes:
@@ -134,16 +135,13 @@ class OpenSession(TurnListener):
     """
 
     def __init__(self, host: SessionOwner, manifest: Manifest) -> None:
+        super().__init__(manifest.session_id)
         self._host = host
-        self.session_id = manifest.session_id
         self.manifest = manifest
         self.mode = SessionMode.LOADING
         self.read_only_error: BranchwiseError | None = None
-        self.rows: list[Row] = []
-        self.targets: TargetTable | None = None
         self.writer: SessionWriter | None = None
         self._projection: Projection | None = None
-        self._row_pos: dict[str, int] = {}
         self._live: dict[str, tuple[str, str]] = {}
         self._live_parts: dict[str, list[str]] = {}
         self._runner: TurnRunner | None = None
@@ -188,11 +186,6 @@ class OpenSession(TurnListener):
     def running_turn_id(self) -> str | None:
         """The running turn, if any."""
         return self._running_turn
-
-    def row(self, row_id: str) -> Row | None:
-        """The row with this id."""
-        position = self._row_pos.get(row_id)
-        return self.rows[position] if position is not None else None
 
     async def wait_loaded(self) -> None:
         """Until the whole history is read (raises what loading raised)."""
@@ -346,10 +339,6 @@ class OpenSession(TurnListener):
         if self.writer is not None:
             self._set_rows(rows_from_projection(self.writer.projection))
 
-    def _set_rows(self, rows: list[Row]) -> None:
-        self.rows = rows
-        self._row_pos = {row.row_id: position for position, row in enumerate(rows)}
-
     async def _poll_read_only(self) -> None:
         """Re-read a session another process writes, whenever its log grows."""
         while not self._closed and self.mode is SessionMode.READ_ONLY:
@@ -409,11 +398,7 @@ class OpenSession(TurnListener):
             TurnRunning: as :meth:`send`.
         """
         await self.wait_loaded()
-        projection = self.projection
-        if projection is None:
-            raise ReadOnlySession("this conversation is not loaded", sessionId=self.session_id)
-        prompt = question_of(projection, failed_turn(projection, self.session_id, turn_id))
-        return await self.send(prompt)
+        return await self.send(self.retry_prompt(turn_id))
 
     async def _run_turn(
         self, start: Callable[[TurnRunner], Coroutine[Any, Any, TurnResult]]
@@ -525,14 +510,8 @@ class OpenSession(TurnListener):
         if turn_id in self._live:
             live = {turn_id: (self._live[turn_id][0], self.live_text(turn_id))}
         row = row_for_turn(projection, turn_id, live)
-        if row is None:
-            return
-        position = self._row_pos.get(turn_id)
-        if position is None:
-            self._row_pos[turn_id] = len(self.rows)
-            self.rows.append(row)
-        else:
-            self.rows[position] = row
+        if row is not None:
+            self._put_row(row)
 
     def is_closed(self) -> bool:
         """The session was closed (its tab is gone; late results are dropped)."""

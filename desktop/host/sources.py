@@ -31,7 +31,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from branchwise.core.ask_again import failed_turn, question_of
 from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
@@ -46,12 +45,12 @@ from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
 from branchwise.desktop.host.connections import JOURNALS_DIR, Connection
+from branchwise.desktop.host.conversation import Conversation
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
     BranchState,
     Row,
     TargetTable,
-    branch_state,
     rows_from_projection,
 )
 
@@ -195,7 +194,7 @@ def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
         raise RemoteUnavailable("the server sent malformed fork targets") from exc
 
 
-class RemoteConversation:
+class RemoteConversation(Conversation):
     """One server conversation: its projection, rows and fork targets, kept up to date.
 
     The server's commits are replayed into the same :class:`Projection` a
@@ -208,19 +207,17 @@ class RemoteConversation:
     """
 
     def __init__(self, server: RemoteSource, session_id: str) -> None:
+        super().__init__(validate_session_id(session_id))
         self.server = server
-        self.session_id = validate_session_id(session_id)
-        self.projection = Projection.replay([])
+        self._projection = Projection.replay([])
         self.last_seq = 0
         self.running = False
-        self.table: TargetTable | None = None
-        self._rows: list[Row] = []
         self._listeners: list[Listener] = []
 
     @property
-    def rows(self) -> list[Row]:
-        """The transcript's rows, as a local conversation's."""
-        return list(self._rows)
+    def projection(self) -> Projection:
+        """The server's committed commits, replayed."""
+        return self._projection
 
     @property
     def title(self) -> str:
@@ -232,13 +229,10 @@ class RemoteConversation:
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    def branch_state(self, row: Row) -> BranchState:
+    def server_branch_state(self, row: Row) -> BranchState:
         """The branch action of one row (disabled "server unsupported" on such a server)."""
-        return branch_state(
-            row,
-            self.table,
-            in_flight=self.server.branches.in_flight,
-            server_supported=self.server.supported,
+        return self.branch_state(
+            row, in_flight=self.server.branches.in_flight, server_supported=self.server.supported
         )
 
     def branches_at(self, row: Row) -> list[Manifest]:
@@ -246,14 +240,6 @@ class RemoteConversation:
         if row.turn_id is None:
             return []
         return self.server.listing.index.branches_at(self.session_id, row.turn_id)
-
-    def retry_prompt(self, turn_id: str | None = None) -> str:
-        """The prompt of a failed turn, to ask again as a new turn (the failed one stays).
-
-        Raises:
-            UnknownTurn, TurnNotFailed: nothing to retry.
-        """
-        return question_of(self.projection, failed_turn(self.projection, self.session_id, turn_id))
 
     async def load(self) -> None:
         """Read every committed commit and the fork targets: enough to show the tab.
@@ -271,7 +257,7 @@ class RemoteConversation:
             self._changed()
             return
         answer = await self.server.remote.fork_targets(self.session_id)
-        self.table = TargetTable.of(targets_from_json(answer))
+        self.targets = TargetTable.of(targets_from_json(answer))
         self._changed()
 
     async def follow(self) -> None:
@@ -302,7 +288,7 @@ class RemoteConversation:
                 self.projection.apply(commit)
                 self.last_seq = int(commit[-1]["seq"])
         if commits:
-            self._rows = rows_from_projection(self.projection)
+            self._set_rows(rows_from_projection(self.projection))
         if commits or running != self.running:
             self.running = running
             self._changed()

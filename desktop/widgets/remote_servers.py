@@ -236,7 +236,7 @@ class RemoteConversationTab(QWidget):
                 widget = TurnWidget(row, self._branch, self._on_open, self._body, self._ask_again)
                 self._rows.insertWidget(self._rows.count() - 1, widget)
                 self._widgets.append(widget)
-            widget.set_branch_state(self.conversation.branch_state(row))
+            widget.set_branch_state(self.conversation.server_branch_state(row))
             widget.set_branches(self.conversation.branches_at(row))
         server = self.conversation.server
         self.composer.set_blocked(

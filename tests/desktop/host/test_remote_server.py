@@ -94,7 +94,7 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
         local_rows = rows_from_projection(store.read(source.session_id).projection)
         assert transcript.rows == local_rows  # the same projection, the same rows
         assert transcript.title == "on the workstation"
-        states = [transcript.branch_state(row) for row in transcript.rows]
+        states = [transcript.server_branch_state(row) for row in transcript.rows]
         assert all(state.enabled for state in states)
         assert states[0].target == request_for(store, source, turn=0)
         child = await server.request_branch(states[0].target)  # type: ignore[arg-type]
@@ -187,7 +187,7 @@ def test_a_server_without_fork_targets_is_unsupported_on_every_branch_action(
             await transcript.refresh_targets()  # asks nothing of such a server
             assert len(transcript.rows) == 1
             for row in transcript.rows:
-                state = transcript.branch_state(row)
+                state = transcript.server_branch_state(row)
                 assert state.target is None and state.reason == DesktopReason.SERVER_UNSUPPORTED
 
     asyncio.run(scenario())
@@ -278,7 +278,7 @@ def test_a_server_restarted_mid_turn_shows_the_turn_interrupted(tmp_path: Path) 
             try:
                 await wait_for(lambda: transcript.rows[-1].end_reason == "interrupted")
                 assert not transcript.running
-                assert transcript.branch_state(transcript.rows[0]).enabled
+                assert transcript.server_branch_state(transcript.rows[0]).enabled
             finally:
                 follow.cancel()
                 await server.stop()
