@@ -46,7 +46,7 @@ from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
-from branchwise.desktop.host.sources import LocalSource, branch_title
+from branchwise.desktop.host.sources import LocalSource, Servers, branch_title
 
 if TYPE_CHECKING:
     from branchwise.desktop.host.backends import Checkpoint, ForkBackend
@@ -140,6 +140,8 @@ class Host:
             lambda sid: self.emit(Changes(targets=frozenset({sid}))),
         )
         """Branch clicks, and the ones being carried out."""
+        self.servers = Servers(self.root, self.notices, self.spawn)
+        """The ``branchwise serve`` servers this app connects to."""
 
     # -- start and stop ------------------------------------------------------
 
@@ -233,6 +235,7 @@ class Host:
         for session in list(self._open.values()):
             await session.close()
         self._open.clear()
+        await self.servers.stop_all()
         await self._close_search()
         for task in list(self._tasks):
             task.cancel()

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -44,7 +44,13 @@ from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
-from branchwise.desktop.host.connections import JOURNALS_DIR, Connection
+from branchwise.desktop.host.connections import (
+    JOURNALS_DIR,
+    Connection,
+    load_connections,
+    read_token,
+    save_connection,
+)
 from branchwise.desktop.host.conversation import Conversation
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
@@ -591,3 +597,61 @@ class RemoteSource:
                 listener()
             except Exception:  # noqa: BLE001 - one broken view must not stop the others
                 log.exception("a remote server listener failed")
+
+
+Spawn = Callable[[Coroutine[Any, Any, Any], str], object]
+
+
+class Servers:
+    """The ``branchwise serve`` servers this app connects to; the host owns them.
+
+    Saving a connection writes its files (:mod:`~branchwise.desktop.host.connections`);
+    connecting starts its :class:`RemoteSource` in the background. Views
+    listen to each source for its state and list.
+
+    Args:
+        root: the desktop's data root.
+        notices: the app's notice channel.
+        spawn: runs a coroutine as a task whose failure becomes a notice.
+    """
+
+    def __init__(self, root: Path, notices: NoticeCenter, spawn: Spawn) -> None:
+        self.root = Path(root)
+        self.notices = notices
+        self._spawn = spawn
+        self.sources: list[RemoteSource] = []
+
+    def of(self, url: str | None) -> RemoteSource | None:
+        """The connected server with this URL."""
+        return next((s for s in self.sources if s.connection.url == url), None)
+
+    def connect_saved(self, **options: Any) -> list[RemoteSource]:
+        """Connect to every saved server (at start)."""
+        return [
+            self.add(connection, read_token(self.root, connection), **options)
+            for connection in load_connections(self.root)
+        ]
+
+    def connect(self, name: str, url: str, token: str, **options: Any) -> RemoteSource:
+        """Save a new server (its token in a private file) and connect to it.
+
+        Raises:
+            InvalidServerUrl: ``url`` is not an http(s) URL, or ``token`` is empty.
+        """
+        connection = save_connection(self.root, name, url, token)
+        return self.add(connection, token.strip(), **options)
+
+    def add(self, connection: Connection, token: str, **options: Any) -> RemoteSource:
+        """Connect to a server in the background (one with the same URL is replaced)."""
+        for old in [s for s in self.sources if s.connection.url == connection.url]:
+            self.sources.remove(old)
+            self._spawn(old.stop(), "disconnect from a server")
+        source = RemoteSource(self.root, connection, token, self.notices, **options)
+        self.sources.append(source)
+        source.start()
+        return source
+
+    async def stop_all(self) -> None:
+        """Stop every connection (the app is closing)."""
+        for source in self.sources:
+            await source.stop()

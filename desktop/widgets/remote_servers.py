@@ -40,12 +40,7 @@ from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.desktop.host.connections import (
-    Connection,
-    load_connections,
-    read_token,
-    save_connection,
-)
+from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, NoticeAction
 from branchwise.desktop.host.rows import PAGE_SIZE
@@ -346,7 +341,6 @@ class RemoteServers(QObject):
         super().__init__(window.tabs)
         self.window = window
         self.host = window.host
-        self.servers: list[RemoteSource] = []
         self.dialog: ConnectDialog | None = None
         self._follow: dict[RemoteConversationTab, asyncio.Task[None]] = {}
         self._waiting: dict[WaitingRemoteTab, asyncio.Task[None]] = {}
@@ -373,27 +367,23 @@ class RemoteServers(QObject):
 
     # -- servers ------------------------------------------------------------------------------
 
+    @property
+    def servers(self) -> list[RemoteSource]:
+        """The host's servers, in the order they were added."""
+        return self.host.servers.sources
+
     def connect_saved(self) -> None:
-        """Reconnect every saved server (at start)."""
-        for connection in load_connections(self.host.root):
-            self.add(connection, read_token(self.host.root, connection))
+        """Show every saved server, connecting in the background (at start)."""
+        for server in self.host.servers.connect_saved():
+            self._show(server)
 
     def add(self, connection: Connection, token: str, **options: object) -> RemoteSource:
         """Show a server in the sidebar and connect to it in the background."""
-        for old in [s for s in self.servers if s.connection.url == connection.url]:
-            self.servers.remove(old)
-            self.host.spawn(old.stop(), "disconnect from a server")
-        server = RemoteSource(
-            self.host.root,
-            connection,
-            token,
-            self.host.notices,
-            **options,  # type: ignore[arg-type]
-        )
+        return self._show(self.host.servers.add(connection, token, **options))
+
+    def _show(self, server: RemoteSource) -> RemoteSource:
         server.navigator = self._navigate
         server.subscribe(self.render_tree)
-        self.servers.append(server)
-        server.start()
         self.render_tree()
         return server
 
@@ -404,17 +394,14 @@ class RemoteServers(QObject):
 
         def accepted() -> None:
             try:
-                connection = save_connection(
-                    self.host.root,
-                    dialog.name_edit.text(),
-                    dialog.url_edit.text(),
-                    dialog.token_edit.text(),
+                server = self.host.servers.connect(
+                    dialog.name_edit.text(), dialog.url_edit.text(), dialog.token_edit.text()
                 )
             except BranchwiseError as exc:
                 dialog.show_error(exc.code)
                 dialog.open()  # keep what was typed; say what is wrong
                 return
-            self.add(connection, dialog.token_edit.text().strip())
+            self._show(server)
 
         dialog.accepted.connect(accepted)
         dialog.open()
@@ -475,7 +462,7 @@ class RemoteServers(QObject):
             self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
 
     def _server_of(self, url: str | None) -> RemoteSource | None:
-        return next((s for s in self.servers if s.connection.url == url), None)
+        return self.host.servers.of(url)
 
     async def search(self, query: str, limit: int) -> list[RemoteResults]:
         """Every connected server's hits that can search (asked at once), in sidebar order.

@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -34,6 +35,7 @@ from branchwise.desktop.host.connections import (
     read_token,
     save_connection,
 )
+from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.rows import DesktopReason, rows_from_projection
 from branchwise.desktop.host.sources import ConnectionState, RemoteConversation, RemoteSource
@@ -307,3 +309,38 @@ def test_a_server_from_before_fork_titles_gets_no_title_and_still_forks() -> Non
             ]
 
     asyncio.run(scenario())
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def test_the_host_keeps_its_servers_and_connects_them_again_at_start(tmp_path: Path) -> None:
+    served_root = tmp_path / "served"
+    make_source(SessionStore(served_root), turns=1, title="kept there")
+    desktop = tmp_path / "desktop"
+    desktop.mkdir()
+
+    with serve_process(served_root) as served:
+
+        async def first_start() -> None:
+            host = Host(desktop)
+            source = host.servers.connect("workstation", served.url, served.token, **FAST)
+            await _until(lambda: source.connected)
+            assert host.servers.of(served.url) is source
+            await host.shutdown()
+
+        async def next_start() -> None:
+            host = Host(desktop)
+            [source] = host.servers.connect_saved(**FAST)
+            assert source.name == "workstation"
+            await _until(lambda: source.connected)
+            assert [m.title for m in source.listing.newest_first()] == ["kept there"]
+            await host.shutdown()
+
+        asyncio.run(first_start())
+        assert load_connections(desktop) == [Connection("workstation", served.url)]
+        asyncio.run(next_start())

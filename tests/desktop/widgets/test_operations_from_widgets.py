@@ -29,6 +29,10 @@ HOST_WORK = {
     "read_session_log",
     "SessionStore",
     "atomic_write_bytes",
+    "save_connection",
+    "forget_connection",
+    "load_connections",
+    "read_token",
     # what calls the network
     "OpenAIProvider",
     "detect_servers",
