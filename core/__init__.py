@@ -3,7 +3,7 @@
 Nothing under this package imports Qt; the desktop layer builds on it.
 
 This module states the public API of core for tools, benchmarks and scripts
-outside the package (ARCHITECTURE.md rule 2): a store, forking and its
+outside the package (docs/architecture.md, "Layers"): a store, forking and its
 targets, child sessions and lineage, the event constructors and every typed
 error. It is the one façade; code inside ``core/`` and ``desktop/`` imports
 each name from the module that defines it.

@@ -21,7 +21,7 @@ class BranchwiseError(Exception):
     """Base of every typed Branchwise error.
 
     Attributes:
-        code: stable machine-readable reason (the wire code in DESIGN.md).
+        code: stable machine-readable reason (docs/cli.md, "Errors and exit status").
         definitive: retrying the same request gets the same refusal.
         http_status: the status ``branchwise serve`` answers this refusal with.
         message: human-readable explanation (English; the UI localizes by code).
@@ -530,7 +530,7 @@ class ProviderEmptyReply(ProviderError):
     code = "provider_empty_reply"
 
 
-# -- A remote Branchwise server (``branchwise serve``, DESIGN §5) ----------------------------------
+# -- A remote Branchwise server (``branchwise serve``, docs/cli.md "Serve") ------------------------
 
 
 class InvalidRequest(BranchwiseError):

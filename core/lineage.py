@@ -34,7 +34,6 @@ from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
 from branchwise.core.store.publish import encode_commits, publish_new_session
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.core.store.trash import Trash
-from branchwise.core.titles import branch_name
 
 # -- child sessions -----------------------------------------------------------
 
@@ -456,29 +455,3 @@ def forest(store: SessionStore) -> list[TreeNode]:
     other order.
     """
     return LineageIndex.build(store.iter_manifests()).forest(newest_first=False)
-
-
-def new_branch_title(store: SessionStore, source_id: str) -> str | None:
-    """The title of a new fork of ``source_id`` that its user did not name: "<title> (branch N)".
-
-    The desktop counts a source's forks in its lineage index; a CLI fork has
-    no index, so this counts them in one pass over every manifest (about
-    90 ms for 5,000 sessions), as ``tree`` does. Without it a CLI fork would
-    carry its parent's title and the sidebar would show one name twice.
-    ``None`` for an untitled source (the fork has no name to repeat), and for
-    one that cannot be read: the fork then refuses in its own words
-    (``source_not_found``, …), which a name must not pre-empt.
-    """
-    try:
-        title = load_manifest(store.session_dir(validate_session_id(source_id))).title
-    except BranchwiseError:
-        return None
-    forks = sum(
-        1
-        for manifest in store.iter_manifests()
-        if isinstance(manifest, Manifest)
-        and manifest.kind == "fork"
-        and manifest.parent is not None
-        and manifest.parent.session_id == source_id
-    )
-    return branch_name(title, forks)

@@ -1,6 +1,6 @@
 """The turn runner: one conversation turn, committed as it happens.
 
-A turn is written as a few commits (DESIGN §2.2)::
+A turn is written as a few commits (docs/storage.md, "Events")::
 
     [turn/start, message/user, step/start]          the question is durable
     [message/delta] …                                at most every flush_interval
@@ -39,13 +39,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from branchwise.core.conversation.names import title_from_prompt
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.events import EndReason
 from branchwise.core.providers.base import Provider, TextChunk, Usage
 from branchwise.core.store.store import SessionWriter
-from branchwise.core.titles import title_from_prompt
 
 log = logging.getLogger(__name__)
 

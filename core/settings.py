@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
-from branchwise.core.conversation_settings import (
+from branchwise.core.conversation.settings import (
     ConversationSettings,
     validate_conversation_settings,
 )

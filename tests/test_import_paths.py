@@ -1,4 +1,4 @@
-"""Every name has one import path (ARCHITECTURE.md rule 2), checked statically.
+"""Every name has one import path (docs/architecture.md, "Layers"), checked statically.
 
 A module *defines* a name when it binds it by ``def``, ``class`` or an
 assignment; a name it only got from ``from X import name`` (or ``import X``) is

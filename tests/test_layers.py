@@ -1,4 +1,4 @@
-"""The Qt boundary (ARCHITECTURE.md rule 6), checked on every import statement.
+"""The Qt boundary (docs/architecture.md, "Layers"), checked on every import statement.
 
 ``core/`` and ``desktop/host/`` never reach PySide6, qasync, shiboken6 or the
 widgets (nor ``desktop/app.py``, which is Qt); ``desktop/entry.py`` stays

@@ -1,6 +1,6 @@
 """``branchwise session edit|regenerate|retry``: ask a turn's question again (issue 13).
 
-``edit`` and ``regenerate`` branch (:mod:`~branchwise.core.ask_again`): the
+``edit`` and ``regenerate`` branch (:mod:`~branchwise.core.conversation.ask_again`): the
 fork publishes the branch with its prompt, then this process answers it,
 streaming like ``session say``. ``retry`` runs the failed turn's prompt again
 as a new turn of the same session. Each prints exactly
@@ -17,7 +17,10 @@ import asyncio
 import sys
 from typing import Any
 
-from branchwise.core.ask_again import (
+from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
+from branchwise.core.cli.output import print_json
+from branchwise.core.cli.sessions import StdoutStreamer
+from branchwise.core.conversation.ask_again import (
     asked_json,
     branch_turn,
     edit_request,
@@ -25,14 +28,11 @@ from branchwise.core.ask_again import (
     question_of,
     regenerate_request,
 )
-from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
-from branchwise.core.cli.output import print_json
-from branchwise.core.cli.sessions import StdoutStreamer
+from branchwise.core.conversation.names import new_branch_title
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import new_id, validate_session_id
-from branchwise.core.lineage import new_branch_title
 from branchwise.core.runtime import TurnResult, TurnRunner
 from branchwise.core.store.store import SessionStore, SessionWriter
 

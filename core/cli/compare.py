@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from branchwise.core.compare import compare
+from branchwise.core.conversation.compare import compare
 from branchwise.core.store.store import SessionStore
 
 

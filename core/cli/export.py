@@ -19,16 +19,11 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.conversation.export.chatgpt import export_chatgpt
+from branchwise.core.conversation.export.common import FORMATS, write_export
+from branchwise.core.conversation.export.json import encode_json, export_document, export_tree
+from branchwise.core.conversation.export.markdown import render_markdown
 from branchwise.core.errors import InvalidArgument
-from branchwise.core.export import (
-    FORMATS,
-    encode_json,
-    export_chatgpt,
-    export_document,
-    export_tree,
-    render_markdown,
-    write_export,
-)
 from branchwise.core.ids import validate_session_id
 from branchwise.core.store.store import SessionStore
 

@@ -1,18 +1,19 @@
-"""``branchwise session targets|fork|child|lineage|tree`` (DESIGN §3, §8)."""
+"""``branchwise session targets|fork|child|lineage|tree`` (docs/cli.md, "Branching")."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from branchwise.core.conversation.names import new_branch_title
+from branchwise.core.conversation.views import session_lineage, session_targets, session_tree
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id, validate_session_id
-from branchwise.core.lineage import create_child, new_branch_title
+from branchwise.core.lineage import create_child
 from branchwise.core.store.manifest import given_title
 from branchwise.core.store.store import SessionStore
-from branchwise.core.views import session_lineage, session_targets, session_tree
 
 
 def register(session_sub: argparse._SubParsersAction) -> None:

@@ -7,8 +7,8 @@ import asyncio
 from typing import Any
 
 from branchwise.core.cli.models import add_provider_options, provider_from_args
+from branchwise.core.conversation.merge import answers_of, merge_back, write_summary
 from branchwise.core.ids import new_id, validate_session_id
-from branchwise.core.merge import answers_of, merge_back, write_summary
 from branchwise.core.store.store import SessionStore
 
 GENERATE = object()

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import InvalidSettings
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider

@@ -2,7 +2,7 @@
 
 ``session new|list|show|targets|fork|say|lineage|tree`` print exactly what
 they print locally (the server answers in the same shapes, built by
-:mod:`branchwise.core.views`); the few fields only the server adds
+:mod:`branchwise.core.conversation.views`); the few fields only the server adds
 (``running``, ``updatedAt``) are dropped. A turn sent with ``say`` runs on
 the server with the server's provider settings, so the provider options are
 refused rather than silently ignored. The token comes from ``--token-file``
@@ -19,12 +19,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.conversation.names import branch_title
 from branchwise.core.errors import InvalidArgument, RemoteRefusal
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import CAP_FORK_TITLE
 from branchwise.core.store.manifest import given_title
-from branchwise.core.titles import branch_name
 
 TOKEN_ENV = "BRANCHWISE_TOKEN"
 REMOTE_COMMANDS = ("new", "list", "show", "targets", "fork", "say", "lineage", "tree")
@@ -161,14 +161,14 @@ async def _branch_title(remote: RemoteStore, source_id: str) -> str | None:
     source = next((s for s in listed if s.get("sessionId") == source_id), None)
     if source is None or not isinstance(source.get("title"), str):
         return None
-    forks = sum(
-        1
-        for s in listed
-        if s.get("kind") == "fork"
-        and isinstance(s.get("parent"), dict)
-        and s["parent"].get("sessionId") == source_id
+    return branch_title(
+        source["title"],
+        (
+            str(s.get("kind"))
+            for s in listed
+            if isinstance(s.get("parent"), dict) and s["parent"].get("sessionId") == source_id
+        ),
     )
-    return branch_name(source["title"], forks)
 
 
 async def _say(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:

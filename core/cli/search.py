@@ -1,6 +1,6 @@
 """``branchwise search``: catch the index up with the logs, then search it.
 
-The index (:mod:`~branchwise.core.search`) is a cache of the logs. The
+The index (:mod:`~branchwise.core.search.index`) is a cache of the logs. The
 commands that write (``session new|say|fork|child|edit|...``) do not touch
 it: a turn's commits cost what they cost without search, and the next
 ``search`` reads every commit added since the last one it indexed, so a
@@ -14,7 +14,7 @@ from typing import Any
 
 from branchwise.core.errors import SessionNotFound
 from branchwise.core.ids import validate_session_id
-from branchwise.core.search import SearchIndex
+from branchwise.core.search.index import SearchIndex
 from branchwise.core.store.store import SessionStore
 
 

@@ -1,4 +1,4 @@
-"""``branchwise serve``: expose the store over HTTP (DESIGN §5)."""
+"""``branchwise serve``: expose the store over HTTP (docs/cli.md, "Serve")."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from branchwise.core.cli.models import turn_setup
 from branchwise.core.cli.output import print_json
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import InvalidArgument
 from branchwise.core.providers.base import Provider
 from branchwise.core.store.store import SessionStore
@@ -49,7 +49,7 @@ def cmd_serve(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     Turns sent to the server run with the data root's own provider settings,
     read when each turn starts.
     """
-    from branchwise.core.remote.server import TOKEN_FILE, serve
+    from branchwise.core.remote.server.app import TOKEN_FILE, serve
 
     if not 0 <= args.port <= 65535:
         raise InvalidArgument(

@@ -8,16 +8,16 @@ import sys
 from typing import Any
 
 from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
-from branchwise.core.conversation_settings import (
+from branchwise.core.conversation.settings import (
     ConversationSettings,
     validate_conversation_settings,
 )
+from branchwise.core.conversation.views import session_list, session_show
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import validate_session_id
 from branchwise.core.projection import events as ev
 from branchwise.core.runtime import TurnListener, TurnRunner
 from branchwise.core.store.store import SessionStore, verify_session
-from branchwise.core.views import session_list, session_show
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -30,7 +30,7 @@ from branchwise.core.errors import (
     SessionTrashed,
 )
 from branchwise.core.ids import validate_session_id
-from branchwise.core.search import SearchIndex
+from branchwise.core.search.index import SearchIndex
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash
 

@@ -1,8 +1,8 @@
 """Forking a session at a finished turn into an independent child (§3.2).
 
 A fork reads the source without any lease and never writes it. The child
-inherits the prefix *verbatim* (STORAGE.md, replacing DESIGN §3.2's dense
-renumbering): the source's events through the whole commit that closed the
+inherits the prefix *verbatim* (docs/storage.md, "Seeds"; format 1 renumbered
+densely): the source's events through the whole commit that closed the
 target turn, with their seqs and commit numbers; ``seedLength`` is the
 boundary, and the projection counts ``usage`` only after it, so tokens the
 parent paid for are never counted twice. The prefix is not copied: the
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
     CorruptLog,
@@ -516,7 +516,7 @@ def fork(
         InvalidSessionId, InvalidForkRequest: malformed arguments.
         OperationConflict: ``operation_id`` was used for a different request.
         SourceNotFound, DuplicateChild, StaleSource, Unverifiable, UnknownTurn,
-        TurnOpen, BoundaryNotAtomic, ActiveAuthority: see DESIGN §3.2.
+        TurnOpen, BoundaryNotAtomic, ActiveAuthority: see docs/storage.md, "Forks".
         ReadOnlyDataFolder: the data folder cannot be written.
         UnsafePath: a symbolic link where the source's or child's folder or files belong.
         InvalidManifest: the source's manifest is damaged or names another session.

@@ -1,6 +1,6 @@
 """A fork's child built from links: the parent's segments as seeds bounded at the cut.
 
-A fork costs the same at any size (STORAGE.md "Fork"): it finds the segment
+A fork costs the same at any size (docs/storage.md, "Forks"): it finds the segment
 holding the boundary by ``firstSeq``, binary-searches that segment's ``.idx``
 for ``lastSeq == boundary``, and reads and verifies that one frame
 (:func:`plan_from_index`). Only when the index cannot answer does the caller
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (
@@ -98,8 +98,10 @@ class ForkPlan:
             sidecar could not say, so every blob of the source is linked).
         settings: the conversation settings a fork at the start carries
             (a later fork inherits them with the prefix).
-        bound_durable: the bytes up to the last seed's bound were fsynced when
-            the plan was made (a plan kept for many forks): no child needs to again.
+        bound_durable: the bytes up to the last seed's bound are known to be
+            durable: fsynced when the plan was made (a plan kept for many
+            forks), or vouched for by the ``.idx`` record the plan was read
+            from (see :func:`plan_from_index`). No child then fsyncs them again.
     """
 
     seeds: tuple[SeedSource, ...]
@@ -224,7 +226,10 @@ def plan_from_index(
     seeds.append(
         SeedSource(piece.path, piece.first_commit, piece.first_seq, record.end, record.commit, crc)
     )
-    return ForkPlan(tuple(seeds), boundary, record.commit, _blob_names(seeds))
+    # The record is the proof the bound is durable: a writer appends an index
+    # record only after its frame's fsync, and rebuilds one only after an fsync
+    # of the segment (SegmentWriter's open), so the child needs no fsync of its own.
+    return ForkPlan(tuple(seeds), boundary, record.commit, _blob_names(seeds), bound_durable=True)
 
 
 def plan_from_log(log: SessionLog, boundary_frame: Frame, boundary: int) -> ForkPlan:
@@ -343,14 +348,16 @@ def build_seeded_child(
     included. ``tracker``, holding the inherited turns, lets the segment's
     turn index list those turns, so the branch's own turns fork by the index
     too; without one (a fork's single own commit, which closes no turn) the
-    segment gets no sidecars: they would hold no record, a fork of an
-    inherited turn reads the seeds' index, and the child's writer builds
-    them. ``durable=False`` skips every fsync: for a batch whose publisher
-    syncs the file system once before its renames
+    segment's sidecars hold no record, and are written anyway: they are
+    exactly what the child's writer would build on its first open, which
+    then rewrites (and fsyncs) nothing. Sidecars are caches and are never
+    fsynced here: a crash that loses or truncates them only makes the first
+    writer open rebuild them. ``durable=False`` skips every fsync: for a
+    batch whose publisher syncs the file system once before its renames
     (:func:`~branchwise.core.store.publish.publish_batch`). ``index_from``:
-    an own segment smaller than this many bytes gets no sidecars (a cache
-    whose three files cost more to create than a scan of a small segment;
-    the first writer open rebuilds them).
+    an own segment with a ``tracker`` smaller than this many bytes gets no
+    sidecars (a cache whose three files cost more to create than a scan of a
+    small segment; the first writer open rebuilds them).
     """
     log_dir = tmp / manifest.log_dir
     log_dir.mkdir(mode=0o700)
@@ -391,7 +398,7 @@ def build_seeded_child(
             found = entries_for(commit, events, offset, len(data), frame_crc(data, offset), tracker)
             if found:
                 entries.append((found, commit))
-    indexed = tracker is not None and len(data) >= index_from
+    indexed = tracker is None or len(data) >= index_from
     if durable:
         write_durably(own, data)
         if indexed:

@@ -43,8 +43,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from branchwise.core.conversation.names import branch_title, title_from_prompt
 from branchwise.core.importing.source import SourceItem, SourceTree
-from branchwise.core.titles import branch_name, title_from_prompt
 
 ConversationKind = Literal["root", "fork", "child"]
 OriginKind = Literal["edit", "regenerate"]
@@ -356,7 +356,7 @@ def _plan_one(
             kind="fork",
             source_id=f"{tree.id}/{leaf}",
             tree_id=tree.id,
-            title=branch_name(parent.title, forks_before) or "",
+            title=branch_title(parent.title, forks_before) or "",
             created=shape.by_id[child].time,
             turns=turns,
             parent=owner,

@@ -229,6 +229,10 @@ class SegmentWriter:
 def _refresh_sidecars(
     segment: Path, entries: list[tuple[CommitEntries, int]], base: Mapping[str, bytes] | None
 ) -> None:
-    """Rewrite a segment's sidecars unless they already say exactly ``entries`` (best effort)."""
+    """Rewrite a segment's sidecars unless they already say exactly ``entries`` (best effort).
+
+    A rewrite fsyncs the segment first: ``entries`` come from a scan, which
+    also sees frames a crashed writer wrote but never synced.
+    """
     with contextlib.suppress(OSError):
-        write_sidecars(segment, entries, only_changed=True, base=base)
+        write_sidecars(segment, entries, only_changed=True, base=base, sync_segment=True)

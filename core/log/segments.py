@@ -1,6 +1,6 @@
 """A session's log as the files that hold it: one ``events.log``, or seeds and segments.
 
-Format 1 keeps the whole log in ``events.log``. Format 2 (``STORAGE.md``)
+Format 1 keeps the whole log in ``events.log``. Format 2 (docs/storage.md, "Segments")
 keeps it as immutable segment files ``<log>/<C>-<S>.seg`` (``C`` the first
 commit, ``S`` the first seq, 12 digits each), after the *seeds* the manifest
 lists: hard links to an ancestor's segments, each read only up to its

@@ -2,7 +2,7 @@
 
 A fork validates its target by reading one frame (the ``.idx`` record of the
 boundary says where it is), and fork targets come from ``.idx``/``.tix``
-instead of a replay. They are caches (STORAGE.md invariant 5): only the
+instead of a replay. They are caches (docs/storage.md, "Invariants" 5): only the
 writer writes them, after the commit's fsync (plain writes, fsynced at roll
 and close), and a missing, short, damaged or old sidecar never changes an
 answer: readers check every record's checksum and the frame it points at,
@@ -369,6 +369,7 @@ def write_sidecars(
     only_changed: bool = False,
     durable: bool = True,
     base: Mapping[str, bytes] | None = None,
+    sync_segment: bool = False,
 ) -> None:
     """Write a segment's sidecars whole, durably, replacing whatever was there.
 
@@ -379,12 +380,22 @@ def write_sidecars(
     exactly its bytes alone (a writer's open usually finds them right);
     ``durable=False`` skips the fsyncs (a cache a crash may lose: a new fork's
     first own segment, whose writer rebuilds it if it is gone). ``base``: see
-    :func:`sidecar_bytes`.
+    :func:`sidecar_bytes`. ``sync_segment`` fsyncs the segment itself before
+    the first file is written: for entries read from bytes a crashed writer
+    may have left unsynced, since a fork takes an ``.idx`` record as proof
+    that the bytes up to its frame are durable.
     """
     for suffix, data in sidecar_bytes(entries, base).items():
         final = segment.with_suffix(suffix)
         if only_changed and _read(final) == data:
             continue
+        if sync_segment:
+            fd = open_no_follow(segment, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            sync_segment = False
         tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
         fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         try:

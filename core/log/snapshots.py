@@ -12,7 +12,7 @@ and the exact bytes of history it stands for, identified by a *key*:
 - ``commit``, ``seq``, ``frame``: the last covered commit, seq, and that
   frame's offset and checksum; ``seedLength``: whose usage the tokens count.
 
-Bytes already in a segment never change (STORAGE.md invariant 1), so a key
+Bytes already in a segment never change (docs/storage.md, "Invariants" 1), so a key
 that matches stays true: a reader checksums the covered prefix (about 4 ms
 for 26 MB, against 80 ms or more to decode it), checks the layout, restores
 the state and decodes only the frames after it. Every byte is still

@@ -11,7 +11,7 @@ name, its seed bound (``endCommit``), and the length and CRC32 of the
 true: a reader checksums each prefix, decodes the table once and parses only
 the records after the prefixes.
 
-It is a cache (STORAGE.md invariant 5): missing, cut short, any byte
+It is a cache (docs/storage.md, "Invariants" 5): missing, cut short, any byte
 flipped (the body's CRC32), another layout or tracker version, a piece
 renamed, removed or added before the covered ones, a ``.tix`` rewritten or
 damaged inside its covered prefix: the table is not used, the ``.tix`` files

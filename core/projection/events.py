@@ -1,4 +1,4 @@
-"""The event vocabulary of the session log (DESIGN §2.2).
+"""The event vocabulary of the session log (docs/storage.md, "Events").
 
 Events are stored as plain dicts (``seq``, ``type``, ``ts`` plus fields) so the
 replay path stays as cheap as decoding JSON. This module names every type,

@@ -1,4 +1,4 @@
-"""Replaying committed events into the state everyone reads (DESIGN §2.3).
+"""Replaying committed events into the state everyone reads (docs/storage.md, "Events").
 
 A :class:`Projection` is fed whole commits, in order, and keeps the
 transcript, the turns with their boundaries, open interactions and tool calls,
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from branchwise.core.conversation_settings import ConversationSettings, from_event
+from branchwise.core.conversation.settings import ConversationSettings, from_event
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.turns import Hook, Turn, TurnTracker
 
@@ -70,7 +70,7 @@ class Projection(TurnTracker):
             (the latest ``session/config``).
         merges: the ``session/merge`` records (what branches brought back), with ``seq``.
         seed_length: the seq a fork inherited through: ``usage`` up to it
-            was paid by the parent, so it is not counted again (STORAGE.md).
+            was paid by the parent, so it is not counted again (docs/storage.md, "Invariants" 6).
     """
 
     title: str = ""

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.projection.projection import Message, Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
 

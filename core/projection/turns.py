@@ -1,8 +1,9 @@
-"""The one set of turn rules (DESIGN §3.1): what a turn is, where it ends, whether it can be cut.
+"""The one set of turn rules: what a turn is, where it ends, whether it can be cut.
 
 A :class:`TurnTracker` is fed whole commits in order and keeps the turns with
 their fork boundaries, the interactions and tool calls still open, and the
-message-only history that makes a session unverifiable. It is the single
+message-only history that makes a session unverifiable (docs/storage.md,
+"Events"). It is the single
 interpretation of turns: the full
 :class:`~branchwise.core.projection.projection.Projection` is a tracker that
 also builds messages, title and usage (through :attr:`TurnTracker._HOOKS`),

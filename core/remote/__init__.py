@@ -1,1 +1,1 @@
-"""Remote store: ``branchwise serve`` and the client the desktop uses (DESIGN §5)."""
+"""Remote store: ``branchwise serve`` and the client the desktop uses (docs/cli.md, "Serve")."""

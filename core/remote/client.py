@@ -26,7 +26,7 @@ from branchwise.core.errors import (
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
-from branchwise.core.search import SearchHit, SearchResult
+from branchwise.core.search.query import SearchHit, SearchResult
 
 TURN_READ_TIMEOUT = 300.0
 """Seconds a turn's stream may stay silent: a model server may think long before a token."""

@@ -8,7 +8,7 @@ events route, or stops it).
 The server notes every running turn in ``<root>/serve-turns.json`` (atomic
 replace) before the question is committed. A server killed mid-turn leaves
 the turn open in the log; the next server start opens each noted session as
-its writer, which closes the open turn as ``interrupted`` (DESIGN §2.2), so a
+its writer, which closes the open turn as ``interrupted`` (docs/storage.md, "Events"), so a
 client sees the turn end instead of running for ever.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, TurnRunning
 from branchwise.core.ids import validate_session_id
 from branchwise.core.providers.base import Provider

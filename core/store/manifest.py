@@ -3,7 +3,7 @@
 The manifest is small and replaced atomically, so listing sessions and
 building the lineage tree never read a log.
 
-Two formats (``/work/shared/STORAGE.md``): format 1 keeps the log in one
+Two formats (docs/storage.md, "Format 1 and format 2"): format 1 keeps the log in one
 ``events.log``; format 2 keeps it as segment files in a log folder, after the
 *seeds* the manifest lists (hard links to an ancestor's segments, each read
 only up to its ``end``). A session keeps the format its manifest names, so an

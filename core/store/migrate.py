@@ -55,7 +55,7 @@ def migrate_locked(directory: Path, manifest: Manifest) -> Manifest:
         os.close(open_no_follow(first, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
     with gc_paused():
         entries = list(sidecar_entries(log.scan.frames, TurnTracker(), log.data, 0))
-    write_sidecars(first, entries)
+    write_sidecars(first, entries, sync_segment=True)  # events.log may hold unsynced frames
     fsync_dir(building)
     os.rename(building, final)
     fsync_dir(directory)

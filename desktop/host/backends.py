@@ -2,7 +2,7 @@
 
 The coordinator (``branching.ForkCoordinator``) talks to a ``ForkBackend``:
 this machine's store (:class:`LocalForkBackend`) or a ``branchwise serve``
-server over HTTP (:class:`RemoteForkBackend`, DESIGN §5). Both take core's
+server over HTTP (:class:`RemoteForkBackend`, docs/cli.md "Serve"). Both take core's
 :class:`~branchwise.core.fork.operations.ForkRequest`, as the click carried it
 and the journal stored it. Failures are
 classified generically so both behave the same: a typed refusal whose code
@@ -130,7 +130,7 @@ def remote_fork_fields(request: ForkRequest) -> tuple[str, str, int, int]:
 
 
 class RemoteForkBackend:
-    """Forks on a ``branchwise serve`` server (DESIGN §5), with no local fallback.
+    """Forks on a ``branchwise serve`` server (docs/cli.md, "Serve"), with no local fallback.
 
     Before its first request it checks that the server advertises
     ``session-fork-targets-v1``; a server that does not raises

@@ -1,6 +1,7 @@
-"""Branching: the fork coordinator and the outcomes it reports (DESIGN §4).
+"""Branching: the fork coordinator and the outcomes it reports.
 
-The fork click, end to end: journal, fork, tab, acknowledgement.
+The fork click, end to end: journal, fork, tab, acknowledgement (see
+docs/architecture.md, "A branch click").
 
 ``ForkCoordinator.branch`` runs the whole protocol for one click:
 

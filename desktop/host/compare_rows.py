@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from itertools import zip_longest
 
-from branchwise.core.compare import Comparison, SideTurn
+from branchwise.core.conversation.compare import Comparison, SideTurn
 from branchwise.core.store.store import SessionStore
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Set
 
-from branchwise.core.ask_again import failed_turn, question_of
+from branchwise.core.conversation.ask_again import failed_turn, question_of
 from branchwise.core.errors import ReadOnlySession
 from branchwise.core.projection.projection import Projection
 from branchwise.desktop.host.rows import BranchState, Row, TargetTable, branch_state

@@ -8,7 +8,7 @@ imports Qt, so the fork-operations journal and crash tests drive it headless.
 
 Every mutating call reports what changed as :class:`Changes` — returned to
 the caller and broadcast to listeners — so views refresh only what changed.
-The host also keeps the search index (:mod:`branchwise.core.search`) current:
+The host also keeps the search index (:mod:`branchwise.core.search.index`) current:
 every conversation is caught up in the background after start, and one
 conversation after each finished turn, rename, new conversation and branch.
 The index is a cache, so its failure is one notice, never a failed turn.
@@ -28,14 +28,15 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from branchwise.core.ask_again import edit_request, regenerate_request
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
-from branchwise.core.search import MergedBranch, SearchIndex, SearchResult
+from branchwise.core.search.index import MergedBranch, SearchIndex
+from branchwise.core.search.query import SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
@@ -190,16 +191,16 @@ class Host:
             log.exception("could not prune fork-index/")
 
     async def recover(self) -> None:
-        """Check the fork server, then resume fork operations a crash left (DESIGN §4 step 7).
+        """Check the fork server, then resume fork operations a crash left behind.
 
         With a server that cannot branch the records stay as they are: there
-        is nothing to resume them against.
+        is nothing to resume them against (docs/architecture.md, "A branch click").
         """
         if await self.check_server():
             await self.fork_coordinator.recover()
 
     async def check_server(self) -> bool:
-        """Whether the fork backend can branch; a remote server is asked (DESIGN §5).
+        """Whether the fork backend can branch; a remote server is asked (docs/cli.md, "Serve").
 
         A server without ``session-fork-targets-v1`` sets ``server_supported``
         to ``False``: every branch action shows the "server unsupported"
@@ -510,7 +511,7 @@ class Host:
 
     @property
     def fork_coordinator(self) -> ForkCoordinator:
-        """The fork-operations journal that carries out every branch click (DESIGN §4)."""
+        """The journal that carries out every branch click (docs/architecture.md)."""
         if self._coordinator is None:
             from branchwise.desktop.host.backends import LocalForkBackend, no_checkpoint
             from branchwise.desktop.host.branching import ForkCoordinator

@@ -1,11 +1,13 @@
 """``fork-operations.json``: the desktop host's journal of fork operations.
 
 A fork click is a small distributed operation (local store or remote server,
-then a tab). The journal makes it survive crashes (DESIGN §4): a ``pending``
+then a tab). The journal makes it survive crashes (docs/architecture.md): a ``pending``
 record is durable before anything is written or sent, a ``completed`` one
 remembers the child until its tab has opened, and only then is the record
-removed. Every change replaces the whole document atomically, so a crash
-leaves the old or the new journal, never a torn one.
+removed. Every change replaces the whole document atomically (removing the
+last record removes the file), so a crash leaves the old or the new journal,
+never a torn one. Additions are durable before they return; a removal need
+not be (:meth:`OperationsJournal.remove`).
 
 The document is versioned. A journal that does not parse, or is of a version
 this build does not know, is moved aside (``.bad-<timestamp>``) rather than
@@ -253,9 +255,10 @@ class OperationsJournal:
     """The journal document of one data root, kept in memory and on disk.
 
     Every mutation rewrites the whole document with the atomic-replace recipe
-    before returning, so a caller that continues after it knows the change is
-    durable. Methods are thread-safe (the coordinator runs them in a worker
-    thread so the UI loop never waits on ``fsync``).
+    before returning, so a caller that continues after a :meth:`put` knows the
+    change is durable (a :meth:`remove` may not be). Methods are thread-safe
+    (the coordinator runs them in a worker thread so the UI loop never waits
+    on ``fsync``).
 
     Args:
         root: the data root holding ``fork-operations.json``.
@@ -372,7 +375,16 @@ class OperationsJournal:
                 raise
 
     def remove(self, operation_id: str) -> None:
-        """Remove a record (acknowledge or refuse), durably, before returning.
+        """Remove a record (acknowledge or refuse) before returning.
+
+        Removing the last record (a click's usual case) unlinks the document
+        without an fsync: nothing is ordered after a removal, and a crash that
+        undoes it brings the old document back whole, the state a crash just
+        before the removal leaves, which recovery already resolves (a
+        completed record re-opens its child, whose tab may be open already).
+        While other records remain, the document is rewritten durably as
+        usual: a rename a crash could leave pointing at unsynced bytes would
+        lose them.
 
         Raises:
             OSError: the document could not be written; memory is unchanged.
@@ -382,7 +394,11 @@ class OperationsJournal:
             if previous is None:
                 return
             try:
-                self._write_locked()
+                if self._records:
+                    self._write_locked()
+                else:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(self.path)
             except BaseException:
                 self._records[operation_id] = previous
                 raise

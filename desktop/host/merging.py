@@ -1,6 +1,6 @@
 """Bring a branch's conclusion back into its parent, from the desktop.
 
-The core writes the ``session/merge`` commit (``core/merge.py``); this module
+The core writes the ``session/merge`` commit (``core/conversation/merge.py``); this module
 supplies what the window knows: the branch's own answers to choose from, a
 summary written by the host's provider, and the parent's open writer when the
 parent is open in this app (its lease is held here, so the merge must go
@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 from uuid import uuid4
 
+from branchwise.core.conversation.merge import MergeResult, answers_of, merge_back, write_summary
 from branchwise.core.errors import BranchwiseError, LeaseHeld, NotAncestor, TurnRunning
-from branchwise.core.merge import MergeResult, answers_of, merge_back, write_summary
 from branchwise.core.projection.projection import Projection
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host

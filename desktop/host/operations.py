@@ -23,15 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from branchwise.core.compare import Comparison, compare
+from branchwise.core.conversation.compare import Comparison, compare
+from branchwise.core.conversation.export.common import format_for_path, write_export
+from branchwise.core.conversation.export.json import encode_json, export_document
+from branchwise.core.conversation.export.markdown import render_markdown
 from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ProviderError
-from branchwise.core.export import (
-    encode_json,
-    export_document,
-    format_for_path,
-    render_markdown,
-    write_export,
-)
 from branchwise.core.providers.detect import DetectedServer, candidate_urls, detect_servers
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import Settings, resolve_api_key

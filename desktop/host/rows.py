@@ -4,7 +4,7 @@ A *row* is one turn as the user sees it: the question, the answer(s), tool
 calls and how it ended. Every row is bound to its fork target by one key —
 the answer's ``messageId``, or ``turn:<turnId>`` for a turn that produced no
 answer — and that same key is used for a live turn finishing, for history
-paged in later and for a session restored cold from disk (DESIGN §6).
+paged in later and for a session restored cold from disk (docs/architecture.md, "A branch click").
 
 Whether a row's "Branch into a new conversation" action is enabled is a pure
 function of the row, the session's fork targets and what the host is doing
@@ -262,7 +262,7 @@ class BranchState:
     """A row's branch action: enabled with the fork it asks for, or disabled with a reason code.
 
     Attributes:
-        target: what a click asks for (DESIGN §4 step 1); ``None`` when disabled.
+        target: what a click asks for (docs/architecture.md); ``None`` when disabled.
         reason: a :class:`~branchwise.core.fork.targets.TargetReason` or a
             :class:`DesktopReason` when disabled.
     """

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-from branchwise.core.ask_again import branch_turn
-from branchwise.core.conversation_settings import ConversationSettings
+from branchwise.core.conversation.ask_again import branch_turn
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
     CorruptLog,

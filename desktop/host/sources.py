@@ -31,6 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from branchwise.core.conversation.names import branch_title as name_branch
 from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
@@ -39,9 +40,8 @@ from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
-from branchwise.core.search import SearchResult
+from branchwise.core.search.query import SearchResult
 from branchwise.core.store.manifest import Manifest, given_title
-from branchwise.core.titles import branch_name
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
 from branchwise.desktop.host.connections import (
@@ -95,7 +95,7 @@ def branch_title(source: ConversationSource, request: ForkRequest) -> str | None
     parent with no title yet) keeps the inherited one.
     """
     parent = request.source_session_id
-    return branch_name(source.title(parent), source.fork_count(parent))
+    return name_branch(source.title(parent), source.fork_count(parent))
 
 
 def forks_of(index: LineageIndex, session_id: str) -> int:

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.compare import Comparison, SideTurn
+from branchwise.core.conversation.compare import Comparison, SideTurn
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
 from branchwise.desktop.host.compare_rows import CompareRow, Span, compare_rows
@@ -77,7 +77,7 @@ class CompareView(QDialog):
     """Two conversations side by side from their split point.
 
     Args:
-        comparison: what ``core.compare.compare`` found.
+        comparison: what ``core.conversation.compare.compare`` found.
         split_title, split_turn: the shared conversation and its last shared turn (0: none).
     """
 

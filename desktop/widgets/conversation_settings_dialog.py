@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.conversation_settings import (
+from branchwise.core.conversation.settings import (
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
     ConversationSettings,

@@ -24,10 +24,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.conversation.merge import MergeResult
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.core.merge import MergeResult
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.merging import (
     chosen_answers,

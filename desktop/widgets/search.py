@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from branchwise.core.i18n.language import _, format_number, ngettext
 from branchwise.core.i18n.reasons import fill
-from branchwise.core.search import SearchHit, SearchResult
+from branchwise.core.search.query import SearchHit, SearchResult
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.widgets.theme import theme_colors

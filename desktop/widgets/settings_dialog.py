@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.conversation_settings import MAX_TEMPERATURE
+from branchwise.core.conversation.settings import MAX_TEMPERATURE
 from branchwise.core.errors import BranchwiseError, InvalidSettings
 from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED

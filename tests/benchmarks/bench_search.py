@@ -39,7 +39,7 @@ from branchwise.core import SessionStore
 from branchwise.core.ids import new_session_id
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.projection import events as ev
-from branchwise.core.search import INDEX_NAME, SearchIndex
+from branchwise.core.search.index import INDEX_NAME, SearchIndex
 from branchwise.core.store.manifest import Manifest, ParentLink
 
 ENGLISH = (  # noqa: SIM905 (a word list reads better as one string)

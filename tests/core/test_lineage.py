@@ -23,7 +23,6 @@ from branchwise.core.lineage import (
     create_child,
     forest,
     lineage,
-    new_branch_title,
     tree,
 )
 from branchwise.core.projection import events as ev
@@ -213,32 +212,6 @@ def test_tree_holds_forks_and_children_from_one_scan(store: SessionStore) -> Non
     with pytest.raises(BranchwiseError) as caught:
         tree(store, "cccccccc-broken")
     assert caught.value.code == "invalid_manifest"
-
-
-def test_a_new_branch_is_named_after_its_source_counting_its_own_forks_only(
-    store: SessionStore,
-) -> None:
-    _manifest_only(store, "dddddddd-root", None)  # titled with its id
-    for session_id, parent in [
-        ("dddddddd-f1", "dddddddd-root"),
-        ("dddddddd-f2", "dddddddd-root"),
-        ("dddddddd-f1a", "dddddddd-f1"),  # a fork of a fork
-    ]:
-        _manifest_only(store, session_id, parent)
-    child = Manifest(
-        "dddddddd-kid", "kid", "child", created_at=1.0, parent=ParentLink("dddddddd-root", "child")
-    )
-    store.session_dir(child.session_id).mkdir()
-    save_manifest(store.session_dir(child.session_id), child)  # a child is not a branch
-    (store.sessions_dir / "dddddddd-broken").mkdir()  # skipped, as by ``tree``
-    (store.sessions_dir / "dddddddd-broken" / "manifest.json").write_text("{not json")
-    assert new_branch_title(store, "dddddddd-root") == "dddddddd-root (branch 3)"
-    assert new_branch_title(store, "dddddddd-f1") == "dddddddd-f1 (branch 2)"
-    untitled = Manifest("dddddddd-blank", "", "root", created_at=1.0)
-    store.session_dir(untitled.session_id).mkdir()
-    save_manifest(store.session_dir(untitled.session_id), untitled)
-    assert new_branch_title(store, "dddddddd-blank") is None  # no name to repeat
-    assert new_branch_title(store, "dddddddd-gone") is None  # the fork says why it refuses
 
 
 def test_a_very_deep_fork_chain_walks_and_serializes(store: SessionStore) -> None:

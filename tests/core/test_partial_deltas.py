@@ -25,13 +25,13 @@ from helpers.providers import ScriptedProvider
 from helpers.recording import Recorder
 from helpers.sessions import commits_of, prefix_projection
 
-from branchwise.core.compare import compare
-from branchwise.core.export import export_document
+from branchwise.core.conversation.compare import compare
+from branchwise.core.conversation.export.json import export_document
 from branchwise.core.log.snapshots import wait_for_snapshots
 from branchwise.core.projection import events as ev
 from branchwise.core.providers.demo import demo_answer
 from branchwise.core.runtime import TurnResult, TurnRunner
-from branchwise.core.search import INDEX_NAME, SearchIndex
+from branchwise.core.search.index import INDEX_NAME, SearchIndex
 from branchwise.core.store.store import SessionStore, SessionWriter
 
 DELTA = "message/delta"

@@ -15,7 +15,7 @@ from helpers.forking import fork_at
 from helpers.merge_worker import HELPER, content
 from helpers.sessions import complete_turn
 
-from branchwise.core.merge import merge_back
+from branchwise.core.conversation.merge import merge_back
 from branchwise.core.store.store import SessionStore, verify_session
 
 KILLS = 120

@@ -10,7 +10,7 @@ from pathlib import Path
 from helpers.cli import cli_command, run_cli, wait_for_partial_text
 
 from branchwise.core.projection import events as ev
-from branchwise.core.search import INDEX_NAME
+from branchwise.core.search.index import INDEX_NAME
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from branchwise.core.merge import merge_back
+from branchwise.core.conversation.merge import merge_back
 from branchwise.core.store.store import SessionStore
 
 HELPER = Path(__file__)

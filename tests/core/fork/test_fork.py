@@ -47,7 +47,7 @@ def test_cold_fork_inherits_exactly_the_prefix_through_the_target_turn(
     assert result == ForkResult(result.child_session_id, True, "op-1")
     child = commits_of(store, result.child_session_id)
     boundary = fork_targets(store, source).target("t1").boundary_sequence  # type: ignore[union-attr]
-    # The prefix is inherited verbatim (STORAGE.md): the same commits, seqs and usage
+    # The prefix is inherited verbatim (docs/storage.md, "Seeds"): the same commits, seqs and usage
     # events; the child's usage total counts only what follows seedLength.
     inherited = [commit for commit in parent if commit[-1]["seq"] <= boundary]
     assert child[:-1] == inherited

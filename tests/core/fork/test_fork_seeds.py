@@ -12,8 +12,10 @@ from helpers.segmented import as_format_1
 from helpers.sessions import commits_of, complete_turn, log_file, session_with_turns
 
 from branchwise.core.fork import engine
+from branchwise.core.fork.seeding import plan_from_index
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.log.segments import log_pieces
+from branchwise.core.log.sidecars import SIDECAR_SUFFIXES
 from branchwise.core.store.store import SessionStore, verify_session
 from branchwise.core.store.trash import Trash
 
@@ -209,3 +211,30 @@ def test_a_fork_early_in_a_rolled_session_links_only_what_it_needs(tmp_path: Pat
     late = fork_at(store, parent, "t18", op="op-2").child_session_id
     assert _turns(store, late) == [f"t{n}" for n in range(19)]
     assert fork_targets(store, late).targets[-1].turn_id == "t18"
+
+
+def test_a_forks_own_segment_has_the_sidecars_its_writer_would_build(
+    store: SessionStore,
+) -> None:
+    """Opening the child's tab then rewrites (and fsyncs) none of them."""
+    parent = session_with_turns(store, 3)
+    child = fork_at(store, parent, "t1").child_session_id
+    own = _files(store, child)[-1]
+    sidecars = [own.with_suffix(suffix) for suffix in SIDECAR_SUFFIXES]
+    published = [(path.stat().st_ino, path.read_bytes()) for path in sidecars]
+    with store.open_writer(child):
+        assert [(p.stat().st_ino, p.read_bytes()) for p in sidecars] == published
+    assert _turns(store, child) == ["t0", "t1"] and verify_session(store, child)["ok"]
+
+
+def test_a_plan_read_from_the_turn_index_needs_no_fsync_of_its_bound(
+    store: SessionStore,
+) -> None:
+    """The ``.idx`` record is written only after its frame's fsync: it vouches for the bound."""
+    parent = session_with_turns(store, 3)
+    directory = store.session_dir(parent)
+    turn = store.read(parent).projection.turns[1]
+    boundary = turn.boundary_sequence
+    assert boundary is not None
+    plan = plan_from_index(directory, store.manifest(parent), boundary, turn.turn_id)
+    assert plan is not None and plan.bound_durable

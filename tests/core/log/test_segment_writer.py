@@ -159,3 +159,41 @@ def test_damaged_sidecars_of_the_active_segment_are_rebuilt_on_open(
         pass
     assert index.read_bytes() == good
     assert fork_targets(store, session_id) == answer
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="names fds through /proc")
+def test_a_rebuilt_index_lands_only_after_its_segment_is_fsynced(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fork takes an ``.idx`` record as proof its frame is durable; a rebuild keeps that true.
+
+    The frames a writer open indexes may be ones a crashed writer wrote but
+    never synced, so the segment is fsynced before the rebuilt index replaces
+    the old one. Sidecars that are already right cost no fsync at all.
+    """
+    session_id = session_with_turns(store, 3)
+    (segment,) = _segments(store, session_id)
+    index = segment.with_suffix(".idx")
+    steps: list[tuple[str, str]] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        steps.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        real_fsync(fd)
+
+    def replace(src: str | Path, dst: str | Path, **kwargs: int | None) -> None:
+        steps.append(("replace", str(dst)))
+        real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    with store.open_writer(session_id):
+        pass
+    assert ("replace", str(index)) not in steps
+    assert ("fsync", str(segment)) not in steps  # nothing to rebuild, nothing synced
+
+    index.unlink()
+    steps.clear()
+    with store.open_writer(session_id):
+        pass
+    assert steps.index(("fsync", str(segment))) < steps.index(("replace", str(index)))

@@ -10,7 +10,7 @@ from helpers.gui import seed_session
 from helpers.serve import serve_process
 from helpers.sessions import visible_sessions
 
-from branchwise.core.ask_again import edit_request, regenerate_request
+from branchwise.core.conversation.ask_again import edit_request, regenerate_request
 from branchwise.core.errors import ServerUnsupported
 from branchwise.core.fork.engine import fork
 from branchwise.core.providers.demo import DemoProvider

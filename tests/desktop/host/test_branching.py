@@ -1,4 +1,4 @@
-"""The fork click protocol (DESIGN §4) against a real store and journal."""
+"""The fork click protocol (docs/architecture.md) against a real store and journal."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fork recovery on start (DESIGN §4 step 7): records a previous run left behind."""
+"""Fork recovery on start (docs/architecture.md): records a previous run left behind."""
 
 from __future__ import annotations
 

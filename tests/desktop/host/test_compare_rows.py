@@ -7,7 +7,7 @@ from pathlib import Path
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
 
-from branchwise.core.compare import Comparison, Side, SideTurn, compare
+from branchwise.core.conversation.compare import Comparison, Side, SideTurn, compare
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.compare_rows import (
     Span,

@@ -8,7 +8,7 @@ from pathlib import Path
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
 
-from branchwise.core.merge import merge_back
+from branchwise.core.conversation.merge import merge_back
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes

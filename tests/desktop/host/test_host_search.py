@@ -13,7 +13,7 @@ from helpers.gui import seed_session
 from branchwise.core.errors import SearchIndexUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.providers.demo import DemoProvider
-from branchwise.core.search import INDEX_NAME, SCHEMA_VERSION
+from branchwise.core.search.index import INDEX_NAME, SCHEMA_VERSION
 from branchwise.desktop.host import host as host_module
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host

@@ -94,6 +94,24 @@ def test_remove_is_durable_and_leaves_no_temp(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [JOURNAL_NAME]
 
 
+def test_removing_the_last_record_unlinks_the_document_without_an_fsync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing is ordered after a removal; a crash that undoes it leaves the record to recover."""
+    journal = OperationsJournal(tmp_path)
+    journal.put(pending("op_1"))
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    journal.remove("op_1")
+    assert synced == []
+    assert list(tmp_path.iterdir()) == [] and read_journal_document(tmp_path) is None
+    assert reload(tmp_path) == ()
+    journal.remove("op_1")  # idempotent
+    journal.put(pending("op_2"))  # the next addition is durable again, folder included
+    assert len(synced) == 2 and [r.operation_id for r in reload(tmp_path)] == ["op_2"]
+
+
 def test_find_matches_the_whole_request(tmp_path: Path) -> None:
     journal = OperationsJournal(tmp_path)
     journal.put(pending())
@@ -105,6 +123,8 @@ def test_find_matches_the_whole_request(tmp_path: Path) -> None:
 def test_failed_write_leaves_memory_and_disk_unchanged(tmp_path: Path) -> None:
     journal = OperationsJournal(tmp_path)
     journal.put(pending("op_1"))
+    other = pending("op_3", ForkRequest(SOURCE, "turn_3", 30, 1), at=3.0)
+    journal.put(other)  # so removing op_1 rewrites the document
     before = journal.path.read_bytes()
     # A directory where the temp file must go makes the write fail, even for root.
     blocker = tmp_path / f".{JOURNAL_NAME}.tmp-{os.getpid()}"
@@ -116,7 +136,7 @@ def test_failed_write_leaves_memory_and_disk_unchanged(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         journal.remove("op_1")
     blocker.rmdir()
-    assert journal.records() == (pending("op_1"),)
+    assert journal.records() == (pending("op_1"), other)
     assert journal.path.read_bytes() == before
 
 

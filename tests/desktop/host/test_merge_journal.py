@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers import HELPERS_DIR
 from helpers.forking import branch_with_own_turn
 
-from branchwise.core.merge import merge_back
+from branchwise.core.conversation.merge import merge_back
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.host import Host

@@ -13,7 +13,7 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.i18n.language import set_language
-from branchwise.core.search import INDEX_NAME
+from branchwise.core.search.index import INDEX_NAME
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.widgets.sidebar import MERGED_MARK
 

@@ -10,7 +10,7 @@ from PySide6.QtCore import QPoint, Qt
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.i18n.language import set_language
-from branchwise.core.search import INDEX_NAME
+from branchwise.core.search.index import INDEX_NAME
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.widgets.search import ResultRow

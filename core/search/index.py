@@ -20,25 +20,25 @@ What is indexed, and how it stays current:
   created session containing it; the others are its ``also_in``.
 * A streaming answer is committed as growing partial texts of one message
   id: the row is updated in place with the latest text. In format 2 a
-  partial commit holds only the new text (``message/delta``; the first names
-  the message, later ones continue the open turn's answer): the row holds the
+  partial commit holds only the new text (a delta): the row holds the
   concatenation, continuing from the text and the message indexed before when
-  a catch-up starts inside that answer's turn, so an answer cut by a crash is
-  found by words that only its deltas hold.
+  a catch-up starts inside that answer's turn (the hook asks for them), so an
+  answer cut by a crash is found by words that only its deltas hold.
 * Per session the index remembers the next commit and seq, the byte offset
   past the last indexed frame, the manifest's ``generation`` and the log
   file's inode. :meth:`SearchIndex.catch_up` reads only the bytes after that
-  offset (the one frame reader, :func:`~branchwise.core.log.frames.iter_frames`,
-  told which commit and seq come next). A changed generation or inode, or a
+  offset, through the projection's catch-up hook
+  (:func:`~branchwise.core.projection.tail.read_tail`, told which commit and
+  seq come next). A changed generation or inode, or a
   log shorter than the offset, means the log was replaced: the session is
   indexed again from scratch. The session's rows and its position are written
   in one transaction, so a crash between a commit and its indexing loses
   nothing: the next catch-up finds the commit after the remembered offset.
 * The same message id carrying different text in two sessions (a log
   replaced by a rewind that reused an id) keeps the text indexed last.
-* Every ``session/merge`` event (a branch brought back into a conversation,
-  :mod:`branchwise.core.merge`) is recorded in the ``merges`` table as it is
-  read. The merge lives only in the log it was written to, and this
+* Every merge (a branch brought back into a conversation,
+  :mod:`branchwise.core.conversation.merge`) is recorded in the ``merges``
+  table as it is read. The merge lives only in the log it was written to, and this
   catch-up already reads every new commit of every session, so the lineage
   tree learns which branches were brought back — including merges another
   process wrote — for the price of one row per merge
@@ -52,38 +52,6 @@ What is indexed, and how it stays current:
   catch-up, which takes the lock one session at a time so searches are
   answered (from what is indexed so far) while it runs.
 
-Why the ``trigram`` tokenizer: Chinese is written without spaces, so a word
-tokenizer (``unicode61``) makes a whole run of Han characters one token and
-"北京" would never match inside "我在北京工作". The trigram tokenizer indexes
-every three-character substring, case-insensitively, so any query of three
-or more characters is a substring match: English words and prefixes
-("bran" finds "Branching"), code fragments and Chinese alike, Simplified and
-Traditional each as written (no conversion between them).
-
-Terms of one or two characters ("北京", "臺", "go") have no trigram. A second
-FTS5 table, ``messages_short``, answers them from an index instead of a scan
-of every text: its text is the message rewritten by :func:`short_query_text`
-as one token per Han or kana character and the first two letters of every
-other word, tokenized by ``unicode61`` (case folded, diacritics kept as
-written). "北京" is then the phrase ``北 京`` (adjacent characters, as
-written: "台" never finds "臺"), "go" the token ``go`` (every word beginning
-with "go", any case), "g" the prefix ``g*`` from the table's one-character
-prefix index. Why not ``unicode61`` over the whole words with
-``prefix='1 2'``: that stores every word plus two prefix entries for it,
-while the heads store one short token per word, and a short query never
-needs more than the first two letters. A term with no letter, digit or Han
-character ("#", "-", an emoji) is matched in the texts themselves.
-
-User text is searched as text, never as FTS5 query syntax: every term is
-wrapped in double quotes (inner quotes doubled), so ``"``, ``AND``, ``*``,
-``-`` or ``NEAR(`` are looked for literally and never surface as SQL errors.
-Terms are separated by white space and must all occur (in any order); hits
-are ordered by FTS5's bm25 rank, newer messages first on ties. A query
-matching more than :data:`RANKED_CANDIDATES` messages ranks its newest that
-many: scoring and sorting every one of 100,000 matches of a common word
-costs more than a search may, and says little. ``total`` counts matching
-messages exactly up to :data:`TOTAL_CAP`.
-
 Thread use: one instance serializes its own calls with a lock and opens its
 connection with ``check_same_thread=False``, so a worker thread and the UI
 thread may share it (the UI still calls it through ``asyncio.to_thread``).
@@ -95,24 +63,22 @@ import contextlib
 import functools
 import logging
 import os
-import re
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from branchwise.core.errors import (
     BranchwiseError,
-    InvalidSearch,
     SearchIndexUnavailable,
     UnsafePath,
 )
-from branchwise.core.log.frames import iter_frames
 from branchwise.core.log.segments import log_identity, read_log_from
-from branchwise.core.projection.events import EventType
+from branchwise.core.projection.tail import TailPosition, read_tail
+from branchwise.core.search.query import SearchResult, query_terms, run_query, short_query_text
 from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore
 
@@ -121,26 +87,10 @@ log = logging.getLogger(__name__)
 INDEX_NAME = "search.sqlite3"
 SCHEMA_VERSION = 3
 """Kept in ``PRAGMA user_version``; an index of another version is emptied and refilled."""
-MAX_LIMIT = 1000
-"""The most hits one search returns."""
-TOTAL_CAP = 10_000
-"""``total`` is exact up to this many matching messages, and this number beyond."""
 BUSY_TIMEOUT = 5.0
 """Seconds to wait for another process's write transaction before giving up."""
-SNIPPET_BEFORE = 40
-SNIPPET_LENGTH = 160
-RANKED_CANDIDATES = 2000
-"""A query matching more messages than this ranks its newest this many (see :func:`_search`)."""
 
 _T = TypeVar("_T")
-_USER = EventType.MESSAGE_USER.value
-_ASSISTANT = EventType.MESSAGE_ASSISTANT.value
-_DELTA = EventType.MESSAGE_DELTA.value
-_TITLE_EVENTS = (EventType.SESSION_CREATED.value, EventType.SESSION_TITLE.value)
-_TURN_START = EventType.TURN_START.value
-_TURN_END = EventType.TURN_END.value
-_LEGACY = EventType.LEGACY_IMPORT.value
-_MERGE = EventType.SESSION_MERGE.value
 # SQLite's primary result codes (the low byte of an extended code).
 _SQLITE_READONLY, _SQLITE_CORRUPT, _SQLITE_CANTOPEN, _SQLITE_NOTADB = 8, 11, 14, 26
 
@@ -173,7 +123,7 @@ _SCHEMA = (
     PRIMARY KEY (message, session_id)
 ) WITHOUT ROWID""",
     """CREATE INDEX message_sessions_by_session ON message_sessions(session_id, message)""",
-    # Branches brought back: one row per session/merge event, keyed by the log holding it.
+    # Branches brought back: one row per merge, keyed by the log holding it.
     """CREATE TABLE merges(
     into_session_id TEXT NOT NULL,
     merge_sequence INTEGER NOT NULL,
@@ -208,93 +158,16 @@ END""",
 END""",
 )
 
-# Scripts written without spaces between words: each character is a token of its own.
-_UNSPACED = (
-    "\u3040-\u30ff"  # Hiragana, Katakana
-    "\u3100-\u312f\u31a0-\u31bf"  # Bopomofo
-    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Han, extension A, compatibility ideographs
-    "\U00020000-\U0003134f"  # Han extensions B to G
-)
-_SHORT_TOKEN = re.compile(f"[{_UNSPACED}]|(?:(?![{_UNSPACED}])[^\\W_])+")
-_UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
-
-
-def short_query_text(text: str) -> str:
-    """What the short-query table indexes: unspaced characters one by one, words by their heads.
-
-    ``"Branching lets you 去北京"`` becomes ``"Br le yo 去 北 京"``. A query of
-    one or two characters is then a lookup of whole tokens (FTS5 folds the
-    case), never a scan: ``"北京"`` is the phrase ``北 京``, ``"go"`` the head
-    ``go`` (the words beginning with "go"), ``"g"`` the prefix ``g*`` (the
-    table's one-character prefix index).
-    """
-    return " ".join(token[:2] for token in _SHORT_TOKEN.findall(text))
-
-
-@dataclass(frozen=True, slots=True)
-class SearchHit:
-    """One matching message (or title), shown once however many branches hold it.
-
-    Attributes:
-        session_id: the conversation the hit is shown in: the one asked for,
-            else the most recently created one that contains the message.
-        title: that conversation's title.
-        turn_id: the message's turn (``None`` for titles and imported history).
-        message_id: the message's id (``""`` for a title hit).
-        role: ``user``, ``assistant`` or ``title``.
-        snippet: plain text around the first match (no markup).
-        spans: ``(start, end)`` character offsets of the matches inside ``snippet``.
-        also_in: the other conversations containing the same message, newest first.
-    """
-
-    session_id: str
-    title: str
-    turn_id: str | None
-    message_id: str
-    role: str
-    snippet: str
-    spans: tuple[tuple[int, int], ...]
-    also_in: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"sessionId", "title", "turnId", "messageId", "role", "snippet", "alsoIn"}``."""
-        return {
-            "sessionId": self.session_id,
-            "title": self.title,
-            "turnId": self.turn_id,
-            "messageId": self.message_id,
-            "role": self.role,
-            "snippet": self.snippet,
-            "alsoIn": list(self.also_in),
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class SearchResult:
-    """The best hits of one search and how many messages matched in all.
-
-    Attributes:
-        hits: best first (bm25 rank, newer first on ties), at most the limit.
-        total: matching messages, exact up to :data:`TOTAL_CAP`.
-    """
-
-    hits: tuple[SearchHit, ...]
-    total: int
-
-    def to_json(self) -> dict[str, Any]:
-        """``{"hits": [...], "total": N}``."""
-        return {"hits": [hit.to_json() for hit in self.hits], "total": self.total}
-
 
 @dataclass(frozen=True, slots=True)
 class MergedBranch:
-    """One ``session/merge`` event the index has read: a branch brought back into a log.
+    """One merge the index has read: a branch brought back into a log.
 
     Attributes:
         child_session_id: the branch that was brought back.
         into_session_id: the session whose log holds the merge (an ancestor of
             the branch, or a fork of one that inherited the merge).
-        merge_sequence: the merge event's seq in that log.
+        merge_sequence: the merge's seq in that log.
         at: when it was written (seconds since the epoch).
     """
 
@@ -428,14 +301,9 @@ class SearchIndex:
             InvalidSearch: an empty query or a limit out of range.
             SearchIndexUnavailable: the index is locked or cannot be read.
         """
-        # NUL ends an FTS5 string early (an SQL error): it separates terms like a space.
-        terms = tuple(dict.fromkeys(query.replace("\0", " ").split()))
-        if not terms:
-            raise InvalidSearch("the search query is empty", query=query)
-        if isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidSearch(f"the limit must be between 1 and {MAX_LIMIT}", limit=limit)
+        terms = query_terms(query, limit)
         with self._lock:
-            return self._guarded(lambda conn: _search(conn, terms, limit, session_id))
+            return self._guarded(lambda conn: run_query(conn, terms, limit, session_id))
 
     def close(self) -> None:
         """Close the connection (idempotent; the next call opens it again)."""
@@ -598,7 +466,7 @@ class SearchIndex:
             elif size == position.log_offset:
                 return 0
             tail = read_log_from(directory, manifest, position.log_offset) if size else b""
-            return _index_frames(conn, session_id, manifest, position, tail)
+            return _index_tail(conn, session_id, manifest, position, tail)
 
 
 # -- indexing, one transaction per session ----------------------------------------------
@@ -646,115 +514,74 @@ def _position(conn: sqlite3.Connection, session_id: str) -> _Position | None:
     return _Position(*row) if row is not None else None
 
 
-def _index_frames(
+def _index_tail(
     conn: sqlite3.Connection,
     session_id: str,
     manifest: Manifest,
     position: _Position,
     tail: bytes,
 ) -> int:
-    """Index the whole frames of ``tail`` (the log from the remembered offset on)."""
-    title, open_turn = position.title, position.open_turn
-    commit, seq, consumed = position.next_commit, position.next_seq, 0
+    """Index what the whole frames of ``tail`` (the log from the remembered offset on) changed."""
     # Message ids are unique per lineage: a fork shares its root's ids, and two unrelated
     # sessions reusing an id (an import, a test) stay two messages.
     lineage = f"{manifest.root_session_id or session_id}/"
-    latest: dict[str, tuple[str, str, str | None, str]] = {}  # key -> id, role, turn, text
-    growing: dict[str, list[str]] = {}  # key -> a streaming answer's text, in pieces
-    streaming: str | None = None  # the answer the open turn streams, once seen in this tail
-    merges: list[tuple[str, int, str, float]] = []
-    frames = 0
-    for frame in iter_frames(tail, start=0, first_commit=commit, first_seq=seq):
-        frames += 1
-        commit, consumed, seq = frame.commit + 1, frame.end, seq + len(frame.events)
-        for event in frame.events:
-            kind = event.get("type")
-            if kind in (_USER, _ASSISTANT):
-                message_id, content = event.get("messageId"), event.get("content")
-                if isinstance(message_id, str) and isinstance(content, str):
-                    role = "user" if kind == _USER else "assistant"
-                    key = lineage + message_id
-                    known = latest.get(key)
-                    turn = known[2] if known is not None else open_turn
-                    latest[key] = (message_id, role, turn, content)
-                    growing.pop(key, None)
-                    if kind == _ASSISTANT and open_turn is not None:
-                        streaming = message_id
-            elif kind == _DELTA:
-                message_id, delta = event.get("messageId", streaming), event.get("delta")
-                if message_id is None and open_turn is not None and open_turn == position.open_turn:
-                    message_id = _streamed_answer(conn, lineage, open_turn)  # opened before
-                if isinstance(message_id, str) and isinstance(delta, str):
-                    streaming = message_id
-                    key = lineage + message_id
-                    pieces = growing.get(key)
-                    if pieces is None:
-                        known = latest.get(key)
-                        if known is not None:
-                            base = known[3]
-                        elif open_turn is not None and open_turn == position.open_turn:
-                            base = _indexed_text(conn, key)  # the answer's text indexed so far
-                        else:
-                            base = ""  # its earlier text, if any, is in this tail
-                        pieces = growing[key] = [base]
-                        latest[key] = (message_id, "assistant", open_turn, "")
-                    pieces.append(delta)
-            elif kind == _TURN_START:
-                open_turn, streaming = event.get("turnId"), None
-            elif kind == _TURN_END:
-                if event.get("turnId") == open_turn:
-                    open_turn, streaming = None, None
-            elif kind in _TITLE_EVENTS:
-                if isinstance(event.get("title"), str):
-                    title = event["title"]
-            elif kind == _LEGACY:
-                _legacy_messages(event, session_id, latest)
-            elif kind == _MERGE:
-                child, number, ts = event.get("childSessionId"), event.get("seq"), event.get("ts")
-                if isinstance(child, str) and isinstance(number, int):
-                    when = float(ts) if isinstance(ts, int | float) else 0.0
-                    merges.append((session_id, number, child, when))
-    if frames == 0 and position.log_offset != 0:
+    read = read_tail(
+        tail,
+        TailPosition(position.next_commit, position.next_seq, position.open_turn, position.title),
+        streamed_before=lambda turn_id: _streamed_answer(conn, lineage, turn_id),
+        text_before=lambda message_id: _indexed_text(conn, lineage + message_id),
+    )
+    if read.frames == 0 and position.log_offset != 0:
         return 0  # nothing new but a growing (or torn) last frame
-    for key, pieces in growing.items():
-        message_id, role, turn, _ = latest[key]
-        latest[key] = (message_id, role, turn, "".join(pieces))
-    if latest:
+    if read.texts:
+        rows = [
+            (
+                lineage + text.message_id
+                if text.shared
+                else f"legacy/{session_id}/{text.message_id}",
+                text.message_id,
+                text.role,
+                text.turn_id,
+                text.text,
+            )
+            for text in read.texts
+        ]
         conn.executemany(
             "INSERT INTO messages(key, message_id, role, turn_id, content) VALUES (?, ?, ?, ?, ?) "
             "ON CONFLICT(key) DO UPDATE SET content = excluded.content "
             "WHERE messages.content IS NOT excluded.content",
-            [(key, *fields) for key, fields in latest.items()],
+            rows,
         )
         conn.executemany(
             "INSERT OR IGNORE INTO message_sessions(message, session_id) "
             "SELECT id, ? FROM messages WHERE key = ?",
-            [(session_id, key) for key in latest],
+            [(session_id, row[0]) for row in rows],
         )
-    if merges:
+    if read.merges:
         conn.executemany(
             "INSERT OR REPLACE INTO merges(into_session_id, merge_sequence, child_session_id, ts) "
             "VALUES (?, ?, ?, ?)",
-            merges,
+            [(session_id, m.sequence, m.child_session_id, m.at) for m in read.merges],
         )
-    if title != position.title or position.log_offset == 0:
-        _index_title(conn, session_id, title)
+    end = read.end
+    if end.title != position.title or position.log_offset == 0:
+        _index_title(conn, session_id, end.title)
     conn.execute(
         "INSERT OR REPLACE INTO sessions(session_id, title, created_at, generation, log_inode, "
         "log_offset, next_commit, next_seq, open_turn) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             session_id,
-            title,
+            end.title,
             manifest.created_at,
             position.generation,
             position.log_inode,
-            position.log_offset + consumed,
-            commit,
-            seq,
-            open_turn,
+            position.log_offset + read.consumed,
+            end.next_commit,
+            end.next_seq,
+            end.open_turn,
         ),
     )
-    return frames
+    return read.frames
 
 
 def _streamed_answer(conn: sqlite3.Connection, lineage: str, turn_id: str) -> str | None:
@@ -775,22 +602,6 @@ def _indexed_text(conn: sqlite3.Connection, key: str) -> str:
     """The text indexed for a message so far ("" if none)."""
     row = conn.execute("SELECT content FROM messages WHERE key = ?", (key,)).fetchone()
     return str(row[0]) if row is not None else ""
-
-
-def _legacy_messages(
-    event: dict[str, Any], session_id: str, latest: dict[str, tuple[str, str, str | None, str]]
-) -> None:
-    """Imported history, named as the projection names it (keyed per session: not shared)."""
-    items = event.get("messages")
-    if not isinstance(items, list):
-        return
-    for number, item in enumerate(items):
-        role = item.get("role", "user") if isinstance(item, dict) else "user"
-        content = item.get("content", "") if isinstance(item, dict) else str(item)
-        if role not in ("user", "assistant") or not isinstance(content, str):
-            continue
-        message_id = f"legacy-{event.get('seq')}-{number}"
-        latest[f"legacy/{session_id}/{message_id}"] = (message_id, role, None, content)
 
 
 def _index_title(conn: sqlite3.Connection, session_id: str, title: str) -> None:
@@ -840,196 +651,6 @@ def _drop_everything(conn: sqlite3.Connection) -> None:
 
 
 # -- searching --------------------------------------------------------------------------
-
-
-def _fts_phrase(term: str) -> str:
-    """``term`` as one FTS5 string (text, never syntax): quoted, inner quotes doubled."""
-    return '"' + term.replace('"', '""') + '"'
-
-
-def _short_phrase(term: str) -> str | None:
-    """A term of one or two characters as an FTS5 phrase of ``messages_short``, if it has tokens.
-
-    Han and kana characters are whole tokens; a letter or digit ending the
-    term is a prefix (``"g"`` → ``"g"*``: the words beginning with g). A term
-    of punctuation or symbols only has no token: ``None``.
-    """
-    tokens = [token[:2] for token in _SHORT_TOKEN.findall(term)]
-    if not tokens:
-        return None
-    phrase = '"' + " ".join(tokens) + '"'  # tokens are letters, digits and Han: no quotes
-    last = tokens[-1]
-    return phrase + "*" if len(last) == 1 and not _UNSPACED_CHAR.fullmatch(last) else phrase
-
-
-def _scan_condition(term: str) -> tuple[str, str]:
-    """A condition matching a term of punctuation or symbols as a substring, and its argument.
-
-    Only such terms (``"-"``, ``"#"``, an emoji) are looked for in the texts
-    themselves; with other terms they only filter those terms' matches.
-    ``LIKE`` folds ASCII case; a term without case uses ``instr``.
-    """
-    if term.lower() == term.upper():
-        return "instr(m.content, ?) > 0", term
-    escaped = term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return "m.content LIKE ? ESCAPE '\\'", f"%{escaped}%"
-
-
-def _search(
-    conn: sqlite3.Connection, terms: tuple[str, ...], limit: int, session_id: str | None
-) -> SearchResult:
-    """Every term must occur; best first by bm25, newer first on ties.
-
-    Terms of three or more characters are matched by ``messages_fts``
-    (trigram substrings), shorter ones by ``messages_short``, and the first
-    of the two a query has drives it. The matches are first read newest
-    first, up to :data:`TOTAL_CAP` row ids (that is ``total``). bm25 is then
-    computed for the newest :data:`RANKED_CANDIDATES` of them only (one
-    rowid range for FTS5), so a common word costs the same as a rare one;
-    below that many matches, every match is ranked, as before. Texts,
-    snippets and ``alsoIn`` are read for the returned page only.
-    """
-    long_terms = [term for term in terms if len(term) >= 3]
-    short_phrases: list[str] = []
-    scanned: list[str] = []
-    for term in terms:
-        if len(term) < 3:
-            phrase = _short_phrase(term)
-            if phrase is None:
-                scanned.append(term)
-            else:
-                short_phrases.append(phrase)
-    where: list[str] = []
-    args: list[Any] = []
-    table: str | None = None
-    if long_terms:
-        table = "messages_fts"
-        where.append("messages_fts MATCH ?")
-        args.append(" ".join(_fts_phrase(term) for term in long_terms))
-        if short_phrases:
-            # "+": a filter on the trigram matches, never a row-by-row lookup plan.
-            where.append(
-                "+messages_fts.rowid IN "
-                "(SELECT rowid FROM messages_short WHERE messages_short MATCH ?)"
-            )
-            args.append(" ".join(short_phrases))
-    elif short_phrases:
-        table = "messages_short"
-        where.append("messages_short MATCH ?")
-        args.append(" ".join(short_phrases))
-    row = f"{table}.rowid" if table is not None else "m.id"
-    if table is None:
-        source = "messages m"
-    elif scanned:
-        source = f"{table} JOIN messages m ON m.id = {table}.rowid"
-    else:
-        source = table
-    for term in scanned:
-        condition, argument = _scan_condition(term)
-        where.append(condition)
-        args.append(argument)
-    if session_id is not None:
-        # The matches are read in order, only between the session's first and last rows, and
-        # kept when the session holds them ("+": looking each of the session's messages up in
-        # the index instead costs milliseconds apiece).
-        first, last = conn.execute(
-            "SELECT min(message), max(message) FROM message_sessions WHERE session_id = ?",
-            (session_id,),
-        ).fetchone()
-        where.append(
-            f"{row} BETWEEN ? AND ? AND "
-            f"+{row} IN (SELECT message FROM message_sessions WHERE session_id = ?)"
-        )
-        args.extend((first, last, session_id))
-    clause = " AND ".join(where)
-    matches = [
-        found
-        for (found,) in conn.execute(
-            f"SELECT {row} FROM {source} WHERE {clause} ORDER BY {row} DESC LIMIT ?",
-            (*args, TOTAL_CAP),
-        )
-    ]
-    if table is None or not matches:
-        page = matches[:limit]
-    else:
-        floor = matches[min(len(matches), RANKED_CANDIDATES) - 1]
-        page = [
-            found
-            for (found,) in conn.execute(
-                f"SELECT {row} FROM {source} WHERE {clause} AND {row} >= ? "
-                f"ORDER BY {table}.rank, {row} DESC LIMIT ?",
-                (*args, floor, limit),
-            )
-        ]
-    hits = _hits(conn, page, terms, session_id)
-    return SearchResult(tuple(hits), max(len(matches), len(hits)))
-
-
-def _hits(
-    conn: sqlite3.Connection, page: list[int], terms: tuple[str, ...], session_id: str | None
-) -> list[SearchHit]:
-    """The page's rows as hits: text, snippet, and the conversations holding each (two reads)."""
-    if not page:
-        return []
-    marks = ", ".join("?" * len(page))
-    rows = {
-        found[0]: found[1:]
-        for found in conn.execute(
-            f"SELECT id, message_id, role, turn_id, content FROM messages WHERE id IN ({marks})",
-            page,
-        )
-    }
-    holders: dict[int, list[tuple[str, str]]] = {}
-    for message, holder, title in conn.execute(
-        "SELECT ms.message, s.session_id, s.title FROM message_sessions ms "
-        f"JOIN sessions s ON s.session_id = ms.session_id WHERE ms.message IN ({marks}) "
-        "ORDER BY s.created_at DESC, s.session_id DESC",
-        page,
-    ):
-        holders.setdefault(message, []).append((holder, title))
-    hits = []
-    for row_id in page:
-        found, held = rows.get(row_id), holders.get(row_id)
-        if found is None or not held:
-            continue  # indexed rows of a session whose first catch-up is not committed yet
-        message_id, role, turn_id, content = found
-        shown = next((h for h in held if h[0] == session_id), held[0])
-        snippet, spans = _snippet(content, terms)
-        hits.append(
-            SearchHit(
-                session_id=shown[0],
-                title=shown[1],
-                turn_id=turn_id,
-                message_id=message_id,
-                role=role,
-                snippet=snippet,
-                spans=spans,
-                also_in=tuple(h[0] for h in held if h[0] != shown[0]),
-            )
-        )
-    return hits
-
-
-def _snippet(content: str, terms: Iterable[str]) -> tuple[str, tuple[tuple[int, int], ...]]:
-    """Plain text around the first match and the match offsets inside it."""
-    pattern = re.compile("|".join(re.escape(term) for term in terms), re.IGNORECASE)
-    first = pattern.search(content)
-    start = max(0, (first.start() if first else 0) - SNIPPET_BEFORE)
-    end = min(len(content), start + SNIPPET_LENGTH)
-    if first is not None and first.end() > end:
-        end = min(len(content), first.end())
-    piece = content[start:end]
-    # Line breaks become spaces (same length: the offsets hold).
-    prefix = "…" if start > 0 else ""
-    snippet = (
-        prefix + piece.replace("\r", " ").replace("\n", " ") + ("…" if end < len(content) else "")
-    )
-    spans = tuple(
-        (len(prefix) + match.start(), len(prefix) + match.end())
-        for match in pattern.finditer(piece)
-        if match.end() > match.start()
-    )
-    return snippet, spans
 
 
 # -- errors -----------------------------------------------------------------------------

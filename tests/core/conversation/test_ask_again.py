@@ -10,7 +10,7 @@ from helpers.fake_openai_server import FakeOpenAIServer
 from helpers.forking import refused
 from helpers.sessions import commits_of, complete_turn, session_with_turns
 
-from branchwise.core.ask_again import (
+from branchwise.core.conversation.ask_again import (
     branch_turn,
     edit_request,
     failed_turn,

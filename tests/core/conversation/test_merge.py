@@ -9,14 +9,14 @@ import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
 
-from branchwise.core.errors import BranchwiseError
-from branchwise.core.merge import (
+from branchwise.core.conversation.merge import (
     MAX_MERGE_CHARS,
     answers_of,
     demo_summary,
     merge_back,
     write_summary,
 )
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.projection.projection import MERGE_PREFIX
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.store import SessionStore

@@ -11,10 +11,11 @@ import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn, read_only
 
-from branchwise.core import search as search_module
 from branchwise.core.errors import InvalidSearch, SearchIndexUnavailable
 from branchwise.core.projection import events as ev
-from branchwise.core.search import INDEX_NAME, SearchIndex, SearchResult
+from branchwise.core.search import query as search_query
+from branchwise.core.search.index import INDEX_NAME, SCHEMA_VERSION, SearchIndex
+from branchwise.core.search.query import SearchResult
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore
 
@@ -387,7 +388,7 @@ def test_ranked_by_bm25_newer_first_on_ties_and_bounded_candidates(
     assert [hit.message_id for hit in index.search("walrus").hits] == ["u-t1", "u-t3", "u-t2"]
     assert [hit.message_id for hit in index.search("wa").hits] == ["u-t1", "u-t3", "u-t2"]
     # A query matching more than RANKED_CANDIDATES messages ranks the newest that many.
-    monkeypatch.setattr(search_module, "RANKED_CANDIDATES", 2)
+    monkeypatch.setattr(search_query, "RANKED_CANDIDATES", 2)
     result = index.search("walrus")
     assert [hit.message_id for hit in result.hits] == ["u-t3", "u-t2"] and result.total == 3
     assert [hit.message_id for hit in index.search("walrus", limit=1).hits] == ["u-t3"]
@@ -408,7 +409,7 @@ def test_an_index_of_another_version_is_emptied_and_refilled(
         index.catch_up_all(store)
         assert found(index, "北京") == {"u-t2", "a-t2"}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone() == (search_module.SCHEMA_VERSION,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
     assert "meta" not in names and {"messages_fts", "messages_short"} <= names
 

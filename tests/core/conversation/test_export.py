@@ -9,18 +9,16 @@ import orjson
 import pytest
 from helpers.forking import fork_at
 
-from branchwise.core.errors import ExportNotWritten, OutputExists
-from branchwise.core.export import (
+from branchwise.core.conversation.export.common import format_for_path, write_export
+from branchwise.core.conversation.export.json import (
     SCHEMA,
     TREE_SCHEMA,
     encode_json,
     export_document,
     export_tree,
-    format_for_path,
-    message_markdown,
-    render_markdown,
-    write_export,
 )
+from branchwise.core.conversation.export.markdown import message_markdown, render_markdown
+from branchwise.core.errors import ExportNotWritten, OutputExists
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash

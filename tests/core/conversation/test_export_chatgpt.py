@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 from helpers.chatgpt_export import conversation, message, write_export
 
-from branchwise.core.export import export_chatgpt
+from branchwise.core.conversation.export.chatgpt import export_chatgpt
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets

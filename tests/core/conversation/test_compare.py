@@ -8,7 +8,7 @@ import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
 
-from branchwise.core.compare import compare
+from branchwise.core.conversation.compare import compare
 from branchwise.core.errors import NotRelated
 from branchwise.core.lineage import create_child
 from branchwise.core.store.store import SessionStore

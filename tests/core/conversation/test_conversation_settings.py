@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from helpers.sessions import complete_turn
 
-from branchwise.core.conversation_settings import (
+from branchwise.core.conversation.settings import (
     ConversationSettings,
     from_event,
     validate_conversation_settings,

@@ -1,6 +1,6 @@
 """The JSON views of sessions that the CLI prints and ``branchwise serve`` answers.
 
-DESIGN §8 promises the command line and the HTTP API the same shapes; a
+docs/cli.md promises the command line and the HTTP API the same shapes; a
 ``branchwise --server URL session show ID`` must print what the local
 command prints. Both therefore build their answers here, from the store,
 and nowhere else.

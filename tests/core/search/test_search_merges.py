@@ -5,8 +5,8 @@ from __future__ import annotations
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
 
-from branchwise.core.merge import merge_back
-from branchwise.core.search import INDEX_NAME, SearchIndex
+from branchwise.core.conversation.merge import merge_back
+from branchwise.core.search.index import INDEX_NAME, SearchIndex
 from branchwise.core.store.store import SessionStore
 
 

@@ -1,0 +1,161 @@
+"""The whole lineage tree of a conversation as a ChatGPT ``conversations.json``.
+
+``branchwise import`` reads the file back as the same tree. Each message is
+written from what its log recorded (its own seq and time, tool calls and
+their results apart), read through the projection's
+:func:`~branchwise.core.projection.records.recorded_entries` hook.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from branchwise.core.ids import validate_session_id
+from branchwise.core.lineage import TreeNode, lineage, tree
+from branchwise.core.projection.records import Entry, EntryKind, recorded_entries
+from branchwise.core.store.store import SessionStore
+
+
+def export_chatgpt(store: SessionStore, session_id: str) -> list[dict[str, Any]]:
+    """The whole lineage tree of ``session_id`` as a ChatGPT ``conversations.json`` array.
+
+    The root and every fork below it are ONE conversation: one ``mapping`` in
+    which a fork's own messages hang under the last message of the turn it
+    forked at (a fork at the start under the hidden root node), and
+    ``current_node`` is the root conversation's last message, so importing
+    the file gives back the same tree. A regenerate branch's repeated prompt
+    is not repeated: its answer hangs under the parent's prompt, as ChatGPT
+    keeps a regenerated answer. Tool calls are assistant messages addressed to
+    the tool, their results ``tool`` messages. Child conversations (sub-agents)
+    have no place in a ChatGPT tree: each becomes a conversation of its own in
+    the same array, after the tree it belongs to.
+
+    Raises:
+        InvalidSessionId, SessionNotFound, InvalidManifest: from the store.
+    """
+    chain = lineage(store, validate_session_id(session_id)).chain
+    top = tree(store, chain[-1].session_id)
+    conversations: list[dict[str, Any]] = []
+    pending = [top]
+    while pending:
+        root = pending.pop(0)
+        conversation, children = _chatgpt_conversation(store, root)
+        conversations.append(conversation)
+        pending.extend(children)
+    return conversations
+
+
+def _chatgpt_conversation(
+    store: SessionStore, top: TreeNode
+) -> tuple[dict[str, Any], list[TreeNode]]:
+    """One ChatGPT conversation from ``top`` and its forks; the child trees left over."""
+    root_node = f"{top.manifest.session_id}-root"
+    mapping: dict[str, dict[str, Any]] = {
+        root_node: {"id": root_node, "message": None, "parent": None, "children": []}
+    }
+    # per session: seq -> node id of the message it wrote (or inherited), and turn -> prompt node
+    nodes_by_session: dict[str, dict[int, str]] = {}
+    prompts_by_session: dict[str, dict[str, tuple[str, str]]] = {}
+    children: list[TreeNode] = []
+    current = root_node
+    stack = [top]
+    while stack:
+        node = stack.pop()
+        manifest = node.manifest
+        if node is not top and manifest.kind == "child":
+            children.append(node)
+            continue
+        stack.extend(reversed(node.children))
+        snapshot = store.read(manifest.session_id)
+        link = manifest.parent if node is not top else None
+        seed = manifest.seed_length if link is not None else 0
+        nodes: dict[int, str] = {}
+        prompts: dict[str, tuple[str, str]] = {}
+        above = root_node
+        skip_prompt: str | None = None
+        if link is not None and link.session_id in nodes_by_session:
+            parent_nodes = nodes_by_session[link.session_id]
+            parent_prompts = prompts_by_session[link.session_id]
+            inherited = [seq for seq in parent_nodes if seq <= seed]
+            nodes.update({seq: parent_nodes[seq] for seq in inherited})
+            prompts.update(parent_prompts)
+            above = parent_nodes[max(inherited)] if inherited else root_node
+            origin = link.origin
+            if (
+                origin is not None
+                and origin.kind == "regenerate"
+                and origin.turn_id in parent_prompts
+            ):
+                prompt_node, prompt_text = parent_prompts[origin.turn_id]
+                if prompt_text == origin.prompt:
+                    skip_prompt = prompt_node
+        for entry in recorded_entries(snapshot.scan, after=seed):
+            message = _chatgpt_message(entry)
+            if message is None:
+                continue
+            prompt = entry.kind is EntryKind.PROMPT
+            if skip_prompt is not None and prompt:
+                above, skip_prompt = skip_prompt, None  # the regenerated answer hangs under it
+                nodes[entry.seq] = above
+                continue
+            node_id = f"{manifest.session_id}-{entry.seq}"
+            message["id"] = node_id
+            mapping[node_id] = {"id": node_id, "message": message, "parent": above, "children": []}
+            mapping[above]["children"].append(node_id)
+            if prompt:
+                prompts[entry.turn_id] = (node_id, entry.text)
+            nodes[entry.seq] = node_id
+            above = node_id
+        nodes_by_session[manifest.session_id] = nodes
+        prompts_by_session[manifest.session_id] = prompts
+        if node is top:
+            current = above
+    created = top.manifest.created_at
+    conversation = {
+        "title": top.manifest.title,
+        "create_time": created,
+        "update_time": created,
+        "mapping": mapping,
+        "current_node": current,
+        "conversation_id": top.manifest.session_id,
+        "id": top.manifest.session_id,
+    }
+    return conversation, children
+
+
+def _chatgpt_message(entry: Entry) -> dict[str, Any] | None:
+    """A ChatGPT ``message`` for one entry, ``None`` for what ChatGPT does not show."""
+    role, recipient, name = "assistant", "all", None
+    metadata: dict[str, Any] = {}
+    if entry.kind is EntryKind.PROMPT:
+        role = "user"
+        content: dict[str, Any] = {"content_type": "text", "parts": [entry.text]}
+    elif entry.kind is EntryKind.ANSWER:
+        if entry.partial:
+            return None
+        content = {"content_type": "text", "parts": [entry.text]}
+        metadata["model_slug"] = entry.model
+    elif entry.kind is EntryKind.TOOL_CALL:
+        args = entry.data
+        text = args if isinstance(args, str) else orjson.dumps(args).decode()
+        content = {"content_type": "code", "language": "unknown", "text": text}
+        recipient = str(entry.name or "tool")
+    else:
+        role, name = "tool", entry.name
+        output = entry.data
+        text = output if isinstance(output, str) else orjson.dumps(output).decode()
+        content = {"content_type": "execution_output", "text": text}
+    return {
+        "id": None,
+        "author": {"role": role, "name": name, "metadata": {}},
+        "create_time": entry.at,
+        "update_time": None,
+        "content": content,
+        "status": "finished_successfully",
+        "end_turn": True,
+        "weight": 1.0,
+        "metadata": metadata,
+        "recipient": recipient,
+    }

@@ -1,0 +1,1 @@
+"""``branchwise serve``: the store over HTTP, one module per group of routes (see ``app``)."""
