@@ -435,20 +435,6 @@ def test_a_new_package_fits_by_naming_its_layer(tmp_path: Path) -> None:
 
 # -- import loops ----------------------------------------------------------------------------
 
-KNOWN_DESKTOP_CYCLES_BEING_REMOVED: frozenset[frozenset[str]] = frozenset(
-    {
-        frozenset({"branchwise.desktop.host.host", "branchwise.desktop.host.session"}),
-        frozenset(
-            {"branchwise.desktop.widgets.window", "branchwise.desktop.widgets.remote_servers"}
-        ),
-    }
-)
-"""The two import loops the desktop still has, allowed until the one-host work removes them.
-
-Nothing else may join them: a loop that grows is a new loop. Delete an entry
-when its loop is gone (:func:`test_allowed_loops_still_exist` says so).
-"""
-
 
 def import_graph(root: Path, folders: Iterable[str] = PACKAGE_DIRS) -> dict[str, set[str]]:
     """Module -> the modules under ``folders`` it imports (at any level of the file)."""
@@ -526,14 +512,10 @@ def a_loop(graph: Mapping[str, set[str]], group: list[str]) -> list[str]:
     raise AssertionError(f"{group} is not a loop")
 
 
-def import_loops(root: Path, allowed: frozenset[frozenset[str]] = frozenset()) -> list[str]:
-    """Every import loop under ``root`` that is not ``allowed``, as ``a -> b -> a``."""
+def import_loops(root: Path) -> list[str]:
+    """Every import loop under ``root``, as ``a -> b -> a``."""
     graph = import_graph(root)
-    return [
-        " -> ".join(a_loop(graph, group))
-        for group in strongly_connected(graph)
-        if frozenset(group) not in allowed
-    ]
+    return [" -> ".join(a_loop(graph, group)) for group in strongly_connected(graph)]
 
 
 def core_unit(module: str, layers: tuple[Layer, ...] = CORE_LAYERS) -> str:
@@ -573,19 +555,13 @@ def package_loops(root: Path) -> list[str]:
 
 
 def test_no_import_loops_in_core_and_desktop() -> None:
-    loops = import_loops(REPO_ROOT, KNOWN_DESKTOP_CYCLES_BEING_REMOVED)
+    loops = import_loops(REPO_ROOT)
     assert not loops, "import loops:\n" + "\n".join(loops)
 
 
 def test_no_loops_between_core_packages() -> None:
     loops = package_loops(REPO_ROOT)
     assert not loops, "packages of core that import each other:\n" + "\n".join(loops)
-
-
-def test_allowed_loops_still_exist() -> None:
-    groups = {frozenset(group) for group in strongly_connected(import_graph(REPO_ROOT))}
-    gone = [sorted(loop) for loop in KNOWN_DESKTOP_CYCLES_BEING_REMOVED if loop not in groups]
-    assert not gone, f"these loops are gone: delete them from the allowed ones: {gone}"
 
 
 def test_the_loop_checker_reports_planted_loops(tmp_path: Path) -> None:
@@ -621,10 +597,6 @@ def test_the_loop_checker_reports_planted_loops(tmp_path: Path) -> None:
         "branchwise.desktop.host.host -> branchwise.desktop.host.session"
         " -> branchwise.desktop.host.host",
     ]
-    allowed = frozenset(
-        {frozenset({"branchwise.desktop.host.host", "branchwise.desktop.host.session"})}
-    )
-    assert len(import_loops(tmp_path, allowed)) == 2
 
 
 def test_the_package_loop_checker_reports_packages_that_import_each_other(

@@ -385,6 +385,45 @@ class ForkCoordinator:
         )
 
 
+class BranchClicks:
+    """The branch clicks of one place conversations live, and which are being carried out.
+
+    The one path a click takes, for local and server conversations alike:
+    a second click on a turn whose branch is being created is ignored (its
+    action shows "creation in flight"), the coordinator carries out the
+    first, and the source's views hear before and after.
+
+    Args:
+        coordinator: the fork-operations journal of the source (asked each time:
+            the host builds its own lazily).
+        changed: called with the source conversation whose branch actions changed.
+    """
+
+    def __init__(
+        self, coordinator: Callable[[], ForkCoordinator], changed: Callable[[str], object]
+    ) -> None:
+        self._coordinator = coordinator
+        self._changed = changed
+        self.in_flight: set[tuple[str, str]] = set()
+
+    def is_in_flight(self, request: ForkRequest) -> bool:
+        """A branch from this turn is being created right now."""
+        return (request.source_session_id, request.turn_id) in self.in_flight
+
+    async def request(self, request: ForkRequest) -> BranchOutcome | None:
+        """Carry out one click; ``None`` when one from the same turn is already under way."""
+        key = (request.source_session_id, request.turn_id)
+        if key in self.in_flight:
+            return None
+        self.in_flight.add(key)
+        self._changed(request.source_session_id)
+        try:
+            return await self._coordinator().branch(request)
+        finally:
+            self.in_flight.discard(key)
+            self._changed(request.source_session_id)
+
+
 def _reply_child(result: ForkResult) -> str:
     """The child id of a reply; a malformed one is an undecodable reply, not a refusal."""
     try:

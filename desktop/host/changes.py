@@ -11,7 +11,7 @@ session at all is the one that makes it rebuild.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,9 @@ class Changes:
         targets: sessions whose fork targets or branch-action states changed.
         settings: the settings (and so the provider) changed.
         search: the search index changed (it caught up, or its progress moved).
+        initiator: the view that asked for the operation, so it can skip the
+            refresh it already did (``None``: the host itself or a running turn).
+            Not part of what changed: changes compare equal without it.
     """
 
     sidebar: bool = False
@@ -43,6 +46,7 @@ class Changes:
     targets: frozenset[str] = frozenset()
     settings: bool = False
     search: bool = False
+    initiator: object = field(default=None, compare=False)
 
     def __or__(self, other: Changes) -> Changes:
         return Changes(
@@ -54,6 +58,7 @@ class Changes:
             targets=self.targets | other.targets,
             settings=self.settings or other.settings,
             search=self.search or other.search,
+            initiator=self.initiator if self.initiator is not None else other.initiator,
         )
 
     @property

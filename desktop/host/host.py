@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
-from branchwise.core.conversation.names import branch_title
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
@@ -41,11 +40,14 @@ from branchwise.core.search.query import SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
+from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
+from branchwise.desktop.host.sources import LocalSource, Servers, branch_title
 
 if TYPE_CHECKING:
     from branchwise.desktop.host.backends import Checkpoint, ForkBackend
@@ -112,7 +114,6 @@ class Host:
         self._open: dict[str, OpenSession] = {}
         self._listeners: list[ChangeListener] = []
         self._text_listeners: list[TextListener] = []
-        self._in_flight: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._fork_backend = fork_backend
         self._checkpoint = checkpoint
@@ -131,6 +132,17 @@ class Host:
         self.search_rescan_interval = 10.0
         """Seconds between two quiet catch-ups with what other processes wrote."""
         self._merged: dict[str, tuple[MergedBranch, ...]] = {}
+        self.source = LocalSource(lambda: self.index, self.title)
+        """This machine's store, as the shared paths (branch naming) ask it."""
+        self.operations = Operations(self)
+        """Export, compare and the model servers' questions, off the UI thread."""
+        self.branches = BranchClicks(
+            lambda: self.fork_coordinator,
+            lambda sid: self.emit(Changes(targets=frozenset({sid}))),
+        )
+        """Branch clicks, and the ones being carried out."""
+        self.servers = Servers(self.root, self.notices, self.spawn)
+        """The ``branchwise serve`` servers this app connects to."""
 
     # -- start and stop ------------------------------------------------------
 
@@ -224,6 +236,7 @@ class Host:
         for session in list(self._open.values()):
             await session.close()
         self._open.clear()
+        await self.servers.stop_all()
         await self._close_search()
         for task in list(self._tasks):
             task.cancel()
@@ -425,14 +438,15 @@ class Host:
     def branch_state(self, session_id: str, row: Row) -> BranchState:
         """The branch action of one row of an open conversation."""
         session = self._open.get(session_id)
-        table = session.targets if session is not None else None
-        return branch_state(
-            row, table, in_flight=self._in_flight, server_supported=self.server_supported
+        if session is None:
+            return branch_state(row, None, server_supported=self.server_supported)
+        return session.branch_state(
+            row, in_flight=self.branches.in_flight, server_supported=self.server_supported
         )
 
     def branch_in_flight(self, request: ForkRequest) -> bool:
         """A branch from this turn is being created right now."""
-        return (request.source_session_id, request.turn_id) in self._in_flight
+        return self.branches.is_in_flight(request)
 
     async def request_branch(self, request: ForkRequest) -> str | None:
         """Create a new conversation from a finished turn and open it in a new tab.
@@ -441,17 +455,8 @@ class Host:
         carries. Returns the child's id, or ``None`` when it was refused or is
         uncertain (the notice channel says which).
         """
-        key = (request.source_session_id, request.turn_id)
-        if key in self._in_flight:
-            return None
-        self._in_flight.add(key)
-        self.emit(Changes(targets=frozenset({request.source_session_id})))
-        try:
-            outcome = await self.fork_coordinator.branch(request)
-        finally:
-            self._in_flight.discard(key)
-            self.emit(Changes(targets=frozenset({request.source_session_id})))
-        return outcome.child_session_id if outcome.opened else None
+        outcome = await self.branches.request(request)
+        return outcome.child_session_id if outcome is not None and outcome.opened else None
 
     async def edit(self, session_id: str, turn_id: str, prompt: str) -> str | None:
         """Send an edited prompt of a turn as a branch, opened in a new tab where it runs.
@@ -474,16 +479,6 @@ class Host:
             self.notices.post(exc.code, Level.ERROR, detail=exc.message)
             return None
         return await self.request_branch(request)
-
-    def branch_title(self, request: ForkRequest) -> str | None:
-        """The title a new branch of ``request``'s source gets: "<title> (branch N)".
-
-        N counts the parent's forks this app knows of, this one included. The
-        fork writes it into the child as it publishes it; ``None`` (a parent
-        with no title yet) keeps the inherited one.
-        """
-        source = request.source_session_id
-        return branch_title(self.title(source), (m.kind for m in self.index.children(source)))
 
     async def open_child(self, child_id: str) -> None:
         """The coordinator's opener: index a new branch, open it, ask the window for a tab.
@@ -529,7 +524,7 @@ class Host:
                 self.notices,
                 self.open_child,
                 checkpoint=checkpoint,
-                namer=self.branch_title,
+                namer=lambda request: branch_title(self.source, request),
             )
         return self._coordinator
 

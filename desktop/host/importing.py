@@ -102,13 +102,16 @@ class Importing:
         if self.running:
             self._cancel.set()
 
-    async def run(self, path: Path, format: str | None = None) -> ImportSummary | None:
+    async def run(
+        self, path: Path, format: str | None = None, *, initiator: object = None
+    ) -> ImportSummary | None:
         """Import ``path`` (a file or a Claude Code folder); ``None`` when refused.
 
         Args:
             path: what the user picked.
             format: ``chatgpt``, ``claude-code``, ``open-webui`` or ``librechat``;
                 ``None`` detects it.
+            initiator: the view that asked (named by the changes the import reports).
         """
         owner = self._owner
         if self.running:
@@ -143,7 +146,7 @@ class Importing:
                 owner.index.put(owner.store.manifest(session_id))
             except BranchwiseError:
                 continue  # trashed or removed meanwhile: the rebuild below re-reads the list
-        owner.emit(Changes(sidebar=True))
+        owner.emit(Changes(sidebar=True, initiator=initiator))
         if summary.session_ids:
             owner.index_all_for_search()
         owner.notices.post(

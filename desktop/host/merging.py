@@ -11,6 +11,7 @@ whose parent another process holds is written later, never lost or doubled.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from uuid import uuid4
@@ -76,7 +77,9 @@ def chosen_answers(host: Host, child_id: str, turn_ids: list[str]) -> str:
     return answers_of(host.store, child_id, turn_ids)
 
 
-def bring_back(host: Host, child_id: str, content: str, kind: str) -> MergeResult | None:
+def bring_back(
+    host: Host, child_id: str, content: str, kind: str, *, initiator: object = None
+) -> MergeResult | None:
     """Append ``content`` to the branch's parent under a fresh operation id.
 
     The merge is journalled as pending before anything is written. When
@@ -88,20 +91,59 @@ def bring_back(host: Host, child_id: str, content: str, kind: str) -> MergeResul
         NotAncestor: the branch has no parent any more.
         BranchwiseError: what ``merge_back`` refuses for good (empty, too long, trashed).
     """
+    record = _pending(host, child_id, content, kind)
+    try:
+        result = _journalled(host, record)
+    except LeaseHeld:
+        host.notices.post("merge_pending", Level.INFO, title=host.title(record.parent_session_id))
+        return None
+    _written(host, record.parent_session_id, initiator)
+    return result
+
+
+async def merge(
+    host: Host, child_id: str, content: str, kind: str, *, initiator: object = None
+) -> MergeResult | None:
+    """:func:`bring_back`, from the "Bring back" dialog: off the UI thread when it can be.
+
+    A parent open for writing in this app is written through its writer, on
+    the loop thread where its turns commit too (a writer serves one thread);
+    any other parent is written from a worker thread. The changes name the
+    ``initiator``.
+    """
+    record = _pending(host, child_id, content, kind)
+    session = host.session(record.parent_session_id)
+    try:
+        if session is not None and session.writer is not None:
+            result = _journalled(host, record)
+        else:
+            result = await asyncio.to_thread(_journalled, host, record)
+    except LeaseHeld:
+        host.notices.post("merge_pending", Level.INFO, title=host.title(record.parent_session_id))
+        return None
+    _written(host, record.parent_session_id, initiator)
+    return result
+
+
+def _pending(host: Host, child_id: str, content: str, kind: str) -> PendingMerge:
+    """The merge to journal, refused at once when the parent cannot take one now."""
     parent_id = parent_of(host, child_id)
     if parent_id is None:
         raise NotAncestor(f"{child_id} has no parent to bring back to", sessionId=child_id)
     session = host.session(parent_id)
     if session is not None and session.running:
         raise TurnRunning("the parent conversation is answering", sessionId=parent_id)
-    record = PendingMerge(f"desktop-{uuid4().hex}", child_id, parent_id, content, kind, time.time())
+    return PendingMerge(f"desktop-{uuid4().hex}", child_id, parent_id, content, kind, time.time())
+
+
+def _journalled(host: Host, record: PendingMerge) -> MergeResult:
+    """Journal the merge, write it, and drop the record (kept when the parent is held)."""
     journal = MergeJournal(host.root)
     journal.put(record)
     try:
-        result = _write(host, record)
+        result = _commit(host, record)
     except LeaseHeld:
-        host.notices.post("merge_pending", Level.INFO, title=host.title(parent_id))
-        return None
+        raise  # the record stays: resume_merges writes it when the parent is free
     except BranchwiseError:
         journal.remove(record.operation_id)
         raise
@@ -122,7 +164,7 @@ def resume_merges(host: Host) -> int:
         if session is not None and session.running:
             continue
         try:
-            _write(host, record)
+            _commit(host, record)
         except (LeaseHeld, TurnRunning):
             continue
         except BranchwiseError as exc:
@@ -130,6 +172,7 @@ def resume_merges(host: Host) -> int:
             host.notices.post(exc.code, Level.ERROR, detail=exc.message)
             continue
         journal.remove(record.operation_id)
+        _written(host, record.parent_session_id)
         written += 1
         host.notices.post(
             "merge_written", Level.SUCCESS, title=host.title(record.parent_session_id)
@@ -137,22 +180,31 @@ def resume_merges(host: Host) -> int:
     return written
 
 
-def _write(host: Host, record: PendingMerge) -> MergeResult:
-    """The merge itself, through the parent's writer when it is open here."""
-    parent_id = record.parent_session_id
-    session = host.session(parent_id)
+def _commit(host: Host, record: PendingMerge) -> MergeResult:
+    """The merge itself, through the parent's writer when it is open here (any thread)."""
+    session = host.session(record.parent_session_id)
     writer = session.writer if session is not None else None
-    result = merge_back(
+    return merge_back(
         host.store,
         record.child_session_id,
-        parent_id,
+        record.parent_session_id,
         record.content,
         record.kind,
         record.operation_id,
         writer=writer,
     )
+
+
+def _written(host: Host, parent_id: str, initiator: object = None) -> None:
+    """Show a written merge: the parent's rows, its search entries and every view (loop thread)."""
+    session = host.session(parent_id)
     if session is not None:
         session.rebuild_rows()
     host.index_for_search(parent_id)
-    host.emit(Changes(sessions=frozenset({parent_id}), transcripts=frozenset({parent_id})))
-    return result
+    host.emit(
+        Changes(
+            sessions=frozenset({parent_id}),
+            transcripts=frozenset({parent_id}),
+            initiator=initiator,
+        )
+    )

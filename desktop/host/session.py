@@ -11,8 +11,8 @@ Everything it changes is reported to the host as :class:`Changes`; streamed
 text goes through a separate, cheaper callback.
 
 A log larger than ``PREVIEW_THRESHOLD_BYTES`` opens on a :class:`Preview`:
-:func:`read_preview` hops frame headers to the last page of turns and
-replays only those, so the tab shows them at once while the full read runs
+core's last-page reader (:mod:`branchwise.core.projection.pages`) replays
+only the last page of turns, so the tab shows them at once while the full read runs
 off-thread.
 """
 
@@ -24,9 +24,9 @@ import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-from branchwise.core.conversation.ask_again import branch_turn, failed_turn, question_of
+from branchwise.core.conversation.ask_again import branch_turn
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -41,17 +41,17 @@ from branchwise.core.fork.targets import (
     targets_from_projection,
     tracker_after_snapshot,
 )
-from branchwise.core.log.frames import Frame, decode_frame, frame_offsets
 from branchwise.core.log.segments import SessionLog, log_identity, read_session_log
-from branchwise.core.log.sidecars import find_record, frame_crc
 from branchwise.core.projection import events as ev
+from branchwise.core.projection.pages import last_page_start, read_last_page
 from branchwise.core.projection.projection import Projection
-from branchwise.core.projection.turns import Turn
+from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.changes import Changes
-from branchwise.desktop.host.notices import Level
+from branchwise.desktop.host.conversation import Conversation
+from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
     PAGE_SIZE,
     Row,
@@ -60,10 +60,43 @@ from branchwise.desktop.host.rows import (
     rows_from_projection,
 )
 
-if TYPE_CHECKING:
-    from branchwise.desktop.host.host import Host
-
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class SessionOwner(Protocol):
+    """What an open session needs of the host that owns it (which imports this module)."""
+
+    @property
+    def store(self) -> SessionStore:
+        """The session store."""
+        ...
+
+    @property
+    def notices(self) -> NoticeCenter:
+        """The notice channel."""
+        ...
+
+    def emit(self, changes: Changes) -> Changes:
+        """Broadcast what changed."""
+        ...
+
+    def emit_text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
+        """Broadcast one streamed chunk."""
+        ...
+
+    def spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
+        """Run ``coro`` as a task whose failure becomes a notice."""
+        ...
+
+    def turn_provider(self, conversation: ConversationSettings) -> tuple[Provider, str]:
+        """The provider and system prompt for a turn with these settings."""
+        ...
+
+    def turn_finished(self, session: OpenSession, result: TurnResult) -> None:
+        """A turn's closing commit is durable."""
+        ...
+
 
 #: How often a read-only session checks whether its log grew.
 READ_ONLY_POLL_SECONDS = 1.0
@@ -89,7 +122,7 @@ class _Loaded:
     """The branch's first turn, published with its question and not answered yet."""
 
 
-class OpenSession(TurnListener):
+class OpenSession(Conversation, TurnListener):
     """An open conversation.
 
     Attributes:
@@ -101,17 +134,14 @@ class OpenSession(TurnListener):
         targets: fork targets from committed events; ``None`` until read.
     """
 
-    def __init__(self, host: Host, manifest: Manifest) -> None:
+    def __init__(self, host: SessionOwner, manifest: Manifest) -> None:
+        super().__init__(manifest.session_id)
         self._host = host
-        self.session_id = manifest.session_id
         self.manifest = manifest
         self.mode = SessionMode.LOADING
         self.read_only_error: BranchwiseError | None = None
-        self.rows: list[Row] = []
-        self.targets: TargetTable | None = None
         self.writer: SessionWriter | None = None
         self._projection: Projection | None = None
-        self._row_pos: dict[str, int] = {}
         self._live: dict[str, tuple[str, str]] = {}
         self._live_parts: dict[str, list[str]] = {}
         self._runner: TurnRunner | None = None
@@ -157,11 +187,6 @@ class OpenSession(TurnListener):
         """The running turn, if any."""
         return self._running_turn
 
-    def row(self, row_id: str) -> Row | None:
-        """The row with this id."""
-        position = self._row_pos.get(row_id)
-        return self.rows[position] if position is not None else None
-
     async def wait_loaded(self) -> None:
         """Until the whole history is read (raises what loading raised)."""
         await asyncio.shield(self._loaded)
@@ -184,7 +209,7 @@ class OpenSession(TurnListener):
         tracker = tracker_after_snapshot(session_log) if session_log is not None else None
         start = None
         if session_log is not None and tracker is not None:
-            start = preview_start(session_log, tracker.turns, PAGE_SIZE)
+            start = last_page_start(session_log, tracker.turns, PAGE_SIZE)
         preview = read_preview(
             session_log.data if session_log is not None else b"", PAGE_SIZE, start
         )
@@ -314,10 +339,6 @@ class OpenSession(TurnListener):
         if self.writer is not None:
             self._set_rows(rows_from_projection(self.writer.projection))
 
-    def _set_rows(self, rows: list[Row]) -> None:
-        self.rows = rows
-        self._row_pos = {row.row_id: position for position, row in enumerate(rows)}
-
     async def _poll_read_only(self) -> None:
         """Re-read a session another process writes, whenever its log grows."""
         while not self._closed and self.mode is SessionMode.READ_ONLY:
@@ -377,11 +398,7 @@ class OpenSession(TurnListener):
             TurnRunning: as :meth:`send`.
         """
         await self.wait_loaded()
-        projection = self.projection
-        if projection is None:
-            raise ReadOnlySession("this conversation is not loaded", sessionId=self.session_id)
-        prompt = question_of(projection, failed_turn(projection, self.session_id, turn_id))
-        return await self.send(prompt)
+        return await self.send(self.retry_prompt(turn_id))
 
     async def _run_turn(
         self, start: Callable[[TurnRunner], Coroutine[Any, Any, TurnResult]]
@@ -493,14 +510,8 @@ class OpenSession(TurnListener):
         if turn_id in self._live:
             live = {turn_id: (self._live[turn_id][0], self.live_text(turn_id))}
         row = row_for_turn(projection, turn_id, live)
-        if row is None:
-            return
-        position = self._row_pos.get(turn_id)
-        if position is None:
-            self._row_pos[turn_id] = len(self.rows)
-            self.rows.append(row)
-        else:
-            self.rows[position] = row
+        if row is not None:
+            self._put_row(row)
 
     def is_closed(self) -> bool:
         """The session was closed (its tab is gone; late results are dropped)."""
@@ -522,8 +533,6 @@ class OpenSession(TurnListener):
             self.writer = None
 
 
-_TURN_START = b'"type":"turn/start"'
-
 #: Sessions whose log is smaller than this are read fully at once.
 PREVIEW_THRESHOLD_BYTES = 512 * 1024
 
@@ -541,93 +550,15 @@ class Preview:
     title: str
 
 
-def preview_start(log: SessionLog, turns: list[Turn], page: int) -> tuple[int, int] | None:
-    """Where the frames of the last ``page`` turns start in ``log``, and how many turns precede.
-
-    From the turn state (a projection snapshot's, :func:`tracker_after_snapshot`)
-    and one ``.idx`` binary search: the turn before the page closed at a frame
-    whose end is where the page starts, and its index is the count of turns
-    before it. ``None`` when they cannot say (too few turns, an open or
-    spilling turn before the page, no index record, a record that does not
-    match the bytes read): the preview then hops every frame header.
-    """
-    if len(turns) <= page:
-        return None
-    before, first = turns[-page - 1], turns[-page]
-    boundary = before.boundary_sequence
-    if boundary is None or before.closing_commit_spills or first.start_seq <= boundary:
-        return None
-    number = max(i for i, piece in enumerate(log.pieces) if piece.first_seq <= boundary)
-    piece = log.pieces[number]
-    found = find_record(piece.path, boundary)
-    if found is None:
-        return None
-    record = found[0]
-    if piece.seed is not None and record.end > piece.seed.end:
-        return None
-    offset, end = log.starts[number] + record.offset, log.starts[number] + record.end
-    if not offset < end <= len(log.data) or frame_crc(log.data, offset) != record.frame_crc:
-        return None
-    try:
-        frame = decode_frame(log.data, offset)
-    except BranchwiseError:
-        return None
-    if frame.end != end or frame.events[-1].get("seq") != boundary:
-        return None
-    return end, before.index
-
-
 def read_preview(buf: bytes, turns: int, start: tuple[int, int] | None = None) -> Preview | None:
     """The rows of the last ``turns`` turns of a log's bytes, or ``None`` if the log is unusual.
 
-    ``start``: where those turns' frames start and how many turns precede
-    them (:func:`preview_start`); without it, every frame header is hopped and
-    the turns before the page counted. ``None`` (a damaged header, no turns)
-    just means "do the full read first".
+    ``start``: where those turns' frames start and how many turns precede them
+    (:func:`~branchwise.core.projection.pages.last_page_start`). ``None`` just
+    means "do the full read first".
     """
-    if start is not None:
-        return _preview_from(buf, start[0], start[1], turns)
-    try:
-        offsets = frame_offsets(buf)
-    except (OSError, BranchwiseError):
+    page = read_last_page(buf, turns, start)
+    if page is None:
         return None
-    frames = []
-    started = 0
-    first_turn_frame = None
-    for position in range(len(offsets) - 1, -1, -1):
-        try:
-            frame = decode_frame(buf, offsets[position])  # whole, by frame_offsets
-        except BranchwiseError:
-            return None
-        frames.append(frame)
-        starts = sum(1 for event in frame.events if event.get("type") == "turn/start")
-        if starts:
-            started += starts
-            first_turn_frame = len(frames)
-            if started >= turns:
-                break
-    if first_turn_frame is None:
-        return None
-    frames = frames[:first_turn_frame]
-    frames.reverse()
-    earlier_turns = buf.count(_TURN_START, 0, frames[0].offset)
-    return _preview_of(frames, earlier_turns, turns)
-
-
-def _preview_from(buf: bytes, start: int, earlier_turns: int, turns: int) -> Preview | None:
-    """The preview of every frame from ``start`` on (the last page's turns)."""
-    try:
-        offsets = frame_offsets(memoryview(buf)[start:])
-        frames = [decode_frame(buf, start + offset) for offset in offsets]
-    except (OSError, BranchwiseError):
-        return None
-    return _preview_of(frames, earlier_turns, turns) if frames else None
-
-
-def _preview_of(frames: list[Frame], earlier_turns: int, turns: int) -> Preview:
-    """The last ``turns`` rows of ``frames``, turn numbers counted after ``earlier_turns``."""
-    projection = Projection.replay(frame.events for frame in frames)
-    for turn in projection.turns:
-        turn.index += earlier_turns
-    rows = [row for row in rows_from_projection(projection) if not row.imported]
-    return Preview(rows=rows[-turns:], title=projection.title)
+    rows = [row for row in rows_from_projection(page.projection) if not row.imported]
+    return Preview(rows=rows[-turns:], title=page.projection.title)

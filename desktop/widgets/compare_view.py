@@ -10,7 +10,9 @@ one stays beside turn N of the other.
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
+import shiboken6
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
@@ -24,13 +26,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.conversation.compare import Comparison, SideTurn, compare
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.conversation.compare import Comparison, SideTurn
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
-from branchwise.desktop.host.compare_rows import CompareRow, Span, compare_rows, split_turn
+from branchwise.desktop.host.compare_rows import CompareRow, Span, compare_rows
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.notices import Level
 from branchwise.desktop.widgets.turn_widget import untitled
 
 HIGHLIGHT = "#ffe08a"
@@ -77,7 +77,7 @@ class CompareView(QDialog):
     """Two conversations side by side from their split point.
 
     Args:
-        comparison: what ``core.compare.compare`` found.
+        comparison: what ``core.conversation.compare.compare`` found.
         split_title, split_turn: the shared conversation and its last shared turn (0: none).
     """
 
@@ -155,18 +155,28 @@ class CompareView(QDialog):
 
 
 def show_comparison(
-    host: Host, session_id: str, other_id: str, parent: QWidget | None = None
-) -> CompareView | None:
-    """Open the Compare view of two conversations (a refusal becomes a notice)."""
-    try:
-        comparison = compare(host.store, session_id, other_id)
-        title, turn = split_turn(host.store, comparison)
-    except BranchwiseError as exc:
-        host.notices.post(exc.code, Level.ERROR, **exc.details)
-        return None
-    view = CompareView(comparison, title, turn, parent)
-    view.show()
-    return view
+    host: Host,
+    session_id: str,
+    other_id: str,
+    parent: QWidget,
+    shown: Callable[[CompareView], None],
+) -> None:
+    """Ask the host to compare two conversations; ``shown`` gets the opened view.
+
+    The logs are read off the UI thread; a refusal is the host's notice.
+    """
+
+    async def ask() -> None:
+        compared = await host.operations.compare(session_id, other_id)
+        if compared is None or not shiboken6.isValid(parent):
+            return
+        view = CompareView(
+            compared.comparison, compared.common_title, compared.shared_turns, parent
+        )
+        view.show()
+        shown(view)
+
+    host.spawn(ask(), "compare conversations")
 
 
 def _row_html(row: CompareRow, turn: SideTurn | None, spans: tuple[Span, ...]) -> str:

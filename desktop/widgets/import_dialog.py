@@ -160,7 +160,7 @@ class ImportDialog(QDialog):
         self._spawn(self._run(Path(text), self.format_combo.currentData()), "import")
 
     async def _run(self, path: Path, format: str | None) -> None:
-        summary = await self.importing.run(path, format)
+        summary = await self.importing.run(path, format, initiator=self)
         self.summary = summary
         if summary is not None:
             if not summary.cancelled:

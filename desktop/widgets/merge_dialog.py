@@ -30,8 +30,8 @@ from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.merging import (
-    bring_back,
     chosen_answers,
+    merge,
     own_answers,
     parent_of,
     summarize,
@@ -150,12 +150,21 @@ class BringBackDialog(QDialog):
             self.summary_button.setText(_("Write summary"))
 
     def confirm(self) -> None:
-        """Write the merge into the parent; stay open and say why if it is refused."""
+        """Ask the host to write the merge into the parent; stay open and say why if refused."""
         try:
             text, kind = self.content()
-            self.result_merge = bring_back(self.host, self.child_id, text, kind)
         except BranchwiseError as exc:
             self._show_error(exc)
+            return
+        self.confirm_button.setEnabled(False)
+        self.host.spawn(self._merge(text, kind), "bring back to the parent")
+
+    async def _merge(self, text: str, kind: str) -> None:
+        try:
+            self.result_merge = await merge(self.host, self.child_id, text, kind, initiator=self)
+        except BranchwiseError as exc:
+            self._show_error(exc)
+            self.confirm_button.setEnabled(True)
             return
         self.accept()
 

@@ -4,33 +4,32 @@ server section, and a tab for a remote conversation.
 The window owns one :class:`RemoteServers`; it adds the File menu action, puts
 the server section under the local conversation tree, reconnects the saved
 servers at start, and opens remote conversations in tabs of their own. What
-happens is decided by :mod:`branchwise.desktop.host.remote` (no Qt); this
-module only shows it: a remote transcript uses the same turn widgets and
-branch action a local one does, and a branch click goes through the server's
-operations journal.
+happens is decided by :mod:`branchwise.desktop.host.sources` (no Qt); this
+module only shows it: a remote conversation uses the same turn widgets, branch
+action, Retry and composer a local one does, and a branch click goes through
+the server's operations journal.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import shiboken6
-from PySide6.QtCore import QObject, QPoint, Qt
+from PySide6.QtCore import QObject, QPoint, Qt, SignalInstance
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
     QFormLayout,
-    QHBoxLayout,
     QInputDialog,
     QLabel,
     QLineEdit,
     QMenu,
-    QPlainTextEdit,
     QPushButton,
     QScrollArea,
+    QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
     QVBoxLayout,
@@ -41,24 +40,37 @@ from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.desktop.host.connections import Connection
+from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, NoticeAction
-from branchwise.desktop.host.remote import (
-    Connection,
-    ConnectionState,
-    RemoteServer,
-    RemoteTranscript,
-    load_connections,
-    read_token,
-    save_connection,
-)
 from branchwise.desktop.host.rows import PAGE_SIZE
+from branchwise.desktop.host.sources import ConnectionState, RemoteConversation, RemoteSource
 from branchwise.desktop.host.trashing import RESTORE_ACTION
 from branchwise.desktop.host.window_state import RemoteTab
-from branchwise.desktop.widgets.search import RemoteResults
-from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
+from branchwise.desktop.widgets.composer import Composer
+from branchwise.desktop.widgets.search import RemoteResults, SearchPanel
+from branchwise.desktop.widgets.turn_widget import AskAgain, TurnWidget, untitled
 
-if TYPE_CHECKING:
-    from branchwise.desktop.widgets.window import MainWindow
+
+class ServerWindow(Protocol):
+    """What the server section needs of the main window (which owns it, so is not imported)."""
+
+    host: Host
+    tabs: QTabWidget
+    sidebar: QWidget
+    file_menu: QMenu
+    settings_action: QAction
+    search_panel: SearchPanel
+
+    @property
+    def closed(self) -> SignalInstance:
+        """Emitted once the window has closed."""
+        ...
+
+    def _render_empty_state(self) -> None: ...
+
+    def _state_changed(self, *_args: object) -> None: ...
+
 
 SERVER_ROLE = Qt.ItemDataRole.UserRole
 SESSION_ROLE = Qt.ItemDataRole.UserRole + 1
@@ -121,29 +133,33 @@ class ConnectDialog(QDialog):
 
 
 class RemoteConversationTab(QWidget):
-    """A conversation kept on a server: its transcript, branch actions and a composer.
+    """A conversation kept on a server: the local tab's turn widgets, branch action and composer.
 
     Args:
-        transcript: the loaded remote transcript.
+        conversation: the loaded server conversation.
         on_branch: called with the fork request of a clicked branch action.
         on_send: called with the text of a prompt to send.
         on_stop: called when "Stop" is clicked while a turn runs there.
+        ask_again: the turns' Edit, Regenerate and Retry actions.
+        on_open: opens another conversation of the same server (a turn's branch menu).
     """
 
     def __init__(
         self,
-        transcript: RemoteTranscript,
+        conversation: RemoteConversation,
         on_branch: Callable[[ForkRequest], object],
         on_send: Callable[[str], object],
         parent: QWidget | None = None,
         on_stop: Callable[[], object] = lambda: None,
+        ask_again: AskAgain | None = None,
+        on_open: Callable[[str], object] = lambda _session_id: None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("remoteConversationTab")
-        self.transcript = transcript
+        self.conversation = conversation
         self._on_branch = on_branch
-        self._on_send = on_send
-        self._on_stop = on_stop
+        self._on_open = on_open
+        self._ask_again = ask_again
         self.server_label = QLabel(self)
         self.server_label.setObjectName("remoteServerLabel")
         self.scroll_area = QScrollArea(self)
@@ -157,30 +173,18 @@ class RemoteConversationTab(QWidget):
         self._rows.addWidget(self.earlier_button)
         self._rows.addStretch(1)
         self.scroll_area.setWidget(self._body)
-        self.editor = QPlainTextEdit(self)
-        self.editor.setObjectName("remoteComposer")
-        self.editor.setMaximumHeight(90)
-        self.send_button = QPushButton(self)
-        self.send_button.setObjectName("remoteSendButton")
-        self.send_button.clicked.connect(self._send)
-        self.stop_button = QPushButton(self)
-        self.stop_button.setObjectName("remoteStopButton")
-        self.stop_button.clicked.connect(lambda _checked=False: self._on_stop())
-        composer = QHBoxLayout()
-        composer.addWidget(self.editor, 1)
-        composer.addWidget(self.send_button)
-        composer.addWidget(self.stop_button)
+        self.composer = Composer(lambda text: on_send(text), lambda: on_stop(), self)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.server_label)
         layout.addWidget(self.scroll_area, 1)
-        layout.addLayout(composer)
+        layout.addWidget(self.composer)
         self._widgets: list[TurnWidget] = []
         self.shown = PAGE_SIZE
         self._seen: int | None = None
         self._unsubscribe = [
-            transcript.subscribe(self.refresh),
-            transcript.server.subscribe(self.refresh),
+            conversation.subscribe(self.refresh),
+            conversation.server.subscribe(self.refresh),
         ]
         # A tab deleted with its window (not closed first) must stop listening too.
         subscriptions = self._unsubscribe
@@ -191,25 +195,25 @@ class RemoteConversationTab(QWidget):
     @property
     def session_id(self) -> str:
         """The conversation's id on its server."""
-        return self.transcript.session_id
+        return self.conversation.session_id
 
     @property
     def title(self) -> str:
         """The conversation's title for the tab."""
-        return untitled(self.transcript.title)
+        return untitled(self.conversation.title)
 
     def turn_widgets(self) -> list[TurnWidget]:
         """The turn widgets, in order."""
         return list(self._widgets)
 
     def refresh(self) -> None:
-        """Show the transcript's rows and each row's branch action as they are now."""
-        every = self.transcript.rows
+        """Show the conversation's rows and each row's branch action as they are now."""
+        every = self.conversation.rows
         # Like a local transcript: widgets for the last pages only (a server's
         # conversation may hold 10,000 turns); new turns extend the window.
-        if self._seen is not None and self.transcript.complete and len(every) > self._seen:
+        if self._seen is not None and len(every) > self._seen:
             self.shown += len(every) - self._seen
-        self._seen = len(every) if self.transcript.complete else None
+        self._seen = len(every)
         hidden = max(0, len(every) - self.shown)
         rows = every[hidden:]
         self.earlier_button.setVisible(hidden > 0)
@@ -224,13 +228,18 @@ class RemoteConversationTab(QWidget):
                 if widget.row != row:
                     widget.set_row(row)
             else:
-                widget = TurnWidget(row, self._branch, lambda _sid: None, self._body)
+                widget = TurnWidget(row, self._branch, self._on_open, self._body, self._ask_again)
                 self._rows.insertWidget(self._rows.count() - 1, widget)
                 self._widgets.append(widget)
-            widget.set_branch_state(self.transcript.branch_state(row))
-        connected = self.transcript.server.state == ConnectionState.CONNECTED
-        self.send_button.setEnabled(connected and not self.transcript.running)
-        self.stop_button.setEnabled(connected and self.transcript.running)
+            widget.set_branch_state(self.conversation.server_branch_state(row))
+            widget.set_branches(self.conversation.branches_at(row))
+        server = self.conversation.server
+        self.composer.set_blocked(
+            None
+            if server.state == ConnectionState.CONNECTED
+            else fill(reason_text("server_disconnected"), {"server": server.name})
+        )
+        self.composer.set_running(self.conversation.running)
 
     def _show_earlier(self) -> None:
         self.shown += PAGE_SIZE
@@ -248,18 +257,12 @@ class RemoteConversationTab(QWidget):
     def _branch(self, request: ForkRequest) -> None:
         self._on_branch(request)
 
-    def _send(self) -> None:
-        text = self.editor.toPlainText().strip()
-        if text:
-            self.editor.clear()
-            self._on_send(text)
-
     def retranslate_ui(self) -> None:
         """Render the tab's texts in the current language."""
-        server = self.transcript.server
+        server = self.conversation.server
         self.server_label.setText(fill(_("On the server {server}"), {"server": server.name}))
-        self.send_button.setText(_("Send"))
-        self.stop_button.setText(_("Stop"))
+        self.composer.retranslate_ui()
+        self.refresh()
 
 
 class WaitingRemoteTab(QWidget):
@@ -275,7 +278,7 @@ class WaitingRemoteTab(QWidget):
     """
 
     def __init__(
-        self, server: RemoteServer, saved: RemoteTab, parent: QWidget | None = None
+        self, server: RemoteSource, saved: RemoteTab, parent: QWidget | None = None
     ) -> None:
         super().__init__(parent)
         self.setObjectName("waitingRemoteTab")
@@ -334,15 +337,14 @@ class RemoteServers(QObject):
         window: the main window (its host, notices, tabs and sidebar are used).
     """
 
-    def __init__(self, window: MainWindow) -> None:
-        super().__init__(window)
+    def __init__(self, window: ServerWindow) -> None:
+        super().__init__(window.tabs)
         self.window = window
         self.host = window.host
-        self.servers: list[RemoteServer] = []
         self.dialog: ConnectDialog | None = None
         self._follow: dict[RemoteConversationTab, asyncio.Task[None]] = {}
         self._waiting: dict[WaitingRemoteTab, asyncio.Task[None]] = {}
-        self.connect_action = QAction(window)
+        self.connect_action = QAction(window.file_menu)
         self.connect_action.setObjectName("connectServerAction")
         self.connect_action.triggered.connect(lambda _checked=False: self.show_connect())
         window.file_menu.insertAction(window.settings_action, self.connect_action)
@@ -365,48 +367,41 @@ class RemoteServers(QObject):
 
     # -- servers ------------------------------------------------------------------------------
 
-    def connect_saved(self) -> None:
-        """Reconnect every saved server (at start)."""
-        for connection in load_connections(self.host.root):
-            self.add(connection, read_token(self.host.root, connection))
+    @property
+    def servers(self) -> list[RemoteSource]:
+        """The host's servers, in the order they were added."""
+        return self.host.servers.sources
 
-    def add(self, connection: Connection, token: str, **options: object) -> RemoteServer:
+    def connect_saved(self) -> None:
+        """Show every saved server, connecting in the background (at start)."""
+        for server in self.host.servers.connect_saved():
+            self._show(server)
+
+    def add(self, connection: Connection, token: str, **options: object) -> RemoteSource:
         """Show a server in the sidebar and connect to it in the background."""
-        for old in [s for s in self.servers if s.connection.url == connection.url]:
-            self.servers.remove(old)
-            self.host.spawn(old.stop(), "disconnect from a server")
-        server = RemoteServer(
-            self.host.root,
-            connection,
-            token,
-            self.host.notices,
-            **options,  # type: ignore[arg-type]
-        )
+        return self._show(self.host.servers.add(connection, token, **options))
+
+    def _show(self, server: RemoteSource) -> RemoteSource:
         server.navigator = self._navigate
         server.subscribe(self.render_tree)
-        self.servers.append(server)
-        server.start()
         self.render_tree()
         return server
 
     def show_connect(self) -> ConnectDialog:
         """Open "Connect to server…"; a valid entry is saved and connected."""
-        dialog = ConnectDialog(self.window)
+        dialog = ConnectDialog(self.window.tabs.window())
         self.dialog = dialog
 
         def accepted() -> None:
             try:
-                connection = save_connection(
-                    self.host.root,
-                    dialog.name_edit.text(),
-                    dialog.url_edit.text(),
-                    dialog.token_edit.text(),
+                server = self.host.servers.connect(
+                    dialog.name_edit.text(), dialog.url_edit.text(), dialog.token_edit.text()
                 )
             except BranchwiseError as exc:
                 dialog.show_error(exc.code)
                 dialog.open()  # keep what was typed; say what is wrong
                 return
-            self.add(connection, dialog.token_edit.text().strip())
+            self._show(server)
 
         dialog.accepted.connect(accepted)
         dialog.open()
@@ -418,7 +413,7 @@ class RemoteServers(QObject):
 
     # -- the sidebar section ------------------------------------------------------------------
 
-    def server_item(self, server: RemoteServer) -> QTreeWidgetItem | None:
+    def server_item(self, server: RemoteSource) -> QTreeWidgetItem | None:
         """The top-level item of a server."""
         for index in range(self.tree.topLevelItemCount()):
             item = self.tree.topLevelItem(index)
@@ -428,27 +423,32 @@ class RemoteServers(QObject):
 
     def render_tree(self) -> None:
         """Show each server under its name, its conversations nested by lineage."""
+        if not shiboken6.isValid(self.tree):
+            return  # a server's last word after the window went away
         self.tree.clear()
         for server in self.servers:
             top = QTreeWidgetItem([self._server_text(server)])
             top.setData(0, SERVER_ROLE, server.connection.url)
             top.setToolTip(0, server.connection.url)
             items: dict[str, QTreeWidgetItem] = {}
-            for entry in server.entries:
-                item = QTreeWidgetItem([("● " if entry.running else "") + untitled(entry.title)])
+            listing = server.listing
+            conversations = listing.newest_first()
+            for manifest in conversations:
+                mark = "● " if manifest.session_id in listing.running else ""
+                item = QTreeWidgetItem([mark + untitled(manifest.title)])
                 item.setData(0, SERVER_ROLE, server.connection.url)
-                item.setData(0, SESSION_ROLE, entry.session_id)
-                items[entry.session_id] = item
-            for entry in server.entries:
-                parent = items.get(entry.parent_id or "")
-                (parent or top).addChild(items[entry.session_id])
+                item.setData(0, SESSION_ROLE, manifest.session_id)
+                items[manifest.session_id] = item
+            for manifest in conversations:
+                parent = items.get(manifest.parent.session_id if manifest.parent else "")
+                (parent or top).addChild(items[manifest.session_id])
             self.tree.addTopLevelItem(top)
         self.tree.expandAll()
         self.tree.setVisible(bool(self.servers))
         for tab in self.remote_tabs():  # a title changed on the server (here or elsewhere)
             self._render_tab_title(tab)
 
-    def _server_text(self, server: RemoteServer) -> str:
+    def _server_text(self, server: RemoteSource) -> str:
         if server.state == ConnectionState.CONNECTED:
             return server.name
         if server.state == ConnectionState.CONNECTING:
@@ -461,8 +461,8 @@ class RemoteServers(QObject):
         if session_id and server is not None:
             self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
 
-    def _server_of(self, url: str | None) -> RemoteServer | None:
-        return next((s for s in self.servers if s.connection.url == url), None)
+    def _server_of(self, url: str | None) -> RemoteSource | None:
+        return self.host.servers.of(url)
 
     async def search(self, query: str, limit: int) -> list[RemoteResults]:
         """Every connected server's hits that can search (asked at once), in sidebar order.
@@ -472,7 +472,7 @@ class RemoteServers(QObject):
         """
         servers = [server for server in self.servers if server.can("search")]
 
-        async def ask(server: RemoteServer) -> RemoteResults | None:
+        async def ask(server: RemoteSource) -> RemoteResults | None:
             try:
                 result = await server.search(query, limit)
             except RemoteUnavailable:
@@ -491,7 +491,7 @@ class RemoteServers(QObject):
         answers = await asyncio.gather(*(ask(server) for server in servers))
         return [answer for answer in answers if answer is not None]
 
-    def _open_hit(self, server: RemoteServer, session_id: str) -> None:
+    def _open_hit(self, server: RemoteSource, session_id: str) -> None:
         self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
 
     # -- managing a server's conversations ----------------------------------------------------
@@ -504,7 +504,7 @@ class RemoteServers(QObject):
         menu = self.context_menu(server, item.data(0, SESSION_ROLE))
         menu.popup(self.tree.viewport().mapToGlobal(pos))
 
-    def context_menu(self, server: RemoteServer, session_id: str | None) -> QMenu:
+    def context_menu(self, server: RemoteSource, session_id: str | None) -> QMenu:
         """The menu of a server (New conversation) or of one of its conversations (+ Rename…,
         Delete); what the server cannot do now (disconnected, an older server) is disabled."""
         menu = QMenu(self.tree)
@@ -519,11 +519,11 @@ class RemoteServers(QObject):
             delete.setToolTip(_("Move the conversation to the server's Trash (it can be restored)"))
         return menu
 
-    def new_remote(self, server: RemoteServer) -> None:
+    def new_remote(self, server: RemoteSource) -> None:
         """Start a conversation on the server and open its tab."""
         self.host.spawn(self._create(server), "start a server conversation")
 
-    async def _create(self, server: RemoteServer) -> None:
+    async def _create(self, server: RemoteSource) -> None:
         try:
             session_id = await server.create_session()
         except BranchwiseError as exc:
@@ -531,9 +531,9 @@ class RemoteServers(QObject):
             return
         await self.open_remote(server, session_id)
 
-    def ask_rename(self, server: RemoteServer, session_id: str) -> QInputDialog:
+    def ask_rename(self, server: RemoteSource, session_id: str) -> QInputDialog:
         """Ask for a new title (non-blocking) and rename the conversation on its server."""
-        dialog = QInputDialog(self.window)
+        dialog = QInputDialog(self.window.tabs.window())
         dialog.setObjectName("renameDialog")
         dialog.setWindowTitle(_("Rename conversation"))
         dialog.setLabelText(_("Title"))
@@ -544,11 +544,11 @@ class RemoteServers(QObject):
         dialog.open()
         return dialog
 
-    def rename_remote(self, server: RemoteServer, session_id: str, title: str) -> None:
+    def rename_remote(self, server: RemoteSource, session_id: str, title: str) -> None:
         """Rename on the server; a refusal (busy, a bad title) is a notice."""
         self.host.spawn(self._rename(server, session_id, title), "rename a server conversation")
 
-    async def _rename(self, server: RemoteServer, session_id: str, title: str) -> None:
+    async def _rename(self, server: RemoteSource, session_id: str, title: str) -> None:
         try:
             await server.rename(session_id, title)
         except BranchwiseError as exc:
@@ -558,11 +558,11 @@ class RemoteServers(QObject):
         if tab is not None:
             self._render_tab_title(tab)
 
-    def delete_remote(self, server: RemoteServer, session_id: str) -> None:
+    def delete_remote(self, server: RemoteSource, session_id: str) -> None:
         """Move a server conversation to the server's Trash; its tab closes; Undo restores it."""
         self.host.spawn(self._delete(server, session_id), "delete a server conversation")
 
-    async def _delete(self, server: RemoteServer, session_id: str) -> None:
+    async def _delete(self, server: RemoteSource, session_id: str) -> None:
         title = untitled(server.title(session_id))
         try:
             await server.trash(session_id)
@@ -586,7 +586,7 @@ class RemoteServers(QObject):
         if server is not None:
             self.host.spawn(self._restore(server, session_id), "restore a server conversation")
 
-    async def _restore(self, server: RemoteServer, session_id: str) -> None:
+    async def _restore(self, server: RemoteSource, session_id: str) -> None:
         try:
             await server.restore(session_id)
         except BranchwiseError as exc:
@@ -617,7 +617,7 @@ class RemoteServers(QObject):
         for i in range(tabs.count()):
             tab = tabs.widget(i)
             if isinstance(tab, RemoteConversationTab):
-                server = tab.transcript.server
+                server = tab.conversation.server
                 found.append(RemoteTab(server.connection.url, tab.session_id, tab.title))
             elif isinstance(tab, WaitingRemoteTab):
                 found.append(tab.saved)
@@ -627,7 +627,7 @@ class RemoteServers(QObject):
         """The server tab in front, if the tab in front is one."""
         current = self.window.tabs.currentWidget()
         if isinstance(current, RemoteConversationTab):
-            server = current.transcript.server
+            server = current.conversation.server
             return RemoteTab(server.connection.url, current.session_id, current.title)
         if isinstance(current, WaitingRemoteTab):
             return current.saved
@@ -646,7 +646,7 @@ class RemoteServers(QObject):
             if server is None:
                 skipped.append(entry)
                 continue
-            waiting = WaitingRemoteTab(server, entry, self.window)
+            waiting = WaitingRemoteTab(server, entry, self.window.tabs)
             self.window.tabs.addTab(waiting, waiting.title)
             self.window.tabs.setTabToolTip(
                 self.window.tabs.indexOf(waiting),
@@ -668,7 +668,7 @@ class RemoteServers(QObject):
             await server.wait_connected()
             waiting.retranslate_ui()
             try:
-                transcript = await server.open_transcript(waiting.session_id)
+                conversation = await server.open_conversation(waiting.session_id)
             except RemoteUnavailable:
                 await server.lost()
                 continue
@@ -681,25 +681,25 @@ class RemoteServers(QObject):
         if index < 0:
             return  # closed meanwhile
         front = tabs.currentWidget() is waiting
-        tab = self._make_tab(server, transcript, index)
+        tab = self._make_tab(server, conversation, index)
         self._waiting.pop(waiting, None)
         tabs.removeTab(tabs.indexOf(waiting))
         waiting.deleteLater()
         if front:
             tabs.setCurrentWidget(tab)
 
-    def tab_for(self, server: RemoteServer, session_id: str) -> RemoteConversationTab | None:
+    def tab_for(self, server: RemoteSource, session_id: str) -> RemoteConversationTab | None:
         """The open tab of a server's conversation."""
         return next(
             (
                 t
                 for t in self.remote_tabs()
-                if t.session_id == session_id and t.transcript.server is server
+                if t.session_id == session_id and t.conversation.server is server
             ),
             None,
         )
 
-    async def open_remote(self, server: RemoteServer, session_id: str) -> RemoteConversationTab:
+    async def open_remote(self, server: RemoteSource, session_id: str) -> RemoteConversationTab:
         """Open (or bring forward) a server conversation's tab; a failure is a notice."""
         try:
             return await self._open_tab(server, session_id)
@@ -707,37 +707,47 @@ class RemoteServers(QObject):
             self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
             raise
 
-    async def _navigate(self, server: RemoteServer, session_id: str) -> None:
+    async def _navigate(self, server: RemoteSource, session_id: str) -> None:
         """The server's navigator: a new branch opens in a tab (raises if it cannot)."""
         await self._open_tab(server, session_id)
 
-    async def _open_tab(self, server: RemoteServer, session_id: str) -> RemoteConversationTab:
+    async def _open_tab(self, server: RemoteSource, session_id: str) -> RemoteConversationTab:
         tab = self.tab_for(server, session_id)
         if tab is None:
-            transcript = await server.open_transcript(session_id)
-            tab = self._make_tab(server, transcript)
+            conversation = await server.open_conversation(session_id)
+            tab = self._make_tab(server, conversation)
         self.window.tabs.setCurrentWidget(tab)
         self.window._render_empty_state()
         return tab
 
     def _make_tab(
-        self, server: RemoteServer, transcript: RemoteTranscript, index: int = -1
+        self, server: RemoteSource, conversation: RemoteConversation, index: int = -1
     ) -> RemoteConversationTab:
-        """A loaded conversation's tab, following its transcript, at ``index`` (-1: last)."""
-        session_id = transcript.session_id
+        """A loaded conversation's tab, following its commits, at ``index`` (-1: last)."""
+        session_id = conversation.session_id
         tab = RemoteConversationTab(
-            transcript,
+            conversation,
             lambda request: self.host.spawn(
                 server.request_branch(request), "branch a server conversation"
             ),
             lambda text: self.host.spawn(self._send(server, session_id, text), "send to a server"),
-            self.window,
+            self.window.tabs,
             lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
+            AskAgain(
+                edit=lambda _turn, _text: self._cannot_ask_again(server),
+                regenerate=lambda _turn: self._cannot_ask_again(server),
+                retry=lambda turn: self.host.spawn(
+                    self._retry(server, conversation, turn), "retry on a server"
+                ),
+            ),
+            lambda other: self.host.spawn(
+                self.open_remote(server, other), "open a server conversation"
+            ),
         )
-        self._follow[tab] = self.host.spawn(transcript.follow(), "follow a transcript")
+        self._follow[tab] = self.host.spawn(conversation.follow(), "follow a conversation")
         self.window.tabs.insertTab(index, tab, tab.title)
         self._render_tab_title(tab)
-        transcript.subscribe(lambda: self._render_tab_title(tab))
+        conversation.subscribe(lambda: self._render_tab_title(tab))
         self.window._state_changed()
         return tab
 
@@ -745,18 +755,35 @@ class RemoteServers(QObject):
         """The tab's text and tooltip: the conversation's title (a rename shows at once)."""
         if not shiboken6.isValid(tab) or (index := self.window.tabs.indexOf(tab)) < 0:
             return
-        server = tab.transcript.server
-        title = untitled(server.title(tab.session_id) or tab.transcript.title)
+        server = tab.conversation.server
+        title = untitled(server.title(tab.session_id) or tab.conversation.title)
         self.window.tabs.setTabText(index, title)
         self.window.tabs.setTabToolTip(
             index, fill(_("{title} on {server}"), {"title": title, "server": server.name})
         )
 
-    async def _send(self, server: RemoteServer, session_id: str, text: str) -> None:
+    async def _send(self, server: RemoteSource, session_id: str, text: str) -> None:
         try:
             await server.send(session_id, text)
         except BranchwiseError as exc:
             server.report(exc)
+
+    async def _retry(
+        self, server: RemoteSource, conversation: RemoteConversation, turn_id: str
+    ) -> None:
+        """Retry: the failed turn's prompt, read from the same projection, sent again."""
+        try:
+            prompt = conversation.retry_prompt(turn_id)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        await self._send(server, conversation.session_id, prompt)
+
+    def _cannot_ask_again(self, server: RemoteSource) -> None:
+        """Edit and Regenerate branch with a new prompt, which ``session-fork-v1`` cannot carry."""
+        self.host.notices.post(
+            "server_unsupported", Level.WARNING, detail=f"{server.name}: {server.connection.url}"
+        )
 
     def _close_tab_at(self, index: int) -> None:
         tab = self.window.tabs.widget(index)

@@ -33,7 +33,8 @@ from branchwise.core.errors import BranchwiseError, InvalidSettings
 from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.core.settings import THEMES, Settings, resolve_api_key, validate_settings
+from branchwise.core.settings import THEMES, Settings, validate_settings
+from branchwise.desktop.host.operations import Operations
 
 FIELDS = (
     "provider",
@@ -55,6 +56,7 @@ class SettingsDialog(QDialog):
     Args:
         settings: the current settings.
         on_save: called with valid new settings when the user saves.
+        operations: the host's operations, which ask model servers for the dialog.
 
     Attributes:
         detect_candidates: where "Detect local servers" looks (``None``: the
@@ -65,10 +67,12 @@ class SettingsDialog(QDialog):
         self,
         settings: Settings,
         on_save: Callable[[Settings], None],
+        operations: Operations,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("settingsDialog")
+        self._operations = operations
         self.setWindowModality(Qt.WindowModality.WindowModal)
         self._settings = settings
         self._on_save = on_save
@@ -266,18 +270,11 @@ class SettingsDialog(QDialog):
         self._detect_task = asyncio.ensure_future(self._detect())
 
     async def _detect(self) -> None:
-        from branchwise.core.providers.detect import candidate_urls, detect_servers
-
         self.detect_button.setEnabled(False)
         self.models_status.setText(_("Looking for model servers on this computer…"))
         try:
             draft = dataclasses.replace(self._settings, base_url=self.base_url.text().strip())
-            urls = (
-                list(self.detect_candidates)
-                if self.detect_candidates is not None
-                else candidate_urls(draft)
-            )
-            servers = await detect_servers(urls)
+            servers = await self._operations.detect_servers(draft, self.detect_candidates)
         finally:
             self.detect_button.setEnabled(True)
         usable = [s for s in servers if s.models] or servers
@@ -316,30 +313,29 @@ class SettingsDialog(QDialog):
         self._models_task = asyncio.ensure_future(self._load_models())
 
     async def _load_models(self) -> None:
-        from branchwise.core.errors import ModelListUnavailable, ProviderError
-        from branchwise.core.providers.openai import OpenAIProvider
-
         self._show_error("model", "")
         self.errors["model"].hide()
         self.models_status.setText(_("Asking the server for its models…"))
         self.refresh_button.setEnabled(False)
         try:
-            draft = dataclasses.replace(self._settings, api_key=self.api_key.text().strip())
-            provider = OpenAIProvider(
-                self.base_url.text().strip(), "", api_key=resolve_api_key(draft)
+            draft = dataclasses.replace(
+                self._settings,
+                base_url=self.base_url.text().strip(),
+                api_key=self.api_key.text().strip(),
             )
-            models = await provider.list_models()
-        except ModelListUnavailable as exc:
-            # Not a failure: such a server chats with a typed model name.
-            self.models_status.setText(reason_text(exc.code))
-            self.model.setFocus()
-            return
-        except ProviderError as exc:
-            self.models_status.setText("")
-            self._show_error("model", reason_text(exc.code))
-            return
+            answer = await self._operations.list_models(draft)
         finally:
             self.refresh_button.setEnabled(True)
+        if answer.unlisted is not None:
+            # Not a failure: such a server chats with a typed model name.
+            self.models_status.setText(reason_text(answer.unlisted))
+            self.model.setFocus()
+            return
+        if answer.failure is not None:
+            self.models_status.setText("")
+            self._show_error("model", reason_text(answer.failure))
+            return
+        models = list(answer.models)
         current = self.model.currentText()
         self.model.clear()
         self.model.addItems(models)

@@ -358,7 +358,10 @@ class Sidebar(QWidget):
 
     def _compare(self, session_id: str, other_id: str | None) -> None:
         if other_id is not None:
-            self.compare_view = show_comparison(self.host, session_id, other_id, self)
+            show_comparison(self.host, session_id, other_id, self, self._compared)
+
+    def _compared(self, view: CompareView) -> None:
+        self.compare_view = view
 
     def delete(self, session_id: str) -> None:
         """Move a conversation to the Trash (the window stops and closes it first)."""

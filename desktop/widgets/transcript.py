@@ -267,7 +267,10 @@ class TranscriptView(QScrollArea):
 
     def compare_with(self, other_id: str) -> None:
         """Show this conversation beside one of its branches (a turn's branch menu)."""
-        self.compare_view = show_comparison(self.host, self.session_id, other_id, self)
+        show_comparison(self.host, self.session_id, other_id, self, self._compared)
+
+    def _compared(self, view: CompareView) -> None:
+        self.compare_view = view
 
     def _make(self, row: Row) -> TurnWidget:
         widget = TurnWidget(

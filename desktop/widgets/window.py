@@ -8,7 +8,6 @@ tab of its conversation.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import re
@@ -31,9 +30,6 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.conversation.export.common import format_for_path, write_export
-from branchwise.core.conversation.export.json import encode_json, export_document
-from branchwise.core.conversation.export.markdown import render_markdown
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
@@ -559,28 +555,8 @@ class MainWindow(QMainWindow):
 
     def export_to(self, session_id: str, path: Path) -> None:
         """Write the export (the save dialog already asked before replacing a file)."""
-        self.host.spawn(self._export(session_id, path), "export conversation")
-
-    async def _export(self, session_id: str, path: Path) -> None:
-        store = self.host.store
-
-        def render() -> None:
-            if format_for_path(path) == "json":
-                data = encode_json(export_document(store, session_id))
-            else:
-                data = render_markdown(store, session_id).encode()
-            write_export(path, data, overwrite=True)
-
-        try:
-            await asyncio.to_thread(render)
-        except BranchwiseError as exc:
-            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
-            return
-        self.host.notices.post(
-            "conversation_exported",
-            Level.SUCCESS,
-            title=self.host.title(session_id),
-            path=str(path),
+        self.host.spawn(
+            self.host.operations.export(session_id, path, initiator=self), "export conversation"
         )
 
     def _notice_action(self, action: NoticeAction) -> None:
@@ -801,7 +777,7 @@ class MainWindow(QMainWindow):
             return old
         if old is not None:
             old.deleteLater()
-        dialog = SettingsDialog(self.host.settings, self._save_settings, self)
+        dialog = SettingsDialog(self.host.settings, self._save_settings, self.host.operations, self)
         self._settings_dialog = dialog
         dialog.open()
         return dialog

@@ -21,7 +21,7 @@ writer has opened is; ``1``: as built, with no turn index) served by a real
     are, on a shared ``TargetsCache`` (what the storage costs a burst, no HTTP);
 (c) a ``--page-turns`` session: the first transcript page over HTTP
     (``GET /sessions/{id}?limit=50``) and the desktop's remote transcript
-    (``RemoteTranscript.load``: every commit, then fork targets) vs. the local
+    (``RemoteConversation.load``: every commit, then fork targets) vs. the local
     first page (``SessionStore.read`` + the last 50 rows).
 """
 
@@ -49,9 +49,10 @@ from helpers.serve import serve_process
 from branchwise.core import ForkRequest, SessionStore, fork, fork_targets
 from branchwise.core.fork.engine import ForkCall, ForkResult, fork_together
 from branchwise.core.fork.targets import TargetsCache
+from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.host.notices import NoticeCenter
-from branchwise.desktop.host.remote import Connection, RemoteServer
 from branchwise.desktop.host.rows import PAGE_SIZE, rows_from_projection
+from branchwise.desktop.host.sources import RemoteSource
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -186,9 +187,9 @@ def first_page(root: Path, url: str, token: str, session_id: str, repeat: int) -
 
     async def desktop() -> None:
         with tempfile.TemporaryDirectory() as here:
-            server = RemoteServer(Path(here), Connection("bench", url), token, NoticeCenter())
-            transcript = await server.open_transcript(session_id)
-            assert len(transcript.rows[-PAGE_SIZE:]) == PAGE_SIZE
+            server = RemoteSource(Path(here), Connection("bench", url), token, NoticeCenter())
+            conversation = await server.open_conversation(session_id)
+            assert len(conversation.rows[-PAGE_SIZE:]) == PAGE_SIZE
 
     times: dict[str, list[float]] = {"local": [], "paged": [], "desktop": []}
     for _ in range(repeat):

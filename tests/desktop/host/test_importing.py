@@ -8,6 +8,7 @@ from pathlib import Path
 
 from branchwise.core.importing.run import ImportProgress
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.importing import Importing
 
@@ -56,15 +57,19 @@ def test_an_import_reports_progress_then_one_summary_and_indexes_the_new_trees(
         importing = Importing(host)
         seen: list[ImportProgress | None] = []
         importing.subscribe(seen.append)
+        changes: list[Changes] = []
+        host.subscribe(changes.append)
         export = FIXTURES / "open_webui" / "chat-export.json"
+        dialog = object()
 
-        summary = await importing.run(export)
+        summary = await importing.run(export, initiator=dialog)
 
         assert summary is not None and not summary.cancelled
         assert summary.imported == len(summary.session_ids) > 0
         assert (summary.existing, summary.skipped) == (0, 1)  # the chat without a tree
         assert seen[0] == ImportProgress(0, 0, 0) and seen[-1] is None and not importing.running
         assert all(sid in host.index.by_id for sid in summary.session_ids)
+        assert [c.initiator for c in changes if c.sidebar] == [dialog]
         notice = host.notices.history[-1]
         assert (notice.code, notice.params) == (
             "import_finished",

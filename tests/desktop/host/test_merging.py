@@ -12,9 +12,11 @@ from branchwise.core.errors import InvalidMerge, NotAncestor
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.merge_journal import MergeJournal
 from branchwise.desktop.host.merging import (
     bring_back,
     chosen_answers,
+    merge,
     own_answers,
     parent_of,
     summarize,
@@ -53,3 +55,25 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
     assert host.store.read(parent).projection.merges == []
     summary = asyncio.run(summarize(host, child))
     assert summary.startswith("Summary of the branch (1 turn):")
+
+
+def test_the_dialogs_merge_writes_a_closed_parent_off_the_loop_and_names_its_initiator(
+    tmp_path: Path,
+) -> None:
+    parent, child = branch_with_own_turn(tmp_path)
+    host = Host(tmp_path, provider_factory=lambda _settings: DemoProvider())
+    host.start()
+    seen: list[Changes] = []
+    host.subscribe(seen.append)
+    dialog = object()
+
+    async def scenario() -> None:
+        result = await merge(host, child, "Kyoto it is.", "note", initiator=dialog)
+        assert result is not None and result.parent_session_id == parent
+
+    asyncio.run(scenario())
+    merges = host.store.read(parent).projection.merges
+    assert [(m["content"], m["kind"]) for m in merges] == [("Kyoto it is.", "note")]
+    [changes] = [c for c in seen if parent in c.transcripts]
+    assert changes.initiator is dialog
+    assert MergeJournal(tmp_path).records() == ()  # written, so no longer pending

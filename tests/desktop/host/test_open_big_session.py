@@ -14,6 +14,7 @@ from helpers.sessions import write_big_session
 from branchwise.core.fork.targets import fork_targets, tracker_after_snapshot
 from branchwise.core.log.segments import SessionLog, read_session_log
 from branchwise.core.log.sidecars import RECORD_SIZE
+from branchwise.core.projection.pages import last_page_start
 from branchwise.core.projection.snapshot_cache import SNAPSHOT_FILE, wait_for_snapshots
 from branchwise.core.projection.turns import Turn
 from branchwise.core.providers.demo import DemoProvider
@@ -21,12 +22,7 @@ from branchwise.core.store.manifest import load_manifest
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.rows import PAGE_SIZE, Row, rows_from_projection
-from branchwise.desktop.host.session import (
-    PREVIEW_THRESHOLD_BYTES,
-    SessionMode,
-    preview_start,
-    read_preview,
-)
+from branchwise.desktop.host.session import PREVIEW_THRESHOLD_BYTES, SessionMode, read_preview
 
 
 def _big_session(root: Path, answer_words: int = 250) -> str:
@@ -94,7 +90,7 @@ def _last_page(root: Path, session_id: str) -> list[Row]:
 def test_the_preview_starts_from_the_snapshots_turns_and_one_index_record(tmp_path: Path) -> None:
     session_id = _big_session(tmp_path)
     log, turns = _log_and_turns(tmp_path, session_id)
-    start = preview_start(log, turns, PAGE_SIZE)
+    start = last_page_start(log, turns, PAGE_SIZE)
     assert start is not None
     offset, earlier = start
     assert earlier == len(turns) - PAGE_SIZE
@@ -120,7 +116,7 @@ def test_a_damaged_index_means_the_preview_hops_every_header_as_before(tmp_path:
     session_id = _big_session(tmp_path)
     _flip_records(tmp_path, session_id)
     log, turns = _log_and_turns(tmp_path, session_id)
-    assert preview_start(log, turns, PAGE_SIZE) is None
+    assert last_page_start(log, turns, PAGE_SIZE) is None
     preview = read_preview(log.data, PAGE_SIZE, None)
     assert preview is not None and preview.rows == _last_page(tmp_path, session_id)
 
@@ -132,7 +128,7 @@ def test_another_sessions_index_is_not_trusted_for_the_preview(tmp_path: Path) -
     target = next((SessionStore(tmp_path / "other").session_dir(other) / "log").glob("*.idx"))
     target.write_bytes(source.read_bytes())
     log, turns = _log_and_turns(tmp_path / "other", other)
-    assert preview_start(log, turns, PAGE_SIZE) is None
+    assert last_page_start(log, turns, PAGE_SIZE) is None
 
 
 def test_the_opened_tabs_preview_is_the_last_page(tmp_path: Path) -> None:

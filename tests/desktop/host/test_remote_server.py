@@ -12,6 +12,7 @@ import contextlib
 import os
 import signal
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,25 +27,24 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.remote.client import RemoteStore
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.backends import RemoteForkBackend
-from branchwise.desktop.host.notices import NoticeCenter
-from branchwise.desktop.host.remote import (
+from branchwise.desktop.host.connections import (
     SERVERS_FILE,
     TOKENS_DIR,
     Connection,
-    ConnectionState,
-    RemoteServer,
-    RemoteTranscript,
     load_connections,
     read_token,
     save_connection,
 )
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.rows import DesktopReason, rows_from_projection
+from branchwise.desktop.host.sources import ConnectionState, RemoteConversation, RemoteSource
 
 FAST = {"backoff": (0.05, 0.1, 0.2), "refresh_interval": 0.1, "timeout": 5.0}
 
 
-def _server(desktop: Path, url: str, token: str, notices: NoticeCenter) -> RemoteServer:
-    return RemoteServer(desktop, Connection("workstation", url), token, notices, **FAST)  # type: ignore[arg-type]
+def _server(desktop: Path, url: str, token: str, notices: NoticeCenter) -> RemoteSource:
+    return RemoteSource(desktop, Connection("workstation", url), token, notices, **FAST)  # type: ignore[arg-type]
 
 
 def test_a_saved_connection_keeps_its_token_private_and_out_of_the_list(tmp_path: Path) -> None:
@@ -83,29 +83,26 @@ def test_list_transcript_and_a_branch_through_the_journal(tmp_path: Path) -> Non
     async def scenario(url: str, token: str) -> None:
         server = _server(desktop, url, token, notices)
 
-        async def navigate(_server: RemoteServer, child: str) -> None:
+        async def navigate(_server: RemoteSource, child: str) -> None:
             opened.append(child)
 
         server.navigator = navigate
         await server.connect()
         assert server.state == ConnectionState.CONNECTED and server.supported
-        assert [(e.session_id, e.title) for e in server.entries] == [
+        assert [(m.session_id, m.title) for m in server.listing.newest_first()] == [
             (source.session_id, "on the workstation")
         ]
-        transcript = await server.open_transcript(source.session_id)
+        transcript = await server.open_conversation(source.session_id)
         local_rows = rows_from_projection(store.read(source.session_id).projection)
-        assert not transcript.complete  # the first page only: the rows a replay gives
-        assert transcript.rows == local_rows
+        assert transcript.rows == local_rows  # the same projection, the same rows
         assert transcript.title == "on the workstation"
-        await transcript.load_all()
-        assert transcript.complete and transcript.rows == local_rows
-        states = [transcript.branch_state(row) for row in transcript.rows]
+        states = [transcript.server_branch_state(row) for row in transcript.rows]
         assert all(state.enabled for state in states)
         assert states[0].target == request_for(store, source, turn=0)
         child = await server.request_branch(states[0].target)  # type: ignore[arg-type]
         assert child is not None and opened == [child]
         assert server.coordinator.records() == ()
-        assert child in {e.session_id for e in server.entries}
+        assert child in server.listing.index.by_id
         branch = store.read(child)
         assert [m.content for m in branch.projection.messages] == ["question 0", "answer 0"]
         # Named as a local branch is, by the server as it publishes it.
@@ -132,13 +129,13 @@ def test_a_server_killed_before_the_fork_answers_keeps_the_record_and_gives_one_
     notices = NoticeCenter()
     opened: list[str] = []
 
-    async def navigate(_server: RemoteServer, child: str) -> None:
+    async def navigate(_server: RemoteSource, child: str) -> None:
         opened.append(child)
 
     with serve_process(served_root) as served:
         url, token = served.url, served.token
 
-        async def first_click() -> RemoteServer:
+        async def first_click() -> RemoteSource:
             server = _server(desktop, url, token, notices)
             server.navigator = navigate
             await server.connect()
@@ -187,12 +184,12 @@ def test_a_server_without_fork_targets_is_unsupported_on_every_branch_action(
             await server.connect()
             assert server.state == ConnectionState.CONNECTED and not server.supported
             assert [n.code for n in notices.history] == ["server_unsupported"]
-            transcript = RemoteTranscript(server, source.session_id)
+            transcript = RemoteConversation(server, source.session_id)
             transcript.apply_commits(commits_of(store, source.session_id))
             await transcript.refresh_targets()  # asks nothing of such a server
             assert len(transcript.rows) == 1
             for row in transcript.rows:
-                state = transcript.branch_state(row)
+                state = transcript.server_branch_state(row)
                 assert state.target is None and state.reason == DesktopReason.SERVER_UNSUPPORTED
 
     asyncio.run(scenario())
@@ -230,7 +227,7 @@ def test_a_server_that_goes_away_is_reported_and_reconnected_with_backoff(
             try:
                 await wait_for(lambda: server.state == ConnectionState.CONNECTED)
                 assert [n.code for n in notices.history][-1] == "server_reconnected"
-                assert len(server.entries) == 1
+                assert len(server.listing.index) == 1
             finally:
                 await server.stop()
                 await asyncio.to_thread(_stop, restarted)
@@ -271,7 +268,7 @@ def test_a_server_restarted_mid_turn_shows_the_turn_interrupted(tmp_path: Path) 
             server = _server(desktop, url, token, notices)
             server.start()
             await wait_for(lambda: server.state == ConnectionState.CONNECTED)
-            transcript = await server.open_transcript(source.session_id)
+            transcript = await server.open_conversation(source.session_id)
             follow = asyncio.ensure_future(transcript.follow())
             sending = asyncio.ensure_future(server.send(source.session_id, "a long one"))
             await wait_for(lambda: transcript.running and len(transcript.rows) == 2)
@@ -283,7 +280,7 @@ def test_a_server_restarted_mid_turn_shows_the_turn_interrupted(tmp_path: Path) 
             try:
                 await wait_for(lambda: transcript.rows[-1].end_reason == "interrupted")
                 assert not transcript.running
-                assert transcript.branch_state(transcript.rows[0]).enabled
+                assert transcript.server_branch_state(transcript.rows[0]).enabled
             finally:
                 follow.cancel()
                 await server.stop()
@@ -312,3 +309,38 @@ def test_a_server_from_before_fork_titles_gets_no_title_and_still_forks() -> Non
             ]
 
     asyncio.run(scenario())
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.02)
+
+
+def test_the_host_keeps_its_servers_and_connects_them_again_at_start(tmp_path: Path) -> None:
+    served_root = tmp_path / "served"
+    make_source(SessionStore(served_root), turns=1, title="kept there")
+    desktop = tmp_path / "desktop"
+    desktop.mkdir()
+
+    with serve_process(served_root) as served:
+
+        async def first_start() -> None:
+            host = Host(desktop)
+            source = host.servers.connect("workstation", served.url, served.token, **FAST)
+            await _until(lambda: source.connected)
+            assert host.servers.of(served.url) is source
+            await host.shutdown()
+
+        async def next_start() -> None:
+            host = Host(desktop)
+            [source] = host.servers.connect_saved(**FAST)
+            assert source.name == "workstation"
+            await _until(lambda: source.connected)
+            assert [m.title for m in source.listing.newest_first()] == ["kept there"]
+            await host.shutdown()
+
+        asyncio.run(first_start())
+        assert load_connections(desktop) == [Connection("workstation", served.url)]
+        asyncio.run(next_start())

@@ -100,8 +100,10 @@ def test_a_running_parent_refuses_and_nothing_is_written(
     dialog = _open_dialog(qtbot, app, child)
     dialog.answers.item(0).setCheckState(Qt.CheckState.Checked)
     qtbot.mouseClick(dialog.confirm_button, Qt.MouseButton.LeftButton)
+    refusal = "Wait for the answer to finish, then try again."
+    qtbot.waitUntil(lambda: dialog.error_label.text() == refusal, timeout=WAIT_MS)
     assert dialog.isVisible() and dialog.result_merge is None
-    assert dialog.error_label.text() == "Wait for the answer to finish, then try again."
+    assert dialog.confirm_button.isEnabled()
     session = app.host.session(root)
     assert session is not None and session.projection is not None
     assert session.projection.merges == []

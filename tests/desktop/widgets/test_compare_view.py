@@ -124,7 +124,9 @@ def test_a_turns_branch_menu_compares_the_conversation_with_a_branch(
     )
     action = next(a for a in compare_menu.actions() if "Paint red" in a.text())
     action.trigger()
-    view = app.tab(root).transcript.compare_view
+    transcript = app.tab(root).transcript
+    qtbot.waitUntil(lambda: transcript.compare_view is not None, timeout=WAIT_MS)
+    view = transcript.compare_view
     assert view is not None
     qtbot.waitUntil(view.isVisible, timeout=WAIT_MS)
     assert view.header.text() == "Split after turn 1 of Trip plans"

@@ -19,12 +19,8 @@ from pytestqt.qtbot import QtBot
 
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash
-from branchwise.desktop.host.remote import (
-    Connection,
-    RemoteServer,
-    load_connections,
-    read_token,
-)
+from branchwise.desktop.host.connections import Connection, load_connections, read_token
+from branchwise.desktop.host.sources import RemoteSource
 from branchwise.desktop.host.window_state import RemoteTab, load_window_state
 from branchwise.desktop.widgets.remote_servers import RemoteConversationTab
 
@@ -56,7 +52,7 @@ def current_remote_tab(app: App) -> RemoteConversationTab:
     return widget
 
 
-def connect(app: App, url: str, token: str) -> RemoteServer:
+def connect(app: App, url: str, token: str) -> RemoteSource:
     return app.window.remote_servers.add(Connection("workstation", url), token, **FAST)
 
 
@@ -67,6 +63,30 @@ def open_remote(qtbot: QtBot, app: App, title: str) -> RemoteConversationTab:
         timeout=WAIT_MS,
     )
     return current_remote_tab(app)
+
+
+def test_a_remote_tab_has_the_local_composer(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    seed_session(SessionStore(served_root), ["hello"], title="Shared")
+    app = make_app()
+    local = app.window.open_tab(app.host.create_session().session_id)
+    with serve_process(served_root) as served:
+        connect(app, served.url, served.token)
+        qtbot.waitUntil(lambda: tree_texts(app) == ["workstation", "  Shared"], timeout=WAIT_MS)
+        tab = open_remote(qtbot, app, "Shared")
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 1, timeout=WAIT_MS)
+        composer = tab.composer
+        assert composer.editor.placeholderText() == local.composer.editor.placeholderText()
+        assert composer.editor.placeholderText().startswith("Type a message…")
+        assert not composer.send_button.isEnabled()  # nothing written: nothing to send
+        composer.editor.setPlainText("   ")
+        assert not composer.send_button.isEnabled()
+        composer.editor.setPlainText("hello again")
+        assert composer.send_button.isEnabled()
+        composer.editor.clear()
+        assert not composer.send_button.isEnabled()
 
 
 def test_a_conversation_written_elsewhere_says_busy_and_a_retry_works(
@@ -81,15 +101,15 @@ def test_a_conversation_written_elsewhere_says_busy_and_a_retry_works(
         qtbot.waitUntil(lambda: tree_texts(app) == ["workstation", "  Shared"], timeout=WAIT_MS)
         tab = open_remote(qtbot, app, "Shared")
         qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 1, timeout=WAIT_MS)
-        qtbot.waitUntil(tab.send_button.isEnabled, timeout=WAIT_MS)
         with served_store.open_writer(sid):  # another app writes it on the server's machine
-            tab.editor.setPlainText("are you there?")
-            tab.send_button.click()
+            tab.composer.editor.setPlainText("are you there?")
+            qtbot.waitUntil(tab.composer.send_button.isEnabled, timeout=WAIT_MS)
+            tab.composer.send_button.click()
             qtbot.waitUntil(lambda: BUSY in app.notice_texts(), timeout=WAIT_MS)
             assert len(served_store.read(sid).projection.turns) == 1
-        qtbot.waitUntil(tab.send_button.isEnabled, timeout=WAIT_MS)
-        tab.editor.setPlainText("are you there?")
-        tab.send_button.click()
+        tab.composer.editor.setPlainText("are you there?")
+        qtbot.waitUntil(tab.composer.send_button.isEnabled, timeout=WAIT_MS)
+        tab.composer.send_button.click()
         qtbot.waitUntil(
             lambda: (
                 len(tab.turn_widgets()) == 2 and tab.turn_widgets()[1].row.end_reason == "completed"
@@ -98,7 +118,7 @@ def test_a_conversation_written_elsewhere_says_busy_and_a_retry_works(
         )
 
 
-def _menu_action(app: App, server: RemoteServer, session_id: str | None, text: str) -> QAction:
+def _menu_action(app: App, server: RemoteSource, session_id: str | None, text: str) -> QAction:
     menu = app.window.remote_servers.context_menu(server, session_id)
     found = [a for a in menu.actions() if a.text() == text]
     assert found, [a.text() for a in menu.actions()]
@@ -207,7 +227,7 @@ def _reconnect_saved(app: App) -> None:
     app.window.restore_state(state)
 
 
-def _save_connection(app: App, url: str, token: str) -> RemoteServer:
+def _save_connection(app: App, url: str, token: str) -> RemoteSource:
     app.window.remote_servers.dialog = None
     app.window.remote_servers.connect_action.trigger()
     dialog = app.window.remote_servers.dialog

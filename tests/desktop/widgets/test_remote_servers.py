@@ -23,7 +23,8 @@ from PySide6.QtWidgets import QLineEdit, QTreeWidgetItem
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.remote import TOKENS_DIR, Connection, RemoteTranscript
+from branchwise.desktop.host.connections import TOKENS_DIR, Connection
+from branchwise.desktop.host.sources import RemoteConversation
 from branchwise.desktop.widgets.remote_servers import RemoteConversationTab
 
 FAST = {"backoff": (0.05, 0.1, 0.2), "refresh_interval": 0.1, "timeout": 5.0}
@@ -112,21 +113,33 @@ def test_connect_list_open_and_branch_on_a_server(
         assert tabs.tabText(tabs.indexOf(child_tab)) == "Lab notes (branch 1)"
         server = app.window.remote_servers.servers[0]
         assert server.coordinator.records() == ()
+        # The parent's turn lists its branch in the same menu a local turn has, and opens it.
+        assert not tab.turn_widgets()[1].branches_button.isVisible()
+        qtbot.waitUntil(
+            lambda: tab.turn_widgets()[0].branches_button.isVisibleTo(tab), timeout=WAIT_MS
+        )
+        [listed] = [a for a in tab.turn_widgets()[0].branches_button.menu().actions() if a.text()][
+            :1
+        ]
+        assert "Lab notes (branch 1)" in listed.text()
+        tabs.setCurrentWidget(tab)
+        listed.trigger()
+        qtbot.waitUntil(lambda: tabs.currentWidget() is child_tab, timeout=WAIT_MS)
 
         # A prompt sent from the remote composer runs on the server and streams in.
-        child_tab.editor.setPlainText("one more")
-        child_tab.send_button.click()
+        child_tab.composer.editor.setPlainText("one more")
+        child_tab.composer.send_button.click()
         qtbot.waitUntil(lambda: len(child_tab.turn_widgets()) == 2, timeout=WAIT_MS)
         qtbot.waitUntil(
             lambda: child_tab.turn_widgets()[1].row.end_reason == "completed", timeout=WAIT_MS
         )
         assert len(served_store.read(child_tab.session_id).projection.turns) == 2
-        assert not child_tab.stop_button.isEnabled()
+        assert not child_tab.composer.stop_button.isEnabled()
         # Stop, while the server runs the next turn, ends it as cancelled.
-        child_tab.editor.setPlainText("and another")
-        child_tab.send_button.click()
-        qtbot.waitUntil(child_tab.stop_button.isEnabled, timeout=WAIT_MS)
-        child_tab.stop_button.click()
+        child_tab.composer.editor.setPlainText("and another")
+        child_tab.composer.send_button.click()
+        qtbot.waitUntil(child_tab.composer.stop_button.isEnabled, timeout=WAIT_MS)
+        child_tab.composer.stop_button.click()
         qtbot.waitUntil(
             lambda: (
                 len(child_tab.turn_widgets()) == 3
@@ -134,7 +147,7 @@ def test_connect_list_open_and_branch_on_a_server(
             ),
             timeout=WAIT_MS,
         )
-        qtbot.waitUntil(lambda: not child_tab.stop_button.isEnabled(), timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: not child_tab.composer.stop_button.isEnabled(), timeout=WAIT_MS)
         for tab_widget in app.window.remote_servers.remote_tabs():
             app.window.tabs.tabCloseRequested.emit(app.window.tabs.indexOf(tab_widget))
         assert app.window.remote_servers.remote_tabs() == []
@@ -152,9 +165,9 @@ def test_a_server_without_fork_targets_shows_server_unsupported(
         server = servers.add(Connection("old box", url), "token", **FAST)
         qtbot.waitUntil(lambda: _tree_texts(app) == ["old box"], timeout=WAIT_MS)
         qtbot.waitUntil(lambda: UNSUPPORTED in app.notice_texts(), timeout=WAIT_MS)
-        transcript = RemoteTranscript(server, sid)
-        transcript.apply_commits(commits_of(app.host.store, sid))
-        tab = RemoteConversationTab(transcript, lambda _r: None, lambda _t: None)
+        conversation = RemoteConversation(server, sid)
+        conversation.apply_commits(commits_of(app.host.store, sid))
+        tab = RemoteConversationTab(conversation, lambda _r: None, lambda _t: None)
         qtbot.addWidget(tab)
         [widget] = tab.turn_widgets()
         assert not widget.branch_button.isEnabled()
@@ -201,7 +214,7 @@ def test_a_long_remote_conversation_shows_its_last_page_then_earlier_ones(
         server = servers.add(Connection("workstation", served.url), served.token, **FAST)
         qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  long"], timeout=WAIT_MS)
         tab = run(qtbot, servers.open_remote(server, source.session_id))
-        qtbot.waitUntil(lambda: tab.transcript.complete, timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: len(tab.conversation.rows) == 120, timeout=WAIT_MS)
         assert len(tab.turn_widgets()) == 50
         assert [w.row.index for w in tab.turn_widgets()][:1] == [71]
         assert tab.earlier_button.isVisible()

@@ -1,76 +1,71 @@
-"""Conversations kept on a ``branchwise serve`` server, as the desktop sees them (no Qt).
+"""Where the desktop's conversations come from: this machine's store, or a ``branchwise serve``.
 
-"Connect to server…" saves a connection: its name and URL in
-``<root>/servers.json`` (atomic replace), its token in
-``<root>/server-tokens/<slug>`` with mode 0600 (never in the JSON, never
-logged). A :class:`RemoteServer` then keeps the server's conversation list
-for the sidebar, opens a conversation as a :class:`RemoteTranscript` (the
-server's committed commits replayed into the same projection, rows and fork
-targets a local conversation has), and branches through its own operations
-journal (``<root>/servers/<slug>/fork-operations.json``) and
-``POST /fork-session``: a timeout or a dropped connection leaves the pending
-record, and the next click or start gets the same child, never two
-(docs/architecture.md). A server without ``session-fork-targets-v1`` makes every branch
-action "server unsupported", with no fallback.
+The host's shared paths (branch naming, rows, branch actions, the fork
+journal) ask a :class:`ConversationSource` only the few things that differ
+between the two: a conversation's title and how many forks its parent has.
+:class:`LocalSource` answers from the host's lineage index;
+:class:`RemoteSource` from a server's conversation list, which it keeps
+current while connected and reconnects with growing delays (:data:`BACKOFF`)
+when the server stops answering (one notice each way).
 
-When the server stops answering, one notice says so and the connection is
-retried with growing delays (:data:`BACKOFF`); when it answers again another
-notice says so and the list is refreshed.
+A server's conversation opens as a :class:`RemoteConversation`: the commits
+the server sends are replayed into the same :class:`Projection` a local
+conversation has, so its rows, fork targets and branch actions come from the
+same functions (:func:`rows_from_projection`, :func:`branch_state`). Branching
+goes through the server's own operations journal
+(``<root>/servers/<slug>/fork-operations.json``) and ``POST /fork-session``: a
+timeout or a dropped connection leaves the pending record, and the next click
+or start gets the same child, never two. A server without
+``session-fork-targets-v1`` makes every branch action "server unsupported",
+with no fallback.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
-import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
+from typing import Any, Protocol
 
-import orjson
-
-from branchwise.core.conversation.names import branch_title
-from branchwise.core.errors import (
-    BranchwiseError,
-    InvalidServerUrl,
-    RemoteUnavailable,
-)
+from branchwise.core.conversation.names import branch_title as name_branch
+from branchwise.core.errors import BranchwiseError, RemoteUnavailable
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
-from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.ids import validate_session_id
+from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.projection import Projection
-from branchwise.core.remote.client import RemoteStore, server_url
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
 from branchwise.core.search.query import SearchResult
-from branchwise.core.store.manifest import given_title
+from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
-from branchwise.desktop.host.branching import BranchOutcome, ForkCoordinator
+from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
+from branchwise.desktop.host.connections import (
+    JOURNALS_DIR,
+    Connection,
+    load_connections,
+    read_token,
+    save_connection,
+)
+from branchwise.desktop.host.conversation import Conversation
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
-    PAGE_SIZE,
     BranchState,
-    Entry,
     Row,
     TargetTable,
-    branch_state,
     rows_from_projection,
 )
 
-SERVERS_FILE = "servers.json"
-TOKENS_DIR = "server-tokens"
-JOURNALS_DIR = "servers"
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 15.0, 30.0)
 """Seconds between reconnection attempts; the last repeats."""
 REFRESH_INTERVAL = 10.0
 """Seconds between looks at the server's conversation list while connected."""
 IDLE_WAIT = 20
-"""Seconds a transcript's long-poll waits for a commit while nothing writes the conversation."""
+"""Seconds a conversation's long-poll waits for a commit while nothing writes it."""
 RUNNING_WAIT = 2
 """... and while something does, so "running" ends soon after a writer lets go without a commit."""
 
@@ -78,93 +73,56 @@ log = logging.getLogger(__name__)
 Listener = Callable[[], None]
 
 
-# -- saved connections --------------------------------------------------------------------------
+class ConversationSource(Protocol):
+    """What the shared host paths need to know of where conversations live."""
+
+    def title(self, session_id: str) -> str:
+        """A conversation's best known title ("" when it has none yet)."""
+        ...
+
+    def fork_count(self, session_id: str) -> int:
+        """How many forks of this conversation the source knows of."""
+        ...
 
 
-@dataclass(frozen=True, slots=True)
-class Connection:
-    """A saved server: the name the sidebar shows and where it is.
+def branch_title(source: ConversationSource, request: ForkRequest) -> str | None:
+    """The title a new branch of ``request``'s source gets: "<title> (branch N)".
 
-    Attributes:
-        name: the server's name in the sidebar.
-        url: its base URL (``http(s)://host:port``).
+    The one place the desktop names a branch, for local and server
+    conversations alike. N counts the parent's forks the source knows of,
+    this one included. The fork writes it into the child as it publishes it
+    (a server that cannot take a title keeps the inherited one); ``None`` (a
+    parent with no title yet) keeps the inherited one.
+    """
+    parent = request.source_session_id
+    return name_branch(source.title(parent), source.fork_count(parent))
+
+
+def forks_of(index: LineageIndex, session_id: str) -> int:
+    """How many forks of a conversation a lineage index holds (children are not forks)."""
+    return sum(1 for manifest in index.children(session_id) if manifest.kind == "fork")
+
+
+class LocalSource:
+    """This machine's store, as the host's lineage index and open conversations know it.
+
+    Args:
+        index: the host's lineage index (built lazily, so asked each time).
+        title: the host's best known title (an open conversation's is newer
+            than its manifest's).
     """
 
-    name: str
-    url: str
+    def __init__(self, index: Callable[[], LineageIndex], title: Callable[[str], str]) -> None:
+        self._index = index
+        self._title = title
 
-    @property
-    def slug(self) -> str:
-        """The file-name-safe key of this server's token and journal."""
-        return hashlib.sha256(self.url.encode()).hexdigest()[:16]
+    def title(self, session_id: str) -> str:
+        """The title an open conversation or its manifest has."""
+        return self._title(session_id)
 
-
-def default_name(url: str) -> str:
-    """The name a server gets when none is typed: its ``host:port``."""
-    parts = urlsplit(url)
-    return parts.netloc or url
-
-
-def save_connection(root: Path, name: str, url: str, token: str) -> Connection:
-    """Remember a server (replacing one of the same URL); the token goes to a 0600 file.
-
-    Raises:
-        InvalidServerUrl: ``url`` is not an http(s) URL, or ``token`` is empty.
-    """
-    url = server_url(url)
-    token = token.strip()
-    if not token or any(c.isspace() for c in token):
-        raise InvalidServerUrl("the server's token is missing or malformed", url=url)
-    connection = Connection(name.strip() or default_name(url), url)
-    tokens = Path(root) / TOKENS_DIR
-    tokens.mkdir(mode=0o700, parents=True, exist_ok=True)
-    os.chmod(tokens, 0o700)
-    atomic_write_bytes(tokens / connection.slug, token.encode() + b"\n", mode=0o600)
-    kept = [c for c in load_connections(root) if c.url != url]
-    _write_connections(root, [*kept, connection])
-    return connection
-
-
-def forget_connection(root: Path, connection: Connection) -> None:
-    """Remove a saved server and its token (its journal stays, so pending forks still resolve)."""
-    _write_connections(root, [c for c in load_connections(root) if c.url != connection.url])
-    with contextlib.suppress(FileNotFoundError):
-        (Path(root) / TOKENS_DIR / connection.slug).unlink()
-
-
-def load_connections(root: Path) -> list[Connection]:
-    """The saved servers, in the order they were added (an unreadable file holds none)."""
-    try:
-        data = orjson.loads((Path(root) / SERVERS_FILE).read_bytes())
-    except FileNotFoundError:
-        return []
-    except (OSError, orjson.JSONDecodeError):
-        log.warning("%s is unreadable; no servers are listed", SERVERS_FILE)
-        return []
-    found = []
-    for item in data.get("servers", []) if isinstance(data, dict) else []:
-        if isinstance(item, dict) and isinstance(item.get("name"), str):
-            try:
-                found.append(Connection(item["name"], server_url(str(item.get("url", "")))))
-            except InvalidServerUrl:
-                continue
-    return found
-
-
-def read_token(root: Path, connection: Connection) -> str:
-    """The saved token of a server ("" when it is gone)."""
-    try:
-        return (Path(root) / TOKENS_DIR / connection.slug).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError):
-        return ""
-
-
-def _write_connections(root: Path, connections: Sequence[Connection]) -> None:
-    data = {"format": 1, "servers": [{"name": c.name, "url": c.url} for c in connections]}
-    atomic_write_bytes(Path(root) / SERVERS_FILE, orjson.dumps(data, option=orjson.OPT_INDENT_2))
-
-
-# -- one server ---------------------------------------------------------------------------------
+    def fork_count(self, session_id: str) -> int:
+        """The conversation's forks in the lineage index."""
+        return forks_of(self._index(), session_id)
 
 
 class ConnectionState(StrEnum):
@@ -176,93 +134,49 @@ class ConnectionState(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class RemoteEntry:
-    """One conversation in a server's list, as the sidebar needs it.
+class Listing:
+    """A server's conversation list, as the local one is kept.
 
     Attributes:
-        session_id: its id on the server.
-        title: its title.
-        parent_id: the conversation it was branched from (on the same server).
-        created_at: creation time (Unix seconds), for ordering.
-        running: a turn runs in it now.
-        kind: ``root``, ``fork`` or ``child`` ("" from a server that does not say).
+        index: the conversations' manifests (the server lists them as they are
+            stored), by id and lineage, as this machine's are.
+        running: the conversations a turn runs in now.
     """
 
-    session_id: str
-    title: str
-    parent_id: str | None
-    created_at: float
-    running: bool
-    kind: str = ""
+    index: LineageIndex
+    running: frozenset[str] = frozenset()
 
-
-def _entries(answer: dict[str, Any]) -> list[RemoteEntry]:
-    found = []
-    for item in answer.get("sessions", []):
-        if not isinstance(item, dict) or not isinstance(item.get("sessionId"), str):
-            continue
-        parent = item.get("parent")
-        parent_id = parent.get("sessionId") if isinstance(parent, dict) else None
-        created = item.get("createdAt")
-        found.append(
-            RemoteEntry(
-                item["sessionId"],
-                str(item.get("title") or ""),
-                parent_id if isinstance(parent_id, str) else None,
-                float(created) if isinstance(created, int | float) else 0.0,
-                item.get("running") is True,
-                str(item.get("kind") or ""),
-            )
+    @classmethod
+    def of(cls, answer: dict[str, Any]) -> Listing:
+        """The listing of a ``GET /sessions`` answer (an unusable entry is left out)."""
+        items = [item for item in answer.get("sessions", []) if isinstance(item, dict)]
+        manifests = []
+        for item in items:
+            try:
+                manifests.append(Manifest.from_json(item))
+            except BranchwiseError:
+                log.warning("a server listed a conversation this app cannot read")
+        running = frozenset(
+            item["sessionId"]
+            for item in items
+            if item.get("running") is True and isinstance(item.get("sessionId"), str)
         )
-    return found
+        return cls(LineageIndex.build(manifests), running)
 
+    def newest_first(self) -> list[Manifest]:
+        """The conversations, newest first (as the server lists them)."""
+        return sorted(self.index.by_id.values(), key=creation_order, reverse=True)
 
-def rows_from_page(page: dict[str, Any]) -> list[Row]:
-    """The rows of one transcript page (``GET /sessions/{id}?limit=N``).
-
-    They equal the rows a full replay gives for those turns (the page's
-    messages name their turn); history without turns waits for the replay.
-
-    Raises:
-        RemoteUnavailable: the page does not have the expected shape.
-    """
-    try:
-        offset = int(page["page"]["offset"])
-        by_turn: dict[str, list[Entry]] = {}
-        for message in page["messages"]:
-            turn_id = message.get("turnId")
-            if isinstance(turn_id, str):
-                by_turn.setdefault(turn_id, []).append(
-                    Entry(str(message["messageId"]), str(message["role"]), str(message["content"]))
-                )
-        rows = []
-        for position, turn in enumerate(page["turns"]):
-            turn_id = str(turn["turnId"])
-            entries = by_turn.get(turn_id, [])
-            end_reason = turn.get("endReason")
-            if end_reason is None and entries and entries[-1].role == "assistant":
-                last = entries[-1]
-                entries[-1] = Entry(last.message_id, last.role, last.content, True)
-            rows.append(
-                Row(
-                    row_id=turn_id,
-                    turn_id=turn_id,
-                    index=offset + position + 1,
-                    answer_id=turn.get("messageId"),
-                    entries=tuple(entries),
-                    end_reason=end_reason,
-                )
-            )
-        return rows
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise RemoteUnavailable("the server sent a malformed transcript page") from exc
+    def same_as(self, other: Listing) -> bool:
+        """Whether nothing the sidebar shows differs."""
+        return self.index.by_id == other.index.by_id and self.running == other.running
 
 
 def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
-    """Core's :class:`ForkTargetSet` from a server's §3.1 answer.
+    """Core's :class:`ForkTargetSet` from a server's ``GET /sessions/{id}/fork-targets`` answer.
 
     Raises:
-        RemoteUnavailable: the answer does not have the §3.1 shape.
+        RemoteUnavailable: the answer does not have that shape.
     """
     try:
         source = answer["source"]
@@ -286,80 +200,62 @@ def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
         raise RemoteUnavailable("the server sent malformed fork targets") from exc
 
 
-class RemoteTranscript:
+class RemoteConversation(Conversation):
     """One server conversation: its projection, rows and fork targets, kept up to date.
 
     The server's commits are replayed into the same :class:`Projection` a
-    local conversation has, so rows and branch actions are computed by the
-    same functions (:func:`rows_from_projection`, :func:`branch_state`).
+    local conversation has, so rows, branch actions and Retry's prompt are
+    computed by the same functions as a local conversation's.
 
     Args:
         server: the server it lives on.
         session_id: the conversation.
     """
 
-    def __init__(self, server: RemoteServer, session_id: str) -> None:
+    def __init__(self, server: RemoteSource, session_id: str) -> None:
+        super().__init__(validate_session_id(session_id))
         self.server = server
-        self.session_id = validate_session_id(session_id)
-        self.projection = Projection.replay([])
+        self._projection = Projection.replay([])
         self.last_seq = 0
         self.running = False
-        self.table: TargetTable | None = None
-        self._complete = False
-        self._page_rows: list[Row] = []
-        self._page_title = ""
         self._listeners: list[Listener] = []
 
     @property
-    def complete(self) -> bool:
-        """The whole history is here (not only the first page)."""
-        return self._complete
-
-    @property
-    def rows(self) -> list[Row]:
-        """The transcript's rows, as a local conversation's (the last page until all arrived)."""
-        if not self.complete:
-            return list(self._page_rows)
-        return rows_from_projection(self.projection)
+    def projection(self) -> Projection:
+        """The server's committed commits, replayed."""
+        return self._projection
 
     @property
     def title(self) -> str:
         """The conversation's title."""
-        return self.projection.title or self._page_title or self.server.title(self.session_id)
+        return self.projection.title or self.server.title(self.session_id)
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
         """Call ``listener()`` after each change; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
-    def branch_state(self, row: Row) -> BranchState:
+    def server_branch_state(self, row: Row) -> BranchState:
         """The branch action of one row (disabled "server unsupported" on such a server)."""
-        return branch_state(
-            row,
-            self.table,
-            in_flight=self.server.in_flight,
-            server_supported=self.server.supported,
+        return self.branch_state(
+            row, in_flight=self.server.branches.in_flight, server_supported=self.server.supported
         )
 
-    async def load(self) -> None:
-        """Read the last page of turns and the fork targets: enough to show the tab.
+    def branches_at(self, row: Row) -> list[Manifest]:
+        """The server's conversations branched from this row's turn, as a local row lists them."""
+        if row.turn_id is None:
+            return []
+        return self.server.listing.index.branches_at(self.session_id, row.turn_id)
 
-        The whole history (for scrolling back, and to follow new commits)
-        arrives with :meth:`follow`; the rows are the same either way.
+    async def load(self) -> None:
+        """Read every committed commit and the fork targets: enough to show the tab.
 
         Raises:
             RemoteRefusal: the server refused (e.g. the conversation is gone).
             RemoteUnavailable: it could not be asked.
         """
-        page = await self.server.remote.show(self.session_id, limit=PAGE_SIZE)
-        self._page_rows = rows_from_page(page)
-        self._page_title = str(page.get("title") or "")
-        self.running = page.get("running") is True
-        await self.refresh_targets()
-
-    async def load_all(self) -> None:
-        """Read every committed commit (the first step of :meth:`follow`)."""
         await self._pull(wait=0)
+        await self.refresh_targets()
 
     async def refresh_targets(self) -> None:
         """Ask the server for this conversation's fork targets again."""
@@ -367,7 +263,7 @@ class RemoteTranscript:
             self._changed()
             return
         answer = await self.server.remote.fork_targets(self.session_id)
-        self.table = TargetTable.of(targets_from_json(answer))
+        self.targets = TargetTable.of(targets_from_json(answer))
         self._changed()
 
     async def follow(self) -> None:
@@ -378,20 +274,12 @@ class RemoteTranscript:
         """
         while True:
             try:
-                ended = await self._pull(wait=self._next_wait())
+                ended = await self._pull(wait=RUNNING_WAIT if self.running else IDLE_WAIT)
                 if ended:
                     await self.refresh_targets()
             except RemoteUnavailable:
                 await self.server.lost()
                 await self.server.wait_connected()
-
-    def _next_wait(self) -> int:
-        """How long the next long-poll may wait: none before the history is in; shortly while
-        the conversation is being written (its writer may let go without a commit, and the
-        server only learns what this client believes from the answer it gave); else long."""
-        if not self.complete:
-            return 0
-        return RUNNING_WAIT if self.running else IDLE_WAIT
 
     async def _pull(self, wait: int) -> bool:
         """Apply the commits after ``last_seq``; whether one of them ended a turn."""
@@ -399,37 +287,36 @@ class RemoteTranscript:
         return self.apply_commits(answer["commits"], running=answer.get("running") is True)
 
     def apply_commits(self, commits: list[list[dict[str, Any]]], *, running: bool = False) -> bool:
-        """Apply commits as the events route gives them; whether one of them ended a turn.
-
-        After the first call the transcript is complete: its rows come from
-        the replayed history instead of the first page.
-        """
-        first = not self._complete
-        ended = False
+        """Apply commits as the events route gives them; whether one of them ended a turn."""
+        ended_before = _ended_turns(self.projection)
         for commit in commits:
             if commit:
                 self.projection.apply(commit)
                 self.last_seq = int(commit[-1]["seq"])
-                ended = ended or any(e.get("type") == "turn/end" for e in commit)
-        self._complete = True
-        if first or commits or running != self.running:
+        if commits:
+            self._set_rows(rows_from_projection(self.projection))
+        if commits or running != self.running:
             self.running = running
             self._changed()
-        return ended
+        return _ended_turns(self.projection) > ended_before
 
     def _changed(self) -> None:
         for listener in list(self._listeners):
             try:
                 listener()
             except Exception:  # noqa: BLE001 - one broken view must not stop the others
-                log.exception("a remote transcript listener failed")
+                log.exception("a remote conversation listener failed")
 
 
-Navigator = Callable[["RemoteServer", str], Awaitable[None]]
+def _ended_turns(projection: Projection) -> int:
+    return sum(1 for turn in projection.turns if not turn.is_open)
 
 
-class RemoteServer:
-    """A connection to one ``branchwise serve``: its list, its transcripts, its branching.
+Navigator = Callable[["RemoteSource", str], Awaitable[None]]
+
+
+class RemoteSource:
+    """A connection to one ``branchwise serve``: its list, its conversations, its branching.
 
     Args:
         root: the desktop's data root (the journal lives under it).
@@ -443,7 +330,7 @@ class RemoteServer:
     Attributes:
         state: where the connection is.
         supported: the server advertises ``session-fork-targets-v1``.
-        entries: the server's conversations, newest first.
+        listing: the server's conversations and their lineage.
         navigator: opens a remote conversation in a tab (set by the window).
     """
 
@@ -465,14 +352,18 @@ class RemoteServer:
         journal = Path(root) / JOURNALS_DIR / connection.slug
         journal.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.coordinator = ForkCoordinator(
-            journal, self.backend, notices, self._open_child, namer=self.branch_title
+            journal,
+            self.backend,
+            notices,
+            self._open_child,
+            namer=lambda request: branch_title(self, request),
         )
         self.state = ConnectionState.CONNECTING
         self.supported = True
         self.capabilities: frozenset[str] = frozenset()
-        self.entries: list[RemoteEntry] = []
+        self.listing = Listing(LineageIndex())
         self.navigator: Navigator | None = None
-        self.in_flight: set[tuple[str, str]] = set()
+        self.branches = BranchClicks(lambda: self.coordinator, lambda _sid: self._changed())
         self._backoff = tuple(backoff) or BACKOFF
         self._refresh_interval = refresh_interval
         self._listeners: list[Listener] = []
@@ -481,7 +372,7 @@ class RemoteServer:
         self._outage_reported = False
 
     def __repr__(self) -> str:
-        return f"RemoteServer({self.connection.url!r})"
+        return f"RemoteSource({self.connection.url!r})"
 
     @property
     def name(self) -> str:
@@ -490,7 +381,8 @@ class RemoteServer:
 
     def title(self, session_id: str) -> str:
         """A conversation's title from the list ("" when not listed)."""
-        return next((e.title for e in self.entries if e.session_id == session_id), "")
+        manifest = self.listing.index.by_id.get(session_id)
+        return manifest.title if manifest is not None else ""
 
     def report(self, exc: BranchwiseError) -> None:
         """Post a failed request as one notice that names this server.
@@ -540,7 +432,7 @@ class RemoteServer:
         self.backend = RemoteForkBackend(self.remote)
         self.coordinator.backend = self.backend
         answer = await self.remote.list_sessions()
-        self.entries = _entries(answer)
+        self.listing = Listing.of(answer)
         was_down = self.state == ConnectionState.DISCONNECTED
         self.state = ConnectionState.CONNECTED
         self._connected.set()
@@ -593,18 +485,18 @@ class RemoteServer:
         except RemoteUnavailable:
             await self.lost()
             return
-        entries = _entries(answer)
-        if entries != self.entries:
-            self.entries = entries
+        listing = Listing.of(answer)
+        if not listing.same_as(self.listing):
+            self.listing = listing
             self._changed()
 
     # -- conversations ----------------------------------------------------------------------
 
-    async def open_transcript(self, session_id: str) -> RemoteTranscript:
-        """A loaded transcript of one of the server's conversations."""
-        transcript = RemoteTranscript(self, session_id)
-        await transcript.load()
-        return transcript
+    async def open_conversation(self, session_id: str) -> RemoteConversation:
+        """A loaded conversation of this server."""
+        conversation = RemoteConversation(self, session_id)
+        await conversation.load()
+        return conversation
 
     async def create_session(self, title: str = "") -> str:
         """A new conversation on the server; its id."""
@@ -615,7 +507,7 @@ class RemoteServer:
     async def send(self, session_id: str, text: str) -> dict[str, Any]:
         """Send a prompt; the turn runs on the server. Its ``session say`` result.
 
-        The answer's text reaches open transcripts through their events.
+        The answer's text reaches open conversations through their events.
         """
         result: dict[str, Any] = {}
         async for record in self.remote.send_turn(session_id, text):
@@ -676,31 +568,22 @@ class RemoteServer:
     # -- branching ----------------------------------------------------------------------------
 
     async def request_branch(self, request: ForkRequest) -> str | None:
-        """Branch through this server's journal and ``POST /fork-session`` (docs/architecture.md).
+        """Branch through this server's journal and ``POST /fork-session``.
 
         Returns the child's id when its tab opened; ``None`` when refused or
         uncertain (the journal keeps an uncertain record; a second click
         reuses its operation id). The notice channel says which.
         """
-        key = (request.source_session_id, request.turn_id)
-        if key in self.in_flight:
+        outcome = await self.branches.request(request)
+        if outcome is None:
             return None
-        self.in_flight.add(key)
-        self._changed()
-        try:
-            outcome: BranchOutcome = await self.coordinator.branch(request)
-        finally:
-            self.in_flight.discard(key)
-            self._changed()
         if outcome.reason == "remote_unavailable":
             await self.lost()
         return outcome.child_session_id if outcome.opened else None
 
-    def branch_title(self, request: ForkRequest) -> str | None:
-        """ "<title> (branch N)", as a local branch is named (the server writes it, if it can)."""
-        source = request.source_session_id
-        forks = [e for e in self.entries if e.parent_id == source and e.kind == "fork"]
-        return branch_title(self.title(source), len(forks))
+    def fork_count(self, session_id: str) -> int:
+        """The conversation's forks in the server's list."""
+        return forks_of(self.listing.index, session_id)
 
     async def _open_child(self, child_id: str) -> None:
         """The coordinator's opener: list the new branch, then open its tab (raises if not)."""
@@ -714,3 +597,61 @@ class RemoteServer:
                 listener()
             except Exception:  # noqa: BLE001 - one broken view must not stop the others
                 log.exception("a remote server listener failed")
+
+
+Spawn = Callable[[Coroutine[Any, Any, Any], str], object]
+
+
+class Servers:
+    """The ``branchwise serve`` servers this app connects to; the host owns them.
+
+    Saving a connection writes its files (:mod:`~branchwise.desktop.host.connections`);
+    connecting starts its :class:`RemoteSource` in the background. Views
+    listen to each source for its state and list.
+
+    Args:
+        root: the desktop's data root.
+        notices: the app's notice channel.
+        spawn: runs a coroutine as a task whose failure becomes a notice.
+    """
+
+    def __init__(self, root: Path, notices: NoticeCenter, spawn: Spawn) -> None:
+        self.root = Path(root)
+        self.notices = notices
+        self._spawn = spawn
+        self.sources: list[RemoteSource] = []
+
+    def of(self, url: str | None) -> RemoteSource | None:
+        """The connected server with this URL."""
+        return next((s for s in self.sources if s.connection.url == url), None)
+
+    def connect_saved(self, **options: Any) -> list[RemoteSource]:
+        """Connect to every saved server (at start)."""
+        return [
+            self.add(connection, read_token(self.root, connection), **options)
+            for connection in load_connections(self.root)
+        ]
+
+    def connect(self, name: str, url: str, token: str, **options: Any) -> RemoteSource:
+        """Save a new server (its token in a private file) and connect to it.
+
+        Raises:
+            InvalidServerUrl: ``url`` is not an http(s) URL, or ``token`` is empty.
+        """
+        connection = save_connection(self.root, name, url, token)
+        return self.add(connection, token.strip(), **options)
+
+    def add(self, connection: Connection, token: str, **options: Any) -> RemoteSource:
+        """Connect to a server in the background (one with the same URL is replaced)."""
+        for old in [s for s in self.sources if s.connection.url == connection.url]:
+            self.sources.remove(old)
+            self._spawn(old.stop(), "disconnect from a server")
+        source = RemoteSource(self.root, connection, token, self.notices, **options)
+        self.sources.append(source)
+        source.start()
+        return source
+
+    async def stop_all(self) -> None:
+        """Stop every connection (the app is closing)."""
+        for source in self.sources:
+            await source.stop()

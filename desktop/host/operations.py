@@ -1,0 +1,163 @@
+"""What a widget asks the host to do that reads logs, writes files or calls the network.
+
+Modelled on Anki's operations (``CollectionOp``/``QueryOp``): a widget asks,
+the work runs off the UI thread, and the answer comes back to the widget that
+asked. Work that changes what the app shows reports :class:`Changes` carrying
+its *initiator* (the widget that asked), broadcast to every view so the others
+refresh and the initiator can skip its own refresh. A refusal becomes one
+notice in the user's words; the widget only shows the outcome.
+
+Widgets never write a file, read a log or call the network themselves:
+
+- :meth:`Operations.export` renders a conversation and writes the file;
+- :meth:`Operations.compare` reads both conversations' logs;
+- :meth:`Operations.list_models` and :meth:`Operations.detect_servers` ask
+  model servers (the settings dialog's "Refresh" and "Detect local servers").
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from branchwise.core.conversation.compare import Comparison, compare
+from branchwise.core.conversation.export.common import format_for_path, write_export
+from branchwise.core.conversation.export.json import encode_json, export_document
+from branchwise.core.conversation.export.markdown import render_markdown
+from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ProviderError
+from branchwise.core.providers.detect import DetectedServer, candidate_urls, detect_servers
+from branchwise.core.providers.openai import OpenAIProvider
+from branchwise.core.settings import Settings, resolve_api_key
+from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.compare_rows import split_turn
+from branchwise.desktop.host.notices import Level, NoticeCenter
+
+
+class OperationsOwner(Protocol):
+    """What the operations need of the host that owns them (which imports this module)."""
+
+    @property
+    def store(self) -> SessionStore:
+        """The session store."""
+        ...
+
+    @property
+    def notices(self) -> NoticeCenter:
+        """The notice channel."""
+        ...
+
+    def title(self, session_id: str) -> str:
+        """A conversation's best known title."""
+        ...
+
+    def emit(self, changes: Changes) -> Changes:
+        """Broadcast what changed."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """Two conversations compared, ready to show.
+
+    Attributes:
+        comparison: core's comparison (the common point and each side's turns).
+        common_title: the title of the conversation both come from ("" if none).
+        shared_turns: the number of the last turn both share (0: none).
+    """
+
+    comparison: Comparison
+    common_title: str
+    shared_turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelList:
+    """A model server's answer to "which models do you offer?".
+
+    Attributes:
+        models: the model ids, in the server's order.
+        unlisted: a reason code when the server does not list models (not a
+            failure: such a server chats with a typed model name).
+        failure: a reason code when the server could not be asked.
+    """
+
+    models: tuple[str, ...] = ()
+    unlisted: str | None = None
+    failure: str | None = None
+
+
+class Operations:
+    """The host's operations a widget starts (see the module's docstring).
+
+    Args:
+        owner: the host.
+    """
+
+    def __init__(self, owner: OperationsOwner) -> None:
+        self._owner = owner
+
+    async def export(self, session_id: str, path: Path, *, initiator: object = None) -> Changes:
+        """Write a conversation to ``path`` (Markdown, or JSON for ``.json``); replaces the file.
+
+        The save dialog already asked before replacing a file. Success and
+        refusal are notices; nothing the app shows changes, so the returned
+        changes name only the initiator.
+        """
+        store = self._owner.store
+
+        def render() -> None:
+            if format_for_path(path) == "json":
+                data = encode_json(export_document(store, session_id))
+            else:
+                data = render_markdown(store, session_id).encode()
+            write_export(path, data, overwrite=True)
+
+        try:
+            await asyncio.to_thread(render)
+        except BranchwiseError as exc:
+            self._owner.notices.post(exc.code, Level.ERROR, detail=exc.message)
+        else:
+            self._owner.notices.post(
+                "conversation_exported",
+                Level.SUCCESS,
+                title=self._owner.title(session_id),
+                path=str(path),
+            )
+        return self._owner.emit(Changes(initiator=initiator))
+
+    async def compare(self, session_id: str, other_id: str) -> Compared | None:
+        """Read two conversations of one tree and compare them (``None``: refused, a notice)."""
+        store = self._owner.store
+
+        def read() -> Compared:
+            comparison = compare(store, session_id, other_id)
+            title, turn = split_turn(store, comparison)
+            return Compared(comparison, title, turn)
+
+        try:
+            return await asyncio.to_thread(read)
+        except BranchwiseError as exc:
+            self._owner.notices.post(exc.code, Level.ERROR, **exc.details)
+            return None
+
+    async def list_models(self, draft: Settings) -> ModelList:
+        """The models of the server ``draft`` names (its address and key as typed, unsaved)."""
+        try:
+            provider = OpenAIProvider(draft.base_url, "", api_key=resolve_api_key(draft))
+            models = await provider.list_models()
+        except ModelListUnavailable as exc:
+            return ModelList(unlisted=exc.code)
+        except ProviderError as exc:
+            return ModelList(failure=exc.code)
+        return ModelList(models=tuple(models))
+
+    async def detect_servers(
+        self, draft: Settings, candidates: Sequence[str] | None = None
+    ) -> list[DetectedServer]:
+        """The model servers on this machine that answer, ``draft``'s own address first."""
+        urls = list(candidates) if candidates is not None else candidate_urls(draft)
+        return await detect_servers(urls)
