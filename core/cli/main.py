@@ -16,6 +16,7 @@ import io
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from branchwise.core.cli import (
     actions,
@@ -163,6 +164,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # A command returns the JSON to print, or an exit status once it printed its own report.
+    result: dict[str, Any] | int
     try:
         if getattr(args, "server", None) is not None:  # the command runs on that server
             result = remote.run_remote(args)
@@ -175,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
         return USAGE_ERROR if isinstance(exc, InvalidArgument) else 1
     if isinstance(result, int):  # the command printed its own report
         return result
-    exit_code = int(result.pop("_exit", 0)) if isinstance(result, dict) else 0
+    exit_code = int(result.pop("_exit", 0))
     print_json(result)
     return exit_code
 

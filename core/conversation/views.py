@@ -71,9 +71,13 @@ def session_show(
         "config": projection.settings.to_json(),
         "turns": [turn.to_json() for turn in turns],
         "messages": [
-            {"messageId": m.message_id, "role": m.role, "content": m.content}
-            # A page's messages name their turn, so a client can build its rows from it.
-            | ({"turnId": m.turn_id} if page is not None else {})
+            {
+                "messageId": m.message_id,
+                "role": m.role,
+                "content": m.content,
+                # A page's messages name their turn, so a client can build its rows from it.
+                **({"turnId": m.turn_id} if page is not None else {}),
+            }
             for m in messages
         ],
         "usage": {

@@ -39,13 +39,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
+    ActiveAuthority,
+    BoundaryNotAtomic,
     BranchwiseError,
     CorruptLog,
     DiskFull,
@@ -57,9 +59,9 @@ from branchwise.core.errors import (
     SessionExists,
     SessionNotFound,
     StaleSource,
+    TurnOpen,
     UnknownTurn,
     Unverifiable,
-    error_class,
 )
 from branchwise.core.fork.operations import ForkRequest, OperationIndex
 from branchwise.core.fork.seeding import (
@@ -72,6 +74,7 @@ from branchwise.core.fork.seeding import (
 )
 from branchwise.core.fork.targets import (
     LogReplay,
+    TargetReason,
     TargetsCache,
     load_source_manifest,
     target_of,
@@ -188,6 +191,15 @@ def _start_settings(data: bytes) -> ConversationSettings | None:
     return None if settings.empty else settings
 
 
+# The error each reason of an unavailable fork target is refused with.
+_REFUSALS: Mapping[TargetReason, type[BranchwiseError]] = {
+    TargetReason.TURN_OPEN: TurnOpen,
+    TargetReason.ACTIVE_AUTHORITY: ActiveAuthority,
+    TargetReason.BOUNDARY_NOT_ATOMIC: BoundaryNotAtomic,
+    TargetReason.UNVERIFIABLE: Unverifiable,
+}
+
+
 def _check_cut(cut: _Replay, source_id: str, turn_id: str, boundary: int) -> None:
     """Refuse, with the target's own reason, anything but an available target's boundary."""
     tracker = cut.tracker
@@ -201,13 +213,13 @@ def _check_cut(cut: _Replay, source_id: str, turn_id: str, boundary: int) -> Non
         raise UnknownTurn(f"session {source_id} has no turn {turn_id}", **details)
     target = target_of(turn)
     if turn.is_open:
-        raise error_class(str(target.reason))(
+        raise TurnOpen(
             f"turn {turn_id} has not finished yet, so it has no boundary to branch from",
             **details,
         )
     if boundary != turn.boundary_sequence:
         if cut.splits_commit:
-            raise error_class("boundary_not_atomic")(
+            raise BoundaryNotAtomic(
                 f"seq {boundary} is inside a commit; turn {turn_id} ends at "
                 f"{turn.boundary_sequence}",
                 **details,
@@ -217,8 +229,8 @@ def _check_cut(cut: _Replay, source_id: str, turn_id: str, boundary: int) -> Non
             currentBoundarySequence=turn.boundary_sequence,
             **details,
         )
-    if not target.available:
-        raise error_class(str(target.reason))(
+    if target.reason is not None:  # an unavailable target always says why
+        raise _REFUSALS[TargetReason(target.reason)](
             f"turn {turn_id} cannot be forked: {target.reason}",
             openAuthority=list(turn.open_authority),
             **details,

@@ -135,9 +135,9 @@ def import_path(
             publish()
 
     def publish() -> None:
-        built = [b for r in batch for b in r.built if b.folder is not None]
-        outcome = publish_batch(store, [(b.folder, b.conversation.session_id) for b in built])
-        lost = {id(b) for b, published in zip(built, outcome, strict=True) if not published}
+        built = [(b, b.folder) for r in batch for b in r.built if b.folder is not None]
+        outcome = publish_batch(store, [(folder, b.conversation.session_id) for b, folder in built])
+        lost = {id(b) for (b, _), published in zip(built, outcome, strict=True) if not published}
         for result in batch:
             state.take(result, lost)
         batch.clear()

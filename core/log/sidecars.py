@@ -214,7 +214,7 @@ class CommitEntries:
 _NO_ENTRIES = CommitEntries((), ())
 
 
-def frame_crc(data: bytes | memoryview, offset: int) -> int:
+def frame_crc(data: bytes | bytearray | memoryview, offset: int) -> int:
     """The payload CRC32 the frame header at ``offset`` holds."""
     return int(HEADER.unpack_from(data, offset)[3])
 

@@ -108,7 +108,7 @@ class _WireView(Projection):
         message = self.message(message_id) if message_id is not None else None
         if message is None:
             raise ValueError(f"message/delta at seq {event['seq']} continues no answer")
-        self._answers[int(event["seq"])] = (message_id, message.content, message.model)
+        self._answers[int(event["seq"])] = (message.message_id, message.content, message.model)
 
     _HOOKS: ClassVar[Mapping[str, Hook]] = {
         **Projection._HOOKS,
