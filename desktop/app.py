@@ -102,7 +102,7 @@ async def run_window(
     code, language_notice = choose_language(lang, host.settings.language, system_locale())
     set_language(code)
     if language_notice is not None:
-        notices.post(language_notice.code, Level.WARNING, **language_notice.params)
+        notices.post(language_notice.code, Level.WARNING, value=language_notice.value)
     bridge = LanguageBridge(app)
     host.start()
     first_run = FirstRun(host)

@@ -147,7 +147,7 @@ class LanguageNotice:
     """A language setting we could not honour; shown once, never fatal.
 
     Attributes:
-        value: the setting as given.
+        value: the setting as given (the reason text's ``value`` placeholder).
         source: where it came from, ``"cli"`` (``--lang``) or ``"saved"``.
         code: the reason code for :func:`branchwise.core.i18n.reasons.reason_text`.
     """
@@ -155,11 +155,6 @@ class LanguageNotice:
     value: str
     source: str
     code: str = UNKNOWN_LANGUAGE
-
-    @property
-    def params(self) -> dict[str, str]:
-        """Placeholders of the reason text."""
-        return {"value": self.value}
 
 
 def choose_language(

@@ -120,7 +120,17 @@ def remote_fork_fields(request: ForkRequest) -> tuple[str, str, int, int]:
     """``(source, turn, boundary sequence, expected generation)`` of a request.
 
     The one place a request is mapped onto ``POST /fork-session``'s fields.
+
+    Raises:
+        ServerUnsupported: the request needs what session-fork-v1 has no field
+            for (a prompt, or a fork at the start): a plain fork there would make
+            a branch without the edited prompt.
     """
+    if request.origin is not None or request.turn_id is None:
+        raise ServerUnsupported(
+            "this server cannot branch an edited or regenerated prompt",
+            sessionId=request.source_session_id,
+        )
     return (
         request.source_session_id,
         request.turn_id,
@@ -174,16 +184,10 @@ class RemoteForkBackend:
         server has no field for it, so there the branch keeps its parent's
         title until renamed.
         """
-        if request.origin is not None or request.turn_id is None:
-            # session-fork-v1 has no field for a prompt or a fork at the start: a plain
-            # fork there would make a branch without the edited prompt.
-            raise ServerUnsupported(
-                "this server cannot branch an edited or regenerated prompt",
-                operationId=operation_id,
-            )
+        fields = remote_fork_fields(request)
         await self.check_support()
         named = title if self._takes_titles else None
-        return await self.remote.fork(*remote_fork_fields(request), operation_id, named)
+        return await self.remote.fork(*fields, operation_id, named)
 
     async def session_exists(self, session_id: str) -> bool:
         """Whether the server has the session (its fork-targets answer, or not-found)."""

@@ -405,23 +405,39 @@ class BranchClicks:
         self._coordinator = coordinator
         self._changed = changed
         self.in_flight: set[tuple[str, str]] = set()
+        # Sources with a fork at the start under way (asking the first turn again):
+        # it has no turn, so no row's action shows it, but a second click still waits.
+        self._starting: set[str] = set()
 
     def is_in_flight(self, request: ForkRequest) -> bool:
         """A branch from this turn is being created right now."""
+        if request.turn_id is None:
+            return request.source_session_id in self._starting
         return (request.source_session_id, request.turn_id) in self.in_flight
 
     async def request(self, request: ForkRequest) -> BranchOutcome | None:
         """Carry out one click; ``None`` when one from the same turn is already under way."""
-        key = (request.source_session_id, request.turn_id)
-        if key in self.in_flight:
+        if self.is_in_flight(request):
             return None
-        self.in_flight.add(key)
+        self._mark(request, under_way=True)
         self._changed(request.source_session_id)
         try:
             return await self._coordinator().branch(request)
         finally:
-            self.in_flight.discard(key)
+            self._mark(request, under_way=False)
             self._changed(request.source_session_id)
+
+    def _mark(self, request: ForkRequest, *, under_way: bool) -> None:
+        source, turn = request.source_session_id, request.turn_id
+        if turn is None:
+            if under_way:
+                self._starting.add(source)
+            else:
+                self._starting.discard(source)
+        elif under_way:
+            self.in_flight.add((source, turn))
+        else:
+            self.in_flight.discard((source, turn))
 
 
 def _reply_child(result: ForkResult) -> str:

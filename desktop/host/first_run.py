@@ -68,9 +68,7 @@ class FirstRun:
         if self.suggestion is None:
             return None
         chosen, self.suggestion = self.suggestion, None
-        return self.host.update_settings(
-            dataclasses.replace(self.host.settings, **_server_fields(chosen))
-        )
+        return self.host.update_settings(_with_server(self.host.settings, chosen))
 
     def decline(self) -> None:
         """The user dismissed the offer: do not ask again at the next start.
@@ -86,11 +84,12 @@ class FirstRun:
         self.host.settings = done
 
 
-def _server_fields(settings: Settings) -> dict[str, object]:
+def _with_server(settings: Settings, offer: Settings) -> Settings:
     """What accepting an offer changes: the server, not the user's other choices."""
-    return {
-        "provider": settings.provider,
-        "base_url": settings.base_url,
-        "model": settings.model,
-        "first_run_done": True,
-    }
+    return dataclasses.replace(
+        settings,
+        provider=offer.provider,
+        base_url=offer.base_url,
+        model=offer.model,
+        first_run_done=True,
+    )

@@ -57,8 +57,8 @@ class Composer(QWidget):
 
     def __init__(
         self,
-        on_send: Callable[[str], None],
-        on_stop: Callable[[], None],
+        on_send: Callable[[str], object],
+        on_stop: Callable[[], object],
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)

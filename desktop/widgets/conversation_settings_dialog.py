@@ -52,7 +52,7 @@ class ConversationSettingsDialog(QDialog):
         title: str,
         current: ConversationSettings,
         defaults: Settings,
-        on_save: Callable[[ConversationSettings], None],
+        on_save: Callable[[ConversationSettings], object],
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)

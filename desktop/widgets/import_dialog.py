@@ -11,7 +11,7 @@ trees appear in the sidebar.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.core.importing.run import ImportProgress
 from branchwise.desktop.host.importing import Importing, ImportSummary
 
-Spawn = Callable[[Awaitable[Any], str], object]
+Spawn = Callable[[Coroutine[Any, Any, Any], str], object]
 
 FORMATS: tuple[tuple[str | None, str], ...] = (
     (None, ""),  # detect: its label is translated in retranslate_ui

@@ -9,7 +9,7 @@ other operation.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -33,7 +33,7 @@ from branchwise.desktop.widgets.turn_widget import untitled
 
 SESSION_ROLE = Qt.ItemDataRole.UserRole
 
-Spawn = Callable[[Awaitable[Any], str], object]
+Spawn = Callable[[Coroutine[Any, Any, Any], str], object]
 
 
 class TrashDialog(QDialog):

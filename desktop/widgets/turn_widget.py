@@ -62,9 +62,9 @@ class AskAgain:
         retry: ask a failed turn's prompt again in the same conversation.
     """
 
-    edit: Callable[[str, str], None]
-    regenerate: Callable[[str], None]
-    retry: Callable[[str], None]
+    edit: Callable[[str, str], object]
+    regenerate: Callable[[str], object]
+    retry: Callable[[str], object]
 
 
 def branch_label(manifest: Manifest) -> str:
@@ -166,7 +166,7 @@ class TurnWidget(QFrame):
         self,
         row: Row,
         on_branch: Callable[[ForkRequest], None],
-        on_open: Callable[[str], None],
+        on_open: Callable[[str], object],
         parent: QWidget | None = None,
         ask_again: AskAgain | None = None,
         title_of: Callable[[str], str] | None = None,

@@ -139,7 +139,7 @@ def test_notice_text_is_localized() -> None:
     notice = LanguageNotice(value="klingon", source="cli")
 
     def text() -> str:
-        return reason_text(notice.code, **notice.params)
+        return reason_text(notice.code, value=notice.value)
 
     try:
         assert text() == "Unknown language “klingon”; it was ignored."
