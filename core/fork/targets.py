@@ -184,15 +184,6 @@ def tracker_after_snapshot(log: SessionLog) -> TurnTracker | None:
     return tracker
 
 
-def targets_after_snapshot(log: SessionLog) -> ForkTargetSet | None:
-    """Fork targets of a log already read, from :func:`tracker_after_snapshot` (``None``: none)."""
-    tracker = tracker_after_snapshot(log)
-    if tracker is None:
-        return None
-    manifest = log.manifest
-    return target_set(manifest.session_id, manifest.generation, tracker.turns, tracker.verifiable)
-
-
 def load_source_manifest(directory: Path, session_id: str) -> Manifest:
     """A source's manifest; a missing session is ``source_not_found``."""
     try:

@@ -21,7 +21,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Callable, Mapping
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, tzinfo
 from importlib import resources
 from importlib.abc import Traversable
 from pathlib import Path
@@ -106,14 +106,6 @@ def _translations_for(code: str) -> gettext.NullTranslations:
                 cached = gettext.NullTranslations()
             _cache[code] = cached
         return cached
-
-
-def reload_catalogs() -> None:
-    """Forget loaded catalogs (after editing a ``.po``); the next lookup rereads them."""
-    global _active
-    with _lock:
-        _cache.clear()
-        _active = None
 
 
 # --- the active language ------------------------------------------------------
@@ -233,11 +225,6 @@ def format_number(n: float) -> str:
     return numbers.format_decimal(n, locale=babel_locale())
 
 
-def format_compact_number(n: float) -> str:
-    """``n`` abbreviated for narrow places: ``12.3K`` in English, ``1.2万`` in Chinese."""
-    return numbers.format_compact_decimal(n, locale=babel_locale(), fraction_digits=1)
-
-
 def format_datetime(ts: float, style: str = "short", tz: tzinfo | None = None) -> str:
     """Date and time of the Unix time ``ts`` (local time unless ``tz``)."""
     moment = _moment(ts, tz)
@@ -253,22 +240,3 @@ def format_time(ts: float, style: str = "short", tz: tzinfo | None = None) -> st
     """The time of day of ``ts``."""
     moment = _moment(ts, tz)
     return dates.format_time(moment, style, tzinfo=moment.tzinfo, locale=babel_locale())
-
-
-def format_relative(ts: float, now: float) -> str:
-    """How long ago (or ahead) ``ts`` is from ``now``: ``5 minutes ago``, ``5分钟前``."""
-    delta = timedelta(seconds=ts - now)
-    if abs(delta) < timedelta(seconds=45):
-        return _("just now")
-    return dates.format_timedelta(delta, add_direction=True, locale=babel_locale())
-
-
-def format_brief(ts: float, now: float, tz: tzinfo | None = None) -> str:
-    """A sidebar timestamp: the time if ``ts`` is today, else the day, with the
-    year only when it is not this year."""
-    moment, today = _moment(ts, tz), _moment(now, tz)
-    if moment.date() == today.date():
-        return format_time(ts, "short", tz)
-    if moment.year == today.year:
-        return dates.format_skeleton("MMMd", moment, tzinfo=moment.tzinfo, locale=babel_locale())
-    return format_date(ts, "medium", tz)

@@ -245,7 +245,7 @@ REASONS: Mapping[str, str] = {
 
 GENERIC_REASON = N_("Something went wrong ({code}).")
 
-# The one label kept as a constant: the branch action's msgid, which the i18n tests look up.
+# The branch action's label: the turn widget's button and the i18n tests look it up.
 BRANCH_ACTION = N_("Branch into a new conversation")
 
 
@@ -293,16 +293,6 @@ PLURAL_REASONS: Mapping[str, Callable[[int], str]] = {
     "import_cancelled": _import_cancelled,
 }
 """Codes whose sentence depends on a ``count`` param (shown as ``{n}``)."""
-
-
-def recovered_operations(n: int) -> str:
-    """The start-up notice after resuming ``n`` journal records."""
-    return reason_text("fork_recovered", count=n)
-
-
-def known_codes() -> frozenset[str]:
-    """Every code with its own sentence."""
-    return frozenset(REASONS) | frozenset(PLURAL_REASONS)
 
 
 # --- lookups ------------------------------------------------------------------

@@ -106,17 +106,6 @@ def encode_frame(commit: int, events: list[dict[str, Any]]) -> bytes:
     return _header(payload, _version_of(payload)) + payload
 
 
-def encode_frame_into(out: bytearray, commit: int, events: list[dict[str, Any]]) -> None:
-    """Append one commit's frame bytes to ``out`` (a fork builds a whole log this way).
-
-    Raises:
-        CommitTooLarge: the payload is over :data:`MAX_PAYLOAD` (``out`` is unchanged).
-    """
-    payload = orjson.dumps({"commit": commit, "events": events})
-    out += _header(payload, _version_of(payload))
-    out += payload
-
-
 def _version_of(payload: bytes) -> int:
     """The frame version a commit's payload needs: 2 when it holds a delta, else 1."""
     return FRAME_VERSION if _DELTA_MARK in payload else _PLAIN_VERSION

@@ -254,12 +254,3 @@ def read_log_bytes(path: Path) -> bytes:
         return read_no_follow(path)
     except FileNotFoundError:
         return b""
-
-
-def scan_log(path: Path) -> LogScan:
-    """Read and scan the log at ``path`` (a missing file is an empty log).
-
-    Takes no lock: a reader racing an appending writer sees the frames that
-    were whole when it read, and the growing frame as a (not cut) torn tail.
-    """
-    return scan_bytes(read_log_bytes(path))

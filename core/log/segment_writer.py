@@ -175,11 +175,6 @@ class SegmentWriter:
         """Number of the last durable commit."""
         return self._log.last_commit
 
-    @property
-    def active_path(self) -> Path:
-        """The segment appends go to now."""
-        return self._path
-
     def append(self, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Commit ``events`` durably (one write, one fsync), rolling first when due.
 

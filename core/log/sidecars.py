@@ -619,14 +619,6 @@ def _verified_count(data: bytes, parsed: int, start: int, chain: int) -> tuple[i
     return parsed, offset, chain
 
 
-def read_turn_entries(segment: Path) -> list[TurnEntry]:
-    """The ``.tix`` records of a segment as turn entries (none without a usable file)."""
-    return [
-        TurnEntry(row.turn_id, row.message_id, row.start_seq, row.number)
-        for row in read_turn_rows(segment) or ()
-    ]
-
-
 def read_blob_entries(segment: Path, through_commit: int) -> list[str] | None:
     """Blob names the ``.blobs`` of a segment lists up to a commit (``None``: no file)."""
     data = _read(segment.with_suffix(BLOBS_SUFFIX))

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
-from branchwise.core.i18n.reasons import branch_count, fill, reason_text
+from branchwise.core.i18n.reasons import BRANCH_ACTION, branch_count, fill, reason_text
 from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
 from branchwise.desktop.widgets.markdown_view import MarkdownView
@@ -467,7 +467,7 @@ class TurnWidget(QFrame):
 
     def _render_branch_action(self) -> None:
         button = self.branch_button
-        name = _("Branch into a new conversation")
+        name = _(BRANCH_ACTION)
         button.setText(_("Branch"))
         button.setAccessibleName(name)
         button.setEnabled(self._state.enabled)

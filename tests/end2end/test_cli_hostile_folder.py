@@ -23,7 +23,7 @@ import pytest
 from helpers.cli import cli_command, run_cli
 from helpers.sessions import cut_copies, log_file, tree_hashes
 
-from branchwise.core.log.scan import scan_log
+from branchwise.core.log.scan import scan_bytes
 
 NOBODY = 65534
 
@@ -36,6 +36,7 @@ _AS_NOBODY = f"""
 import os, sys
 import asyncio, argparse, json, secrets, shutil, stat, errno, hashlib
 import branchwise.core.cli.main as cli
+
 from branchwise.core.i18n.language import _
 _("{{title}} (branch {{n}})")
 os.setgroups([])
@@ -326,7 +327,7 @@ def test_say_cuts_only_a_torn_write_keeps_its_bytes_and_verify_reports_both(
     run_cli(root, "session", "say", session_id, "first", "--quiet")
     log = log_file(root / "sessions" / session_id)
     whole = log.read_bytes()
-    last = scan_log(log).frames[-1]
+    last = scan_bytes(log.read_bytes()).frames[-1]
 
     # A bit flipped in the last, complete commit: read-only, nothing cut.
     flipped = bytearray(whole)

@@ -12,10 +12,15 @@ import shutil
 from pathlib import Path
 
 from branchwise.core.log.frames import HEADER, encode_frame
-from branchwise.core.log.scan import scan_bytes, scan_log
+from branchwise.core.log.scan import LogScan, read_log_bytes, scan_bytes
 from branchwise.core.log.segments import read_session_log, segment_name
 from branchwise.core.store.manifest import Manifest, ParentLink, Seed, load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore
+
+
+def scan_log(path: Path) -> LogScan:
+    """Read and scan the single log file at ``path`` (a missing file is an empty log)."""
+    return scan_bytes(read_log_bytes(path))
 
 
 def split_log(store: SessionStore, session_id: str, before_commits: list[int]) -> list[Path]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from helpers.forking import fork_at
+from helpers.segmented import scan_log
 from helpers.sessions import complete_turn, log_file
 
 from branchwise.core.errors import CommitTooLarge, CorruptLog, UnknownTurn
@@ -17,7 +18,7 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.log import frames
 from branchwise.core.log.frames import HEADER_SIZE, encode_frame, frame_offsets, iter_frames
-from branchwise.core.log.scan import scan_bytes, scan_log
+from branchwise.core.log.scan import scan_bytes
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore
 

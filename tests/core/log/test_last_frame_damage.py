@@ -12,11 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers.segmented import scan_log
 from helpers.sessions import complete_turn, cut_copies, log_file, session_with_turns
 
 from branchwise.core.errors import CorruptLog
 from branchwise.core.log.frames import HEADER_SIZE
-from branchwise.core.log.scan import SECTOR_SIZE, scan_bytes, scan_log
+from branchwise.core.log.scan import SECTOR_SIZE, scan_bytes
 from branchwise.core.store.store import SessionStore, verify_session
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from helpers import HELPERS_DIR
+from helpers.segmented import scan_log
 from helpers.sessions import log_file, log_scan
 
 from branchwise.core.errors import DiskFull, DurabilityError, LeaseHeld, WriterClosed
-from branchwise.core.log.scan import scan_log
 from branchwise.core.log.writer import OS_FILE_OPS
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore

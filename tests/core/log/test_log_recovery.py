@@ -7,13 +7,14 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.segmented import scan_log
 from helpers.sessions import log_file
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from branchwise.core.errors import BranchwiseError, CorruptLog, InvalidFrame, UnsupportedFormat
 from branchwise.core.log.frames import HEADER_SIZE, Incomplete, decode_frame, encode_frame
-from branchwise.core.log.scan import LogScan, scan_bytes, scan_log
+from branchwise.core.log.scan import LogScan, scan_bytes
 from branchwise.core.log.writer import LogWriter
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore

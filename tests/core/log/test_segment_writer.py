@@ -13,10 +13,11 @@ from branchwise.core.log.segments import ROLL_LINKS, log_pieces
 from branchwise.core.log.sidecars import (
     CLOSES_TURN,
     HOLDS_CHECKPOINT,
+    TurnEntry,
     find_record,
     read_blob_entries,
     read_index,
-    read_turn_entries,
+    read_turn_rows,
 )
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore, verify_session
@@ -25,6 +26,14 @@ from branchwise.core.store.store import SessionStore, verify_session
 @pytest.fixture
 def store(tmp_path: Path) -> SessionStore:
     return SessionStore(tmp_path / "root")
+
+
+def read_turn_entries(segment: Path) -> list[TurnEntry]:
+    """The ``.tix`` records of a segment as turn entries (none without a usable file)."""
+    return [
+        TurnEntry(row.turn_id, row.message_id, row.start_seq, row.number)
+        for row in read_turn_rows(segment) or ()
+    ]
 
 
 def _segments(store: SessionStore, session_id: str) -> list[Path]:

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.gui import WAIT_MS, App, seed_session
+from helpers.segmented import scan_log
 from helpers.sessions import cut_copies, log_file
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.i18n.reasons import reason_text
-from branchwise.core.log.scan import scan_log
 from branchwise.core.store.store import SessionStore
 
 
