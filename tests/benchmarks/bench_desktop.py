@@ -108,8 +108,10 @@ def child_open(root: Path, session_id: str) -> None:
             ).decode(),
             flush=True,
         )
-        window.close()
+        # Shut the host down before the last window closes: closing it quits the
+        # application, which stops the loop under this coroutine.
         await host.shutdown()
+        window.close()
         return 0
 
     run_on_qt_loop(main)
