@@ -42,7 +42,6 @@ from branchwise.core.fork.targets import (
     tracker_after_snapshot,
 )
 from branchwise.core.log.segments import SessionLog, log_identity, read_session_log
-from branchwise.core.projection import events as ev
 from branchwise.core.projection.pages import last_page_start, read_last_page
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider
@@ -437,12 +436,8 @@ class OpenSession(Conversation, TurnListener):
         if self.running:
             raise TurnRunning("wait for the answer to finish", sessionId=self.session_id)
         if conversation != self.writer.projection.settings:
-            self.writer.commit(
-                [
-                    ev.session_config(
-                        conversation.model, conversation.system, conversation.temperature
-                    )
-                ]
+            self.writer.set_conversation_settings(
+                conversation.model, conversation.system, conversation.temperature
             )
 
     def stop(self) -> None:
