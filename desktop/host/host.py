@@ -661,7 +661,7 @@ class Host:
         if action in ("send", "retry"):
             return None
         if action == "edit":
-            return None if server.asks_again else "server_unsupported"
+            return None if server.asks_again else "server_cannot_ask_again"
         return "server_cannot"
 
     async def send_at(self, ref: ConversationRef, text: str) -> None:

@@ -104,6 +104,10 @@ class ConversationTab(QWidget):
         code = self.host.refusal(self.ref, action)
         return refusal_text(self.host, self.ref, code) if code is not None else None
 
+    def turn_widgets(self) -> list[TurnWidget]:
+        """The turn widgets built so far, in display order."""
+        return self.transcript.turn_widgets()
+
     # -- finding ---------------------------------------------------------------
 
     def open_find(self) -> None:
