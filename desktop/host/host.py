@@ -585,7 +585,7 @@ class Host:
         if found is not None:  # opened meanwhile by another click
             return found
         self._remote[ref] = conversation
-        conversation.subscribe(self.emit)
+        conversation.subscribe(self._broadcast)
         self._hear(server)
         self._following[ref] = self.spawn(conversation.follow(), "follow a server conversation")
         sid = ref.session_id
@@ -593,6 +593,9 @@ class Host:
         if conversation.unasked is not None and server.connected:
             self.spawn(self._answer(server, sid), "answer a branch on a server")
         return conversation
+
+    def _broadcast(self, changes: Changes) -> None:
+        self.emit(changes)
 
     def _hear(self, server: RemoteSource) -> None:
         """Broadcast a server's state and list changes to its open conversations' views."""

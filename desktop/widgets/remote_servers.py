@@ -53,10 +53,14 @@ class ServerWindow(Protocol):
 
     host: Host
     tabs: QTabWidget
-    sidebar: QWidget
     file_menu: QMenu
     settings_action: QAction
     search_panel: SearchPanel
+
+    @property
+    def sidebar(self) -> QWidget:
+        """The conversation list, under which the server section goes."""
+        ...
 
     @property
     def closed(self) -> SignalInstance:

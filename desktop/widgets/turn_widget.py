@@ -65,9 +65,9 @@ class AskAgain:
             is shown disabled with that reason as its tooltip.
     """
 
-    edit: Callable[[str, str], None]
-    regenerate: Callable[[str], None]
-    retry: Callable[[str], None]
+    edit: Callable[[str, str], object]
+    regenerate: Callable[[str], object]
+    retry: Callable[[str], object]
     refusal: Callable[[str], str | None] = lambda _action: None
 
 
