@@ -15,7 +15,6 @@ from branchwise.core.conversation.settings import (
 from branchwise.core.conversation.views import session_list, session_show
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.ids import validate_session_id
-from branchwise.core.projection import events as ev
 from branchwise.core.runtime import TurnListener, TurnRunner
 from branchwise.core.store.store import SessionStore, verify_session
 
@@ -98,7 +97,7 @@ def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     chosen = _conversation_settings(args, ConversationSettings())
     with store.create(args.title) as writer:
         if not chosen.empty:
-            writer.commit([ev.session_config(chosen.model, chosen.system, chosen.temperature)])
+            writer.set_conversation_settings(chosen.model, chosen.system, chosen.temperature)
         result = {"sessionId": writer.session_id, "title": writer.manifest.title}
     return result
 
@@ -116,7 +115,7 @@ def cmd_config(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     with store.open_writer(session_id) as writer:
         chosen = _conversation_settings(args, writer.projection.settings)
         if chosen != writer.projection.settings:
-            writer.commit([ev.session_config(chosen.model, chosen.system, chosen.temperature)])
+            writer.set_conversation_settings(chosen.model, chosen.system, chosen.temperature)
     return {"sessionId": session_id, "config": chosen.to_json()}
 
 

@@ -33,7 +33,7 @@ from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.events import EndReason
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn
-from branchwise.core.store.manifest import BranchOrigin
+from branchwise.core.store.manifest import BranchOrigin, Manifest
 from branchwise.core.store.store import SessionStore
 
 EDIT = "edit"
@@ -65,6 +65,53 @@ def regenerate_request(store: SessionStore, session_id: str, turn_id: str) -> Fo
     projection, generation, turn = _finished_turn(store, session_id, turn_id)
     prompt = question_of(projection, turn)
     return _branch_request(session_id, generation, projection, turn, REGENERATE, prompt)
+
+
+def edit_of(
+    projection: Projection, generation: int, session_id: str, turn_id: str, prompt: str
+) -> ForkRequest:
+    """:func:`edit_request` from a projection already read (a server's conversation).
+
+    Raises:
+        UnknownTurn, TurnRunning, EmptyPrompt: as :func:`edit_request`.
+    """
+    turn = _finished(projection, session_id, turn_id)
+    if not prompt.strip():
+        raise EmptyPrompt("the edited prompt is empty", turnId=turn_id)
+    return _branch_request(session_id, generation, projection, turn, EDIT, prompt)
+
+
+def regenerate_of(
+    projection: Projection, generation: int, session_id: str, turn_id: str
+) -> ForkRequest:
+    """:func:`regenerate_request` from a projection already read (a server's conversation).
+
+    Raises:
+        UnknownTurn, TurnRunning: as :func:`regenerate_request`.
+    """
+    turn = _finished(projection, session_id, turn_id)
+    prompt = question_of(projection, turn)
+    return _branch_request(session_id, generation, projection, turn, REGENERATE, prompt)
+
+
+def unasked_turn(manifest: Manifest, projection: Projection) -> str | None:
+    """An edit's or regenerate's turn, published with its question and nothing after it.
+
+    That question was never sent (whoever made the branch stopped before
+    asking, or is about to ask now), so whoever opens the branch as its
+    writer asks it. A turn whose answer had started is not one: its writer
+    closes it as ``interrupted`` (Retry asks it again).
+    """
+    parent = manifest.parent
+    if parent is None or parent.origin is None:
+        return None
+    turn = branch_turn(projection, manifest.seed_length)
+    if turn is None or not turn.is_open or projection.open_turn is not turn:
+        return None
+    question = projection.message(turn.user_message_id or "")
+    if question is None or question.seq != projection.last_seq:
+        return None
+    return turn.turn_id
 
 
 def question_of(projection: Projection, turn: Turn) -> str:
@@ -154,12 +201,16 @@ def _finished_turn(
             raise
         raise SourceNotFound(f"session {session_id} does not exist", sessionId=session_id) from None
     projection = snapshot.projection
+    return projection, snapshot.manifest.generation, _finished(projection, session_id, turn_id)
+
+
+def _finished(projection: Projection, session_id: str, turn_id: str) -> Turn:
     turn = projection.turn(turn_id)
     if turn is None:
         raise UnknownTurn(f"session {session_id} has no turn {turn_id}", turnId=turn_id)
     if turn.is_open:
         raise TurnRunning(f"turn {turn_id} is still running", turnId=turn_id)
-    return projection, snapshot.manifest.generation, turn
+    return turn
 
 
 def _branch_request(

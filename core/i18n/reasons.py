@@ -97,6 +97,8 @@ REASONS: Mapping[str, str] = {
     "invalid_server_url": N_("The server address must be an http:// or https:// URL."),
     "server_disconnected": N_("Lost the connection to {server}. Reconnecting…"),
     "server_reconnected": N_("Connected to {server} again."),
+    "server_cannot": N_("A conversation kept on a server cannot do this from here."),
+    "server_cannot_ask_again": N_("This server cannot branch an edited or regenerated prompt."),
     "server_busy": N_(
         "Another app is writing to this conversation on {server}. Try again in a moment."
     ),

@@ -27,6 +27,7 @@ from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.protocol import CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
 from branchwise.core.search.query import SearchHit, SearchResult
+from branchwise.core.store.manifest import BranchOrigin
 
 TURN_READ_TIMEOUT = 300.0
 """Seconds a turn's stream may stay silent: a model server may think long before a token."""
@@ -133,16 +134,20 @@ class RemoteStore:
     async def fork(
         self,
         source_id: str,
-        turn_id: str,
+        turn_id: str | None,
         boundary_sequence: int,
         expected_generation: int,
         operation_id: str,
         title: str | None = None,
+        origin: BranchOrigin | None = None,
     ) -> ForkResult:
         """``POST /fork-session``; idempotent per ``operation_id``.
 
         ``title`` names the child it creates; send it only to a server that
         advertises ``session-fork-title-v1`` (an older one refuses the field).
+        ``origin`` publishes the child with an edit's or a regenerate's prompt
+        (``turn_id`` ``None``: at the start); only to a server that advertises
+        ``session-fork-origin-v1``.
         """
         fields: dict[str, Any] = {
             "sourceSessionId": validate_session_id(source_id),
@@ -153,6 +158,8 @@ class RemoteStore:
         }
         if title is not None:
             fields["title"] = title
+        if origin is not None:
+            fields["origin"] = origin.to_json()
         body = await self._request(
             "POST",
             "/fork-session",
@@ -212,12 +219,14 @@ class RemoteStore:
             raise RemoteUnavailable(f"{self.base_url} sent a malformed events reply")
         return body
 
-    async def send_turn(self, session_id: str, text: str) -> AsyncIterator[dict[str, Any]]:
+    async def send_turn(self, session_id: str, text: str | None) -> AsyncIterator[dict[str, Any]]:
         """``POST /sessions/{id}/turns``: the turn's records as they arrive.
 
         ``started``, ``text`` chunks, then ``ended`` with the ``session say``
         result, or ``error``. A stream that stops before ``ended`` raises
         :class:`RemoteUnavailable`: the turn may still run on the server.
+        ``text`` ``None`` answers the question a branch was published with
+        (``session-fork-origin-v1``).
         """
         path = f"/sessions/{validate_session_id(session_id)}/turns"
         timeout = httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT)
@@ -229,7 +238,7 @@ class RemoteStore:
                     "POST",
                     self.base_url + path,
                     headers=self._headers({"Content-Type": "application/json"}),
-                    content=orjson.dumps({"text": text}),
+                    content=orjson.dumps({"text": text} if text is not None else {"answer": True}),
                 ) as response,
             ):
                 if response.status_code >= 400:

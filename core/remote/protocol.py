@@ -19,6 +19,9 @@ CAP_RENAME = "session-rename-v1"  # POST /sessions/{id}/title
 CAP_TRASH = "session-trash-v1"  # POST /sessions/{id}/trash and /restore
 CAP_SEARCH = "search-v1"  # GET /search?q=TEXT[&limit=N]
 CAP_FORK_TITLE = "session-fork-title-v1"  # POST /fork-session takes an optional "title"
+# POST /fork-session takes an optional "origin" (an edit's or a regenerate's prompt, "turnId"
+# null at the start), and POST /sessions/{id}/turns takes {"answer": true} to ask it.
+CAP_FORK_ORIGIN = "session-fork-origin-v1"
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -33,6 +36,7 @@ CAPABILITIES = (
     CAP_TRASH,
     CAP_SEARCH,
     CAP_FORK_TITLE,
+    CAP_FORK_ORIGIN,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
@@ -64,14 +68,24 @@ def validate_fork_body(body: object) -> dict[str, Any]:
 
     ``title`` (``session-fork-title-v1``) is optional: the new child's title,
     written as it is published; without it the child keeps its parent's.
+    ``origin`` (``session-fork-origin-v1``) is optional: ``{"kind": "edit" |
+    "regenerate", "turnId", "prompt"}``, the turn an edit or a regenerate asks
+    again; the child is published with that prompt as its first own turn.
+    With an origin, ``turnId`` may be ``null``: the fork is at the start
+    (editing the first turn inherits nothing).
     """
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - set(FORK_FIELDS) - {"title"})
+    unknown = sorted(set(body) - set(FORK_FIELDS) - {"title", "origin"})
     if unknown:
         raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    origin = body.get("origin")
+    if origin is not None:
+        _validate_origin(origin)
     for name, kind in FORK_FIELDS.items():
         value = body.get(name)
+        if name == "turnId" and value is None and origin is not None:
+            continue
         if not isinstance(value, kind) or isinstance(value, bool):
             raise InvalidRequest(f"{name} must be a {kind.__name__}", field=name)
     title = body.get("title")
@@ -80,6 +94,18 @@ def validate_fork_body(body: object) -> dict[str, Any]:
     if title is not None and len(title) > MAX_FORK_TITLE:
         raise InvalidRequest(f"title is over {MAX_FORK_TITLE} characters", field="title")
     return body
+
+
+def _validate_origin(origin: object) -> None:
+    if not isinstance(origin, dict) or set(origin) != {"kind", "turnId", "prompt"}:
+        raise InvalidRequest("origin must be {kind, turnId, prompt}", field="origin")
+    if origin["kind"] not in ("edit", "regenerate"):
+        raise InvalidRequest("origin.kind must be edit or regenerate", field="origin")
+    prompt = origin["prompt"]
+    if not isinstance(origin["turnId"], str) or not isinstance(prompt, str):
+        raise InvalidRequest("origin.turnId and origin.prompt must be str", field="origin")
+    if not prompt.strip() or len(prompt) > MAX_PROMPT:
+        raise InvalidRequest("origin.prompt must have some text, not too much", field="origin")
 
 
 def validate_new_session_body(body: object) -> dict[str, Any]:
@@ -108,12 +134,20 @@ def validate_title_body(body: object) -> str:
 
 
 def validate_turn_body(body: object) -> dict[str, Any]:
-    """Check a ``POST /sessions/{id}/turns`` body: ``{"text": str}``, not empty, not huge."""
+    """Check a ``POST /sessions/{id}/turns`` body: ``{"text": str}``, not empty, not huge.
+
+    ``{"answer": true}`` (``session-fork-origin-v1``) asks instead the question
+    an edit's or a regenerate's branch was published with.
+    """
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - {"text"})
+    unknown = sorted(set(body) - {"text", "answer"})
     if unknown:
         raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    if "answer" in body:
+        if body["answer"] is not True or "text" in body:
+            raise InvalidRequest("answer must be true, without text", field="answer")
+        return body
     text = body.get("text")
     if not isinstance(text, str):
         raise InvalidRequest("text must be a str", field="text")

@@ -23,8 +23,9 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.conversation.ask_again import unasked_turn
 from branchwise.core.conversation.settings import ConversationSettings
-from branchwise.core.errors import BranchwiseError, TurnRunning
+from branchwise.core.errors import BranchwiseError, TurnRunning, UnknownTurn
 from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.ids import validate_session_id
 from branchwise.core.providers.base import Provider
@@ -103,18 +104,34 @@ class ServedTurns:
         """Whether this server runs a turn in ``session_id`` now."""
         return session_id in self._running
 
-    async def start(self, session_id: str, text: str) -> TurnStream:
+    async def start(self, session_id: str, text: str | None) -> TurnStream:
         """Start a turn; its progress arrives on the returned stream.
+
+        ``text`` ``None`` answers the question an edit's or a regenerate's
+        branch was published with (:func:`unasked_turn`), as a desktop that
+        opens such a branch locally does.
 
         Raises:
             TurnRunning: this server already runs a turn there.
             LeaseHeld: another process (a desktop) writes the session.
             SessionNotFound: no such session.
+            UnknownTurn: ``text`` is ``None`` and no question waits for its answer.
         """
         session_id = validate_session_id(session_id)
         if session_id in self._running:
             raise TurnRunning(f"a turn is already running in {session_id}", sessionId=session_id)
-        writer = await asyncio.to_thread(self.store.open_writer, session_id)
+        unasked = None
+        if text is None:
+            snapshot = await asyncio.to_thread(self.store.read, session_id, every_frame=False)
+            unasked = unasked_turn(snapshot.manifest, snapshot.projection)
+            if unasked is None:
+                raise UnknownTurn(
+                    f"{session_id} has no branch question waiting for its answer",
+                    sessionId=session_id,
+                )
+        writer = await asyncio.to_thread(
+            lambda: self.store.open_writer(session_id, continue_turn=unasked)
+        )
         try:
             if session_id in self._running:  # another request won the race for the lease
                 raise TurnRunning(
@@ -136,7 +153,7 @@ class ServedTurns:
 
         async def run() -> None:
             try:
-                await runner.run(text)
+                await (runner.run(text) if text is not None else runner.answer())
             except BranchwiseError as exc:
                 stream.queue.put_nowait({"type": "error", "error": exc.to_json()["error"]})
             except Exception as exc:

@@ -56,6 +56,7 @@ from branchwise.core.log.writer import CUT_SUFFIX, OS_FILE_OPS, FileOps
 from branchwise.core.projection.events import (
     UNTIMED_EVENTS,
     EndReason,
+    session_config,
     session_created,
     turn_end,
     validate_event,
@@ -739,6 +740,19 @@ class SessionWriter:
         self.projection.apply(committed)
         self._log.note_commit(committed, self.projection)
         return committed
+
+    def set_conversation_settings(
+        self, model: str | None, system: str | None, temperature: float | None
+    ) -> None:
+        """Give the conversation its own model, system prompt and temperature.
+
+        One ``session/config`` commit (``None``: as in the app's settings);
+        the writer owns the event's shape so callers never build it.
+
+        Raises:
+            InvalidEvent: a value the event cannot hold; DiskFull, OSError: not committed.
+        """
+        self.commit([session_config(model, system, temperature)])
 
     def set_title(self, title: str) -> None:
         """Rename the session: a ``session/title`` event, then the manifest.

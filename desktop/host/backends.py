@@ -32,7 +32,7 @@ from branchwise.core.fork.engine import ForkResult, fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import validate_session_id
 from branchwise.core.remote.client import RemoteStore
-from branchwise.core.remote.protocol import CAP_FORK_TITLE
+from branchwise.core.remote.protocol import CAP_FORK_ORIGIN, CAP_FORK_TITLE
 from branchwise.core.store.store import SessionStore
 
 Opener = Callable[[str], Awaitable[None]]
@@ -116,21 +116,11 @@ class LocalForkBackend:
             return False
 
 
-def remote_fork_fields(request: ForkRequest) -> tuple[str, str, int, int]:
+def remote_fork_fields(request: ForkRequest) -> tuple[str, str | None, int, int]:
     """``(source, turn, boundary sequence, expected generation)`` of a request.
 
     The one place a request is mapped onto ``POST /fork-session``'s fields.
-
-    Raises:
-        ServerUnsupported: the request needs what session-fork-v1 has no field
-            for (a prompt, or a fork at the start): a plain fork there would make
-            a branch without the edited prompt.
     """
-    if request.origin is not None or request.turn_id is None:
-        raise ServerUnsupported(
-            "this server cannot branch an edited or regenerated prompt",
-            sessionId=request.source_session_id,
-        )
     return (
         request.source_session_id,
         request.turn_id,
@@ -158,6 +148,7 @@ class RemoteForkBackend:
         self.remote = remote
         self._supported = False
         self._takes_titles = False
+        self._takes_origins = False
 
     def __repr__(self) -> str:
         return f"RemoteForkBackend({self.remote.base_url!r})"
@@ -172,6 +163,7 @@ class RemoteForkBackend:
         if not self._supported:
             capabilities = await self.remote.require_fork_targets()
             self._takes_titles = CAP_FORK_TITLE in capabilities
+            self._takes_origins = CAP_FORK_ORIGIN in capabilities
             self._supported = True
 
     async def fork(
@@ -184,10 +176,19 @@ class RemoteForkBackend:
         server has no field for it, so there the branch keeps its parent's
         title until renamed.
         """
-        fields = remote_fork_fields(request)
         await self.check_support()
+        asks_again = request.origin is not None or request.turn_id is None
+        if asks_again and not self._takes_origins:
+            # Without session-fork-origin-v1 there is no field for a prompt or a fork at
+            # the start: a plain fork there would make a branch without the edited prompt.
+            raise ServerUnsupported(
+                "this server cannot branch an edited or regenerated prompt",
+                operationId=operation_id,
+            )
         named = title if self._takes_titles else None
-        return await self.remote.fork(*fields, operation_id, named)
+        return await self.remote.fork(
+            *remote_fork_fields(request), operation_id, named, request.origin
+        )
 
     async def session_exists(self, session_id: str) -> bool:
         """Whether the server has the session (its fork-targets answer, or not-found)."""

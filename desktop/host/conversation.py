@@ -12,11 +12,37 @@ prompt Retry asks again are written here once, for both.
 from __future__ import annotations
 
 from collections.abc import Set
+from dataclasses import dataclass, replace
 
 from branchwise.core.conversation.ask_again import failed_turn, question_of
 from branchwise.core.errors import ReadOnlySession
 from branchwise.core.projection.projection import Projection
 from branchwise.desktop.host.rows import BranchState, Row, TargetTable, branch_state
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationRef:
+    """Which conversation, and where it lives: this machine's store or a saved server.
+
+    The window's tabs, and everything a tab asks the host, name a
+    conversation this way, so one tab serves both sources.
+
+    Attributes:
+        session_id: the conversation's id (unique within its source).
+        server: the saved server's address; ``None`` for this machine's store.
+    """
+
+    session_id: str
+    server: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """The conversation lives on a ``branchwise serve`` server."""
+        return self.server is not None
+
+    def sibling(self, session_id: str) -> ConversationRef:
+        """Another conversation of the same source (a parent, a branch)."""
+        return replace(self, session_id=session_id)
 
 
 class Conversation:
@@ -40,6 +66,16 @@ class Conversation:
     @property
     def projection(self) -> Projection | None:
         """The whole history replayed (``None`` while it is not read yet)."""
+        raise NotImplementedError
+
+    @property
+    def title(self) -> str:
+        """The title as last committed ("" until the first message names it)."""
+        raise NotImplementedError
+
+    @property
+    def running(self) -> bool:
+        """A turn runs in this conversation."""
         raise NotImplementedError
 
     def row(self, row_id: str) -> Row | None:

@@ -16,6 +16,14 @@ The index is a cache, so its failure is one notice, never a failed turn.
 Creating a branch is separate from opening its tab: the host creates the
 child, already titled "<title> (branch N)" by the fork itself, then asks its
 *navigator* (the window) to show it.
+
+A conversation kept on a ``branchwise serve`` server is opened the same way
+(:meth:`Host.open` with a :class:`ConversationRef` naming the server), and
+the calls a tab makes (``*_at``) take such a ref: sending, stopping,
+branching, Edit, Regenerate and Retry go to the conversation's own source,
+and what changes is broadcast as the same :class:`Changes`. What a server
+cannot do is said by :meth:`Host.refusal` as a reason code, so the tab
+disables the action with the reason instead of doing nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation.settings import ConversationSettings
-from branchwise.core.errors import BranchwiseError, ServerUnsupported
+from branchwise.core.errors import BranchwiseError, RemoteUnavailable, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
@@ -42,12 +50,19 @@ from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.conversation import Conversation, ConversationRef
 from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
 from branchwise.desktop.host.session import OpenSession
-from branchwise.desktop.host.sources import LocalSource, Servers, branch_title
+from branchwise.desktop.host.sources import (
+    LocalSource,
+    RemoteConversation,
+    RemoteSource,
+    Servers,
+    branch_title,
+)
 
 if TYPE_CHECKING:
     from branchwise.desktop.host.backends import Checkpoint, ForkBackend
@@ -143,6 +158,9 @@ class Host:
         """Branch clicks, and the ones being carried out."""
         self.servers = Servers(self.root, self.notices, self.spawn)
         """The ``branchwise serve`` servers this app connects to."""
+        self._remote: dict[ConversationRef, RemoteConversation] = {}
+        self._following: dict[ConversationRef, asyncio.Task[None]] = {}
+        self._heard_servers: set[int] = set()
 
     # -- start and stop ------------------------------------------------------
 
@@ -236,6 +254,8 @@ class Host:
         for session in list(self._open.values()):
             await session.close()
         self._open.clear()
+        for ref in list(self._remote):
+            await self.close(ref)
         await self.servers.stop_all()
         await self._close_search()
         for task in list(self._tasks):
@@ -527,6 +547,208 @@ class Host:
                 namer=lambda request: branch_title(self.source, request),
             )
         return self._coordinator
+
+    # -- a conversation from either source -------------------------------------
+
+    def server_of(self, ref: ConversationRef) -> RemoteSource | None:
+        """The saved server a ref names (``None``: local, or a server no longer saved)."""
+        return self.servers.of(ref.server) if ref.server is not None else None
+
+    def conversation(self, ref: ConversationRef) -> Conversation | None:
+        """The open conversation a ref names."""
+        if ref.server is None:
+            return self._open.get(ref.session_id)
+        return self._remote.get(ref)
+
+    async def open(self, ref: ConversationRef) -> Conversation:
+        """Open a conversation of this machine or of a server (idempotent).
+
+        A server's conversation is read whole, then followed (a turn that runs
+        there streams in); a branch published with an edit's or a
+        regenerate's question is asked at once, as a local one is.
+
+        Raises:
+            SessionNotFound, InvalidManifest, UnsupportedFormat: a local one cannot be opened.
+            RemoteRefusal: the server refused (e.g. the conversation is gone).
+            RemoteUnavailable: the server is not saved, or could not be asked.
+        """
+        if ref.server is None:
+            return self.open_session(ref.session_id)
+        found = self._remote.get(ref)
+        if found is not None:
+            return found
+        server = self.server_of(ref)
+        if server is None:
+            raise RemoteUnavailable(f"{ref.server} is not a saved server", server=ref.server)
+        conversation = await server.open_conversation(ref.session_id)
+        found = self._remote.get(ref)
+        if found is not None:  # opened meanwhile by another click
+            return found
+        self._remote[ref] = conversation
+        conversation.subscribe(self._broadcast)
+        self._hear(server)
+        self._following[ref] = self.spawn(conversation.follow(), "follow a server conversation")
+        sid = ref.session_id
+        self.emit(Changes(sessions=frozenset({sid}), transcripts=frozenset({sid})))
+        if conversation.unasked is not None and server.connected:
+            self.spawn(self._answer(server, sid), "answer a branch on a server")
+        return conversation
+
+    def _broadcast(self, changes: Changes) -> None:
+        self.emit(changes)
+
+    def _hear(self, server: RemoteSource) -> None:
+        """Broadcast a server's state and list changes to its open conversations' views."""
+        if id(server) in self._heard_servers:
+            return
+        self._heard_servers.add(id(server))
+
+        def changed() -> None:
+            sids = frozenset(r.session_id for r in self._remote if self.server_of(r) is server)
+            if sids:
+                self.emit(Changes(sessions=sids, targets=sids))
+
+        server.subscribe(changed)
+
+    async def _answer(self, server: RemoteSource, session_id: str) -> None:
+        try:
+            await server.answer(session_id)
+        except BranchwiseError as exc:
+            server.report(exc)
+
+    async def close(self, ref: ConversationRef) -> Changes:
+        """Close a conversation; a server's turn runs on there (others may follow it)."""
+        if ref.server is None:
+            return await self.close_session(ref.session_id)
+        self._remote.pop(ref, None)
+        follow = self._following.pop(ref, None)
+        if follow is not None:
+            follow.cancel()
+        return self.emit(Changes(sessions=frozenset({ref.session_id})))
+
+    def lineage_at(self, ref: ConversationRef) -> LineageIndex:
+        """The conversations of the ref's source, by id and lineage."""
+        server = self.server_of(ref)
+        return server.listing.index if server is not None else self.index
+
+    def title_at(self, ref: ConversationRef) -> str:
+        """The best known title of a conversation of either source."""
+        if ref.server is None:
+            return self.title(ref.session_id)
+        conversation = self._remote.get(ref)
+        if conversation is not None:
+            return conversation.title
+        server = self.server_of(ref)
+        return server.title(ref.session_id) if server is not None else ""
+
+    def running_at(self, ref: ConversationRef) -> bool:
+        """A turn runs in the conversation (here, or on its server)."""
+        conversation = self.conversation(ref)
+        return conversation is not None and conversation.running
+
+    def refusal(self, ref: ConversationRef, action: str) -> str | None:
+        """Why ``action`` cannot be done in this conversation now, as a reason code.
+
+        ``action`` is ``send``, ``edit`` (Edit and Regenerate), ``retry``,
+        ``bring_back``, ``export``, ``compare`` or ``configure``. ``None``: it
+        can. A local conversation can do each (its own state says otherwise,
+        e.g. read-only); a server's needs the server connected, Edit and
+        Regenerate a server that takes a branch's prompt, and the rest have no
+        route on a server.
+        """
+        server = self.server_of(ref)
+        if ref.server is None:
+            return None
+        if server is None or not server.connected:
+            return "server_disconnected"
+        if action in ("send", "retry"):
+            return None
+        if action == "edit":
+            return None if server.asks_again else "server_cannot_ask_again"
+        return "server_cannot"
+
+    async def send_at(self, ref: ConversationRef, text: str) -> None:
+        """Send a prompt in a conversation of either source (a refusal is a notice)."""
+        server = self.server_of(ref)
+        if ref.server is None:
+            await self.send(ref.session_id, text)
+            return
+        if server is None:
+            self.notices.post("server_disconnected", Level.WARNING, server=str(ref.server))
+            return
+        try:
+            await server.send(ref.session_id, text)
+        except BranchwiseError as exc:
+            server.report(exc)
+
+    def stop_at(self, ref: ConversationRef) -> None:
+        """Stop the running turn of a conversation of either source."""
+        server = self.server_of(ref)
+        if ref.server is None:
+            self.stop(ref.session_id)
+        elif server is not None:
+            self.spawn(server.stop_turn(ref.session_id), "stop a server turn")
+
+    async def retry_at(self, ref: ConversationRef, turn_id: str | None = None) -> None:
+        """Ask a failed turn's prompt again, in the same conversation (either source)."""
+        if ref.server is None:
+            await self.retry(ref.session_id, turn_id)
+            return
+        conversation = self._remote.get(ref)
+        if conversation is None:
+            return
+        try:
+            prompt = conversation.retry_prompt(turn_id)
+        except BranchwiseError as exc:
+            self.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        await self.send_at(ref, prompt)
+
+    async def edit_at(self, ref: ConversationRef, turn_id: str, prompt: str) -> str | None:
+        """:meth:`edit` in a conversation of either source; the branch's id, or ``None``."""
+        if ref.server is None:
+            return await self.edit(ref.session_id, turn_id, prompt)
+        return await self._ask_again_at(ref, turn_id, prompt)
+
+    async def regenerate_at(self, ref: ConversationRef, turn_id: str) -> str | None:
+        """:meth:`regenerate` in a conversation of either source."""
+        if ref.server is None:
+            return await self.regenerate(ref.session_id, turn_id)
+        return await self._ask_again_at(ref, turn_id, None)
+
+    async def _ask_again_at(
+        self, ref: ConversationRef, turn_id: str, prompt: str | None
+    ) -> str | None:
+        """An edit or a regenerate on a server: the same journalled branch click as a
+        local one, through the server's journal; the branch's tab then asks the server
+        to answer its question."""
+        conversation = self._remote.get(ref)
+        if conversation is None:
+            return None
+        try:
+            request = conversation.ask_again_request(turn_id, prompt)
+        except BranchwiseError as exc:
+            self.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return None
+        return await conversation.server.request_branch(request)
+
+    async def branch_at(self, ref: ConversationRef, request: ForkRequest) -> str | None:
+        """A branch click in a conversation of either source (see :meth:`request_branch`)."""
+        server = self.server_of(ref)
+        if ref.server is None:
+            return await self.request_branch(request)
+        if server is None:
+            return None
+        return await server.request_branch(request)
+
+    def branch_state_at(self, ref: ConversationRef, row: Row) -> BranchState:
+        """The branch action of one row of a conversation of either source."""
+        if ref.server is None:
+            return self.branch_state(ref.session_id, row)
+        conversation = self._remote.get(ref)
+        if conversation is None:
+            return branch_state(row, None, server_supported=False)
+        return conversation.server_branch_state(row)
 
     # -- search -----------------------------------------------------------------
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from uuid import uuid4
 
-from branchwise.core.conversation.merge import MergeResult, answers_of, merge_back
+from branchwise.core.conversation.merge import MergeResult, merge_back
 from branchwise.core.errors import BranchwiseError, LeaseHeld, NotAncestor, TurnRunning
 from branchwise.core.projection.projection import Projection
 from branchwise.core.runtime import write_summary
@@ -24,15 +23,6 @@ from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.merge_journal import MergeJournal, PendingMerge
 from branchwise.desktop.host.notices import Level
-
-
-@dataclass(frozen=True, slots=True)
-class OwnAnswer:
-    """A turn the branch asked itself (after its fork point), with its answer."""
-
-    turn_id: str
-    prompt: str
-    answer: str
 
 
 def parent_of(host: Host, child_id: str) -> str | None:
@@ -47,21 +37,6 @@ def _projection(host: Host, child_id: str) -> Projection:
     return projection if projection is not None else host.store.read(child_id).projection
 
 
-def own_answers(host: Host, child_id: str) -> list[OwnAnswer]:
-    """The branch's own finished answers, oldest first (what can be brought back)."""
-    projection = _projection(host, child_id)
-    found = []
-    for turn in projection.turns:
-        if turn.start_seq <= projection.seed_length or not turn.message_id:
-            continue
-        answer = projection.message(turn.message_id)
-        if answer is None or answer.partial or not answer.content.strip():
-            continue
-        prompt = projection.message(turn.user_message_id) if turn.user_message_id else None
-        found.append(OwnAnswer(turn.turn_id, prompt.content if prompt else "", answer.content))
-    return found
-
-
 async def summarize(host: Host, child_id: str) -> str:
     """A summary of the branch since its fork point, by the host's provider.
 
@@ -70,11 +45,6 @@ async def summarize(host: Host, child_id: str) -> str:
         ProviderError: the model failed.
     """
     return await write_summary(_projection(host, child_id), host.provider)
-
-
-def chosen_answers(host: Host, child_id: str, turn_ids: list[str]) -> str:
-    """The chosen answers as one text, the way the merge stores them."""
-    return answers_of(host.store, child_id, turn_ids)
 
 
 def bring_back(

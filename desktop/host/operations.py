@@ -11,6 +11,8 @@ Widgets never write a file, read a log or call the network themselves:
 
 - :meth:`Operations.export` renders a conversation and writes the file;
 - :meth:`Operations.compare` reads both conversations' logs;
+- :meth:`Operations.branch_answers` and :meth:`Operations.chosen_answers`
+  read a branch for "Bring back to parent…";
 - :meth:`Operations.list_models` and :meth:`Operations.detect_servers` ask
   model servers (the settings dialog's "Refresh" and "Detect local servers").
 """
@@ -27,7 +29,9 @@ from branchwise.core.conversation.compare import Comparison, compare
 from branchwise.core.conversation.export.common import format_for_path, write_export
 from branchwise.core.conversation.export.json import encode_json, export_document
 from branchwise.core.conversation.export.markdown import render_markdown
+from branchwise.core.conversation.merge import answers_of
 from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ProviderError
+from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.detect import DetectedServer, candidate_urls, detect_servers
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import Settings, resolve_api_key
@@ -72,6 +76,29 @@ class Compared:
     comparison: Comparison
     common_title: str
     shared_turns: int
+
+
+@dataclass(frozen=True, slots=True)
+class OwnAnswer:
+    """A turn a branch asked itself (after its fork point), with its answer."""
+
+    turn_id: str
+    prompt: str
+    answer: str
+
+
+def own_answers(projection: Projection) -> list[OwnAnswer]:
+    """A branch's own finished answers, oldest first (what can be brought back)."""
+    found = []
+    for turn in projection.turns:
+        if turn.start_seq <= projection.seed_length or not turn.message_id:
+            continue
+        answer = projection.message(turn.message_id)
+        if answer is None or answer.partial or not answer.content.strip():
+            continue
+        prompt = projection.message(turn.user_message_id) if turn.user_message_id else None
+        found.append(OwnAnswer(turn.turn_id, prompt.content if prompt else "", answer.content))
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +170,24 @@ class Operations:
         except BranchwiseError as exc:
             self._owner.notices.post(exc.code, Level.ERROR, **exc.details)
             return None
+
+    async def branch_answers(self, child_id: str) -> list[OwnAnswer]:
+        """A branch's own answers, read from its committed history.
+
+        Raises:
+            BranchwiseError: the branch cannot be read (the dialog says why).
+        """
+        store = self._owner.store
+        return await asyncio.to_thread(lambda: own_answers(store.read(child_id).projection))
+
+    async def chosen_answers(self, child_id: str, turn_ids: Sequence[str]) -> str:
+        """The chosen answers of a branch as one text, the way the merge stores them.
+
+        Raises:
+            BranchwiseError: the branch or a turn cannot be read (the dialog says why).
+        """
+        store = self._owner.store
+        return await asyncio.to_thread(answers_of, store, child_id, list(turn_ids))
 
     async def list_models(self, draft: Settings) -> ModelList:
         """The models of the server ``draft`` names (its address and key as typed, unsaved)."""

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-from branchwise.core.conversation.ask_again import branch_turn
+from branchwise.core.conversation.ask_again import unasked_turn
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -42,7 +42,6 @@ from branchwise.core.fork.targets import (
     tracker_after_snapshot,
 )
 from branchwise.core.log.segments import SessionLog, log_identity, read_session_log
-from branchwise.core.projection import events as ev
 from branchwise.core.projection.pages import last_page_start, read_last_page
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider
@@ -280,14 +279,7 @@ class OpenSession(Conversation, TurnListener):
             snapshot = self.store.read(self.session_id, every_frame=False)
         except BranchwiseError:
             return None  # opening says what is wrong
-        projection = snapshot.projection
-        turn = branch_turn(projection, snapshot.manifest.seed_length)
-        if turn is None or not turn.is_open or projection.open_turn is not turn:
-            return None
-        question = projection.message(turn.user_message_id or "")
-        if question is None or question.seq != projection.last_seq:
-            return None
-        return turn.turn_id
+        return unasked_turn(snapshot.manifest, snapshot.projection)
 
     def _install(self, loaded: _Loaded) -> None:
         self.manifest = loaded.manifest
@@ -437,12 +429,8 @@ class OpenSession(Conversation, TurnListener):
         if self.running:
             raise TurnRunning("wait for the answer to finish", sessionId=self.session_id)
         if conversation != self.writer.projection.settings:
-            self.writer.commit(
-                [
-                    ev.session_config(
-                        conversation.model, conversation.system, conversation.temperature
-                    )
-                ]
+            self.writer.set_conversation_settings(
+                conversation.model, conversation.system, conversation.temperature
             )
 
     def stop(self) -> None:

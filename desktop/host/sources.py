@@ -31,19 +31,32 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from branchwise.core.conversation.ask_again import edit_of, regenerate_of, unasked_turn
 from branchwise.core.conversation.names import branch_title as name_branch
-from branchwise.core.errors import BranchwiseError, RemoteUnavailable
+from branchwise.core.errors import (
+    BranchwiseError,
+    ReadOnlySession,
+    RemoteRefusal,
+    RemoteUnavailable,
+)
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore
-from branchwise.core.remote.protocol import CAP_FORK_TARGETS, CAP_RENAME, CAP_SEARCH, CAP_TRASH
+from branchwise.core.remote.protocol import (
+    CAP_FORK_ORIGIN,
+    CAP_FORK_TARGETS,
+    CAP_RENAME,
+    CAP_SEARCH,
+    CAP_TRASH,
+)
 from branchwise.core.search.query import SearchResult
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
+from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.connections import (
     JOURNALS_DIR,
     Connection,
@@ -71,6 +84,7 @@ RUNNING_WAIT = 2
 
 log = logging.getLogger(__name__)
 Listener = Callable[[], None]
+ChangeListener = Callable[[Changes], None]
 
 
 class ConversationSource(Protocol):
@@ -205,7 +219,9 @@ class RemoteConversation(Conversation):
 
     The server's commits are replayed into the same :class:`Projection` a
     local conversation has, so rows, branch actions and Retry's prompt are
-    computed by the same functions as a local conversation's.
+    computed by the same functions as a local conversation's. What changed is
+    told to listeners as the host's :class:`Changes`, so a tab refreshes a
+    server conversation as it refreshes a local one.
 
     Args:
         server: the server it lives on.
@@ -217,8 +233,8 @@ class RemoteConversation(Conversation):
         self.server = server
         self._projection = Projection.replay([])
         self.last_seq = 0
-        self.running = False
-        self._listeners: list[Listener] = []
+        self._running = False
+        self._listeners: list[ChangeListener] = []
 
     @property
     def projection(self) -> Projection:
@@ -230,8 +246,24 @@ class RemoteConversation(Conversation):
         """The conversation's title."""
         return self.projection.title or self.server.title(self.session_id)
 
-    def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call ``listener()`` after each change; returns an unsubscribe function."""
+    @property
+    def running(self) -> bool:
+        """A turn runs there (this app's or another client's), as the events route says."""
+        return self._running
+
+    @property
+    def manifest(self) -> Manifest | None:
+        """The conversation's manifest as the server lists it (``None``: not listed yet)."""
+        return self.server.listing.index.by_id.get(self.session_id)
+
+    @property
+    def unasked(self) -> str | None:
+        """The turn an edit or a regenerate published and nobody asked yet (see core)."""
+        manifest = self.manifest
+        return unasked_turn(manifest, self.projection) if manifest is not None else None
+
+    def subscribe(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call ``listener(changes)`` after each change; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
 
@@ -241,11 +273,19 @@ class RemoteConversation(Conversation):
             row, in_flight=self.server.branches.in_flight, server_supported=self.server.supported
         )
 
-    def branches_at(self, row: Row) -> list[Manifest]:
-        """The server's conversations branched from this row's turn, as a local row lists them."""
-        if row.turn_id is None:
-            return []
-        return self.server.listing.index.branches_at(self.session_id, row.turn_id)
+    def ask_again_request(self, turn_id: str, prompt: str | None) -> ForkRequest:
+        """The fork an Edit (``prompt``) or a Regenerate (``None``) of a turn asks the server for.
+
+        Raises:
+            UnknownTurn, TurnRunning, EmptyPrompt: as for a local conversation.
+            ReadOnlySession: the fork targets (and so the generation) are not read yet.
+        """
+        if self.targets is None:
+            raise ReadOnlySession("this conversation is not loaded", sessionId=self.session_id)
+        generation = self.targets.answer.generation
+        if prompt is None:
+            return regenerate_of(self.projection, generation, self.session_id, turn_id)
+        return edit_of(self.projection, generation, self.session_id, turn_id, prompt)
 
     async def load(self) -> None:
         """Read every committed commit and the fork targets: enough to show the tab.
@@ -259,12 +299,10 @@ class RemoteConversation(Conversation):
 
     async def refresh_targets(self) -> None:
         """Ask the server for this conversation's fork targets again."""
-        if not self.server.supported:
-            self._changed()
-            return
-        answer = await self.server.remote.fork_targets(self.session_id)
-        self.targets = TargetTable.of(targets_from_json(answer))
-        self._changed()
+        if self.server.supported:
+            answer = await self.server.remote.fork_targets(self.session_id)
+            self.targets = TargetTable.of(targets_from_json(answer))
+        self._changed(Changes(targets=frozenset({self.session_id})))
 
     async def follow(self) -> None:
         """Long-poll the server for new commits until cancelled (a running turn streams in).
@@ -287,23 +325,35 @@ class RemoteConversation(Conversation):
         return self.apply_commits(answer["commits"], running=answer.get("running") is True)
 
     def apply_commits(self, commits: list[list[dict[str, Any]]], *, running: bool = False) -> bool:
-        """Apply commits as the events route gives them; whether one of them ended a turn."""
+        """Apply commits as the events route gives them; whether one of them ended a turn.
+
+        Listeners hear the rows that changed (``turns``), or the whole
+        transcript when more than one row is new (a first read, a catch-up).
+        """
         ended_before = _ended_turns(self.projection)
         for commit in commits:
-            if commit:
-                self.projection.apply(commit)
-                self.last_seq = int(commit[-1]["seq"])
+            self._projection.apply(commit)
+            self.last_seq = int(commit[-1]["seq"])
+        sid = self.session_id
+        changes = Changes()
         if commits:
+            before = {row.row_id: row for row in self.rows}
             self._set_rows(rows_from_projection(self.projection))
-        if commits or running != self.running:
-            self.running = running
-            self._changed()
+            new = [row for row in self.rows if row.row_id not in before]
+            if len(new) > 1 or len(before) + len(new) != len(self.rows):
+                changes = Changes(transcripts=frozenset({sid}))
+            else:
+                changed = frozenset((sid, r.row_id) for r in self.rows if before.get(r.row_id) != r)
+                changes = Changes(turns=changed)
+        if commits or running != self._running:
+            self._running = running
+            self._changed(changes | Changes(sessions=frozenset({sid})))
         return _ended_turns(self.projection) > ended_before
 
-    def _changed(self) -> None:
+    def _changed(self, changes: Changes) -> None:
         for listener in list(self._listeners):
             try:
-                listener()
+                listener(changes)
             except Exception:  # noqa: BLE001 - one broken view must not stop the others
                 log.exception("a remote conversation listener failed")
 
@@ -514,6 +564,24 @@ class RemoteSource:
             if record["type"] == "ended":
                 result = dict(record.get("result") or {})
         return result
+
+    async def answer(self, session_id: str) -> None:
+        """Have the server answer the question an edit's or a regenerate's branch was
+        published with (its answer reaches open conversations through their events).
+
+        Another client asking it first (``turn_running``, ``lease_held``) is not a failure.
+        """
+        try:
+            async for _record in self.remote.send_turn(session_id, None):
+                pass
+        except RemoteRefusal as exc:
+            if exc.code not in ("turn_running", "lease_held"):
+                raise
+
+    @property
+    def asks_again(self) -> bool:
+        """The server is connected and can branch an edited or regenerated prompt."""
+        return self.connected and self.supported and CAP_FORK_ORIGIN in self.capabilities
 
     async def stop_turn(self, session_id: str) -> bool:
         """Stop the turn the server runs in a conversation."""

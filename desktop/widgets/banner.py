@@ -50,6 +50,7 @@ class ForkBanner(QFrame):
         if on_bring_back is not None:
             self.bring_back_button.clicked.connect(on_bring_back)
         self._can_bring_back = on_bring_back is not None
+        self._bring_back_refusal: str | None = None
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 6)
         layout.addWidget(self.label, 1)
@@ -76,6 +77,11 @@ class ForkBanner(QFrame):
         self.bring_back_button.setVisible(self._can_bring_back and kind == "fork" and parent_exists)
         self.setVisible(parent_id is not None)
 
+    def refuse_bring_back(self, reason: str | None) -> None:
+        """Disable "Bring back to parent…" with why, in the user's words (``None``: enable)."""
+        self._bring_back_refusal = reason
+        self.retranslate_ui()
+
     def _open(self) -> None:
         if self._parent_id is not None:
             self._on_open_parent(self._parent_id)
@@ -100,6 +106,8 @@ class ForkBanner(QFrame):
         self.open_button.setText(_("Open parent conversation"))
         self.open_button.setEnabled(self._parent_exists)
         self.bring_back_button.setText(_("Bring back to parent…"))
+        self.bring_back_button.setEnabled(self._bring_back_refusal is None)
         self.bring_back_button.setToolTip(
-            _("Carry answers or a summary of this branch into the conversation it came from")
+            self._bring_back_refusal
+            or _("Carry answers or a summary of this branch into the conversation it came from")
         )

@@ -1,7 +1,10 @@
 """One conversation tab: banner, transcript, find bar and composer, all talking to the host.
 
 The tab never touches a session's files: it asks the host to send, stop and
-branch, and refreshes the parts a :class:`Changes` names.
+branch, and refreshes the parts a :class:`Changes` names. The same tab shows
+a conversation of this machine or of a ``branchwise serve`` server (its
+:class:`ConversationRef` says which); what the server cannot do is shown
+disabled with the reason, never dropped silently.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.rows import Row
 from branchwise.desktop.host.session import SessionMode
@@ -23,7 +27,7 @@ from branchwise.desktop.widgets.banner import ForkBanner
 from branchwise.desktop.widgets.composer import Composer
 from branchwise.desktop.widgets.find_bar import FindBar, Match
 from branchwise.desktop.widgets.merge_dialog import BringBackDialog
-from branchwise.desktop.widgets.transcript import TranscriptView
+from branchwise.desktop.widgets.transcript import TranscriptView, refusal_text
 from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
 
@@ -32,21 +36,26 @@ class ConversationTab(QWidget):
 
     Args:
         host: the host.
-        session_id: the conversation (already opened in the host).
-        open_session: shows another conversation (a parent, a branch).
+        ref: the conversation (already opened in the host).
+        open_ref: shows another conversation (a parent, a branch).
     """
 
     def __init__(
         self,
         host: Host,
-        session_id: str,
-        open_session: Callable[[str], None],
+        ref: ConversationRef,
+        open_ref: Callable[[ConversationRef], None],
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("conversationTab")
         self.host = host
-        self.session_id = session_id
+        self.ref = ref
+        self.session_id = ref.session_id
+
+        def open_session(session_id: str) -> None:
+            open_ref(ref.sibling(session_id))
+
         self._open_session = open_session
         self.banner = ForkBanner(open_session, self, self.bring_back)
         self.bring_back_dialog: BringBackDialog | None = None
@@ -55,7 +64,7 @@ class ConversationTab(QWidget):
         self.state_label.setWordWrap(True)
         self.state_label.setTextFormat(Qt.TextFormat.PlainText)
         self.state_label.setContentsMargins(12, 4, 12, 4)
-        self.transcript = TranscriptView(host, session_id, self._branch, open_session, parent=self)
+        self.transcript = TranscriptView(host, ref, self._branch, open_session, parent=self)
         self.find_bar = FindBar(self._rows, self._reveal_match, self)
         self.find_bar.closed.connect(self._find_closed)
         self.composer = Composer(self._send, self._stop, self)
@@ -75,12 +84,29 @@ class ConversationTab(QWidget):
     @property
     def title(self) -> str:
         """The tab's title in the active language."""
-        return untitled(self.host.title(self.session_id))
+        return untitled(self.host.title_at(self.ref))
 
     @property
     def running(self) -> bool:
         """A turn runs in this conversation."""
-        return self.host.is_running(self.session_id)
+        return self.host.running_at(self.ref)
+
+    @property
+    def server_name(self) -> str | None:
+        """The name of the server that keeps the conversation (``None``: this machine)."""
+        if self.ref.server is None:
+            return None
+        server = self.host.server_of(self.ref)
+        return server.name if server is not None else self.ref.server
+
+    def refusal(self, action: str) -> str | None:
+        """Why ``action`` (see :meth:`Host.refusal`) cannot be done here, in the user's words."""
+        code = self.host.refusal(self.ref, action)
+        return refusal_text(self.host, self.ref, code) if code is not None else None
+
+    def turn_widgets(self) -> list[TurnWidget]:
+        """The turn widgets built so far, in display order."""
+        return self.transcript.turn_widgets()
 
     # -- finding ---------------------------------------------------------------
 
@@ -100,7 +126,7 @@ class ConversationTab(QWidget):
 
     async def reveal_when_loaded(self, message_id: str) -> None:
         """:meth:`reveal_message` once the whole history is read (a big one loads late)."""
-        session = self.host.session(self.session_id)
+        session = self.host.session(self.session_id) if not self.ref.remote else None
         if session is not None and not session.loaded:
             await session.wait_loaded()
         if shiboken6.isValid(self):
@@ -110,8 +136,8 @@ class ConversationTab(QWidget):
         self.composer.editor.setFocus()
 
     def _rows(self) -> list[Row]:
-        session = self.host.session(self.session_id)
-        return session.rows if session is not None else []
+        conversation = self.host.conversation(self.ref)
+        return conversation.rows if conversation is not None else []
 
     def _reveal_match(self, match: Match) -> None:
         widget = self.transcript.reveal(match.position)
@@ -125,18 +151,20 @@ class ConversationTab(QWidget):
     # -- actions ---------------------------------------------------------------
 
     def _send(self, text: str) -> None:
-        self.host.spawn(self.host.send(self.session_id, text), "send")
+        self.host.spawn(self.host.send_at(self.ref, text), "send")
 
     def _stop(self) -> None:
-        self.host.stop(self.session_id)
+        self.host.stop_at(self.ref)
 
     def bring_back(self) -> None:
-        """Open "Bring back to parent…" for this branch."""
+        """Open "Bring back to parent…" for this branch (a local one: the button says why not)."""
+        if self.host.refusal(self.ref, "bring_back") is not None:
+            return
         self.bring_back_dialog = BringBackDialog(self.host, self.session_id, self)
         self.bring_back_dialog.open()
 
     def _branch(self, request: ForkRequest) -> None:
-        self.host.spawn(self.host.request_branch(request), "branch")
+        self.host.spawn(self.host.branch_at(self.ref, request), "branch")
 
     # -- refreshing ------------------------------------------------------------
 
@@ -162,6 +190,9 @@ class ConversationTab(QWidget):
         self.transcript.append_text(turn_id, message_id, chunk)
 
     def _render_state(self) -> None:
+        if self.ref.remote:
+            self._render_server_state()
+            return
         session = self.host.session(self.session_id)
         text = ""
         blocked: str | None = None
@@ -178,22 +209,39 @@ class ConversationTab(QWidget):
         self.composer.set_blocked(blocked)
         self.composer.set_running(session is not None and session.running)
 
+    def _render_server_state(self) -> None:
+        """A server's conversation: which server, or why nothing can be sent now."""
+        names = {"server": self.server_name or ""}
+        blocked = self.refusal("send")
+        text = blocked or fill(_("On the server {server}"), names)
+        self.state_label.setText(text)
+        self.state_label.setVisible(True)
+        self.composer.set_blocked(blocked)
+        self.composer.set_running(self.running)
+
     def _render_banner(self) -> None:
-        session = self.host.session(self.session_id)
-        manifest = session.manifest if session else self.host.index.by_id.get(self.session_id)
+        session = self.host.session(self.session_id) if not self.ref.remote else None
+        lineage = self.host.lineage_at(self.ref)
+        manifest = session.manifest if session else lineage.by_id.get(self.session_id)
         link = manifest.parent if manifest is not None else None
         if link is None:
             self.banner.set_origin(None, "", None, True)
             return
         turn_number = None
-        projection = session.projection if session is not None else None
+        conversation = self.host.conversation(self.ref)
+        projection = conversation.projection if conversation is not None else None
         if projection is not None and link.turn_id is not None:
             turn = projection.turn(link.turn_id)
             turn_number = turn.index if turn is not None else None
-        exists = link.session_id in self.host.index.by_id
+        exists = link.session_id in lineage.by_id
         self.banner.set_origin(
-            link.session_id, self.host.title(link.session_id), turn_number, exists, link.kind
+            link.session_id,
+            self.host.title_at(self.ref.sibling(link.session_id)),
+            turn_number,
+            exists,
+            link.kind,
         )
+        self.banner.refuse_bring_back(self.refusal("bring_back"))
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text of the tab."""

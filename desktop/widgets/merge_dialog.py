@@ -1,6 +1,7 @@
 """Bring back to parent…: choose what a branch carries back, preview it, confirm.
 
-The branch's own answers are listed with checkboxes; a summary box can be
+The branch's own answers are listed with checkboxes (the host reads them
+off the UI thread, as it reads the chosen ones for the preview); a summary box can be
 filled by "Write summary" (the host's provider writes it; the demo responder
 a deterministic one) and edited. The preview shows exactly what the parent
 will receive. Confirm writes one ``session/merge`` into the parent; a refusal
@@ -29,13 +30,8 @@ from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.merging import (
-    chosen_answers,
-    merge,
-    own_answers,
-    parent_of,
-    summarize,
-)
+from branchwise.desktop.host.merging import merge, parent_of, summarize
+from branchwise.desktop.host.operations import OwnAnswer
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TURN_ROLE = Qt.ItemDataRole.UserRole
@@ -63,13 +59,10 @@ class BringBackDialog(QDialog):
         heading.setTextFormat(Qt.TextFormat.PlainText)
         self.answers = QListWidget(self)
         self.answers.setObjectName("branchAnswers")
-        for answer in own_answers(host, child_id):
-            first = answer.answer.strip().split("\n", 1)[0][:100]
-            item = QListWidgetItem(f"{answer.prompt.strip()[:60]} → {first}", self.answers)
-            item.setData(TURN_ROLE, answer.turn_id)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Unchecked)
-        self.answers.itemChanged.connect(lambda _item: self._render_preview())
+        self._content: tuple[str, str] = ("", "answer")
+        self._asked = 0
+        """Preview requests made; an answer to an older one is dropped."""
+        self._answered = 0
         self.summary = QPlainTextEdit(self)
         self.summary.setObjectName("mergeSummary")
         self.summary.setPlaceholderText(_("A summary of the branch (optional, editable)"))
@@ -105,7 +98,25 @@ class BringBackDialog(QDialog):
         layout.addWidget(self.preview, 2)
         layout.addWidget(self.error_label)
         layout.addWidget(buttons)
-        self._render_preview()
+        self.confirm_button.setEnabled(False)
+        self.host.spawn(self._list_answers(), "list a branch's answers")
+
+    async def _list_answers(self) -> None:
+        try:
+            answers = await self.host.operations.branch_answers(self.child_id)
+        except BranchwiseError as exc:
+            self._show_error(exc)
+            return
+        self._show_answers(answers)
+        self.answers.itemChanged.connect(lambda _item: self._render_preview())
+
+    def _show_answers(self, answers: list[OwnAnswer]) -> None:
+        for answer in answers:
+            first = answer.answer.strip().split("\n", 1)[0][:100]
+            item = QListWidgetItem(f"{answer.prompt.strip()[:60]} → {first}", self.answers)
+            item.setData(TURN_ROLE, answer.turn_id)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Unchecked)
 
     def chosen_turns(self) -> list[str]:
         """The checked answers' turn ids, in the branch's order."""
@@ -113,22 +124,45 @@ class BringBackDialog(QDialog):
         return [i.data(TURN_ROLE) for i in items if i.checkState() == Qt.CheckState.Checked]
 
     def content(self) -> tuple[str, str]:
-        """What the parent will receive and its kind (``answer``, ``summary`` or ``note``)."""
-        turns = self.chosen_turns()
-        answers = chosen_answers(self.host, self.child_id, turns) if turns else ""
-        summary = self.summary.toPlainText().strip()
-        if answers and summary:
-            return answers + SEPARATOR + summary, "note"
-        if summary:
-            return summary, "summary"
-        return answers, "answer"
+        """What the parent will receive and its kind (``answer``, ``summary`` or ``note``),
+        as the preview shows it now."""
+        return self._content
+
+    @property
+    def preview_current(self) -> bool:
+        """The preview shows the answers and summary chosen now (no reading is pending)."""
+        return self._answered == self._asked
 
     def _render_preview(self) -> None:
+        """Ask the host for the chosen answers; the preview follows when it has them."""
+        self._asked += 1
+        self.confirm_button.setEnabled(False)
+        self.host.spawn(self._preview(self._asked), "preview a merge")
+
+    async def _preview(self, asked: int) -> None:
+        turns = self.chosen_turns()
+        summary = self.summary.toPlainText().strip()
         try:
-            text, _kind = self.content()
+            answers = (
+                await self.host.operations.chosen_answers(self.child_id, turns) if turns else ""
+            )
         except BranchwiseError as exc:
-            self._show_error(exc)
-            text = ""
+            if asked == self._asked:
+                self._answered = asked
+                self._show_error(exc)
+                self._content = ("", "answer")
+                self.preview.setPlainText("")
+            return
+        if asked != self._asked:
+            return  # the choice changed meanwhile; a newer answer follows
+        self._answered = asked
+        if answers and summary:
+            self._content = (answers + SEPARATOR + summary, "note")
+        elif summary:
+            self._content = (summary, "summary")
+        else:
+            self._content = (answers, "answer")
+        text = self._content[0]
         self.preview.setPlainText(text)
         self.confirm_button.setEnabled(bool(text.strip()))
 
@@ -151,10 +185,10 @@ class BringBackDialog(QDialog):
 
     def confirm(self) -> None:
         """Ask the host to write the merge into the parent; stay open and say why if refused."""
-        try:
-            text, kind = self.content()
-        except BranchwiseError as exc:
-            self._show_error(exc)
+        if not self.preview_current:
+            return  # Confirm is disabled until the preview shows what will be written
+        text, kind = self.content()
+        if not text.strip():
             return
         self.confirm_button.setEnabled(False)
         self.host.spawn(self._merge(text, kind), "bring back to the parent")

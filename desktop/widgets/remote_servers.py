@@ -1,19 +1,18 @@
-"""Conversations on ``branchwise serve`` servers: "Connect to server…", the sidebar's
-server section, and a tab for a remote conversation.
+"""Servers in the window: "Connect to server…", the sidebar's server section, and the
+tabs from last time that wait for their server.
 
 The window owns one :class:`RemoteServers`; it adds the File menu action, puts
-the server section under the local conversation tree, reconnects the saved
-servers at start, and opens remote conversations in tabs of their own. What
-happens is decided by :mod:`branchwise.desktop.host.sources` (no Qt); this
-module only shows it: a remote conversation uses the same turn widgets, branch
-action, Retry and composer a local one does, and a branch click goes through
-the server's operations journal.
+the server section under the local conversation tree and reconnects the saved
+servers at start. A server's conversation opens in the window's own
+:class:`~branchwise.desktop.widgets.conversation_tab.ConversationTab`, through
+the host (:meth:`~branchwise.desktop.host.host.Host.open`); this module only
+shows what is about servers: their connection state, their conversation
+lists, and what can be done to a conversation there (new, rename, delete).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Protocol
 
 import shiboken6
@@ -27,8 +26,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMenu,
-    QPushButton,
-    QScrollArea,
     QTabWidget,
     QTreeWidget,
     QTreeWidgetItem,
@@ -37,19 +34,18 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.errors import BranchwiseError, RemoteUnavailable
-from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.i18n.language import _, format_number
+from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.connections import Connection
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level, NoticeAction
-from branchwise.desktop.host.rows import PAGE_SIZE
-from branchwise.desktop.host.sources import ConnectionState, RemoteConversation, RemoteSource
+from branchwise.desktop.host.sources import ConnectionState, RemoteSource
 from branchwise.desktop.host.trashing import RESTORE_ACTION
 from branchwise.desktop.host.window_state import RemoteTab
-from branchwise.desktop.widgets.composer import Composer
+from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.search import RemoteResults, SearchPanel
-from branchwise.desktop.widgets.turn_widget import AskAgain, TurnWidget, untitled
+from branchwise.desktop.widgets.turn_widget import untitled
 
 
 class ServerWindow(Protocol):
@@ -57,10 +53,14 @@ class ServerWindow(Protocol):
 
     host: Host
     tabs: QTabWidget
-    sidebar: QWidget
     file_menu: QMenu
     settings_action: QAction
     search_panel: SearchPanel
+
+    @property
+    def sidebar(self) -> QWidget:
+        """The conversation list, under which the server section goes."""
+        ...
 
     @property
     def closed(self) -> SignalInstance:
@@ -70,6 +70,14 @@ class ServerWindow(Protocol):
     def _render_empty_state(self) -> None: ...
 
     def _state_changed(self, *_args: object) -> None: ...
+
+    def conversation_tabs(self) -> list[ConversationTab]: ...
+
+    def tab_for_ref(self, ref: ConversationRef) -> ConversationTab | None: ...
+
+    async def open_remote(self, ref: ConversationRef, index: int = -1) -> ConversationTab: ...
+
+    def open_ref(self, ref: ConversationRef) -> None: ...
 
 
 SERVER_ROLE = Qt.ItemDataRole.UserRole
@@ -130,139 +138,6 @@ class ConnectDialog(QDialog):
         self.token_edit.setPlaceholderText(_("The contents of serve-token on the server"))
         self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText(_("Connect"))
         self.buttons.button(QDialogButtonBox.StandardButton.Cancel).setText(_("Cancel"))
-
-
-class RemoteConversationTab(QWidget):
-    """A conversation kept on a server: the local tab's turn widgets, branch action and composer.
-
-    Args:
-        conversation: the loaded server conversation.
-        on_branch: called with the fork request of a clicked branch action.
-        on_send: called with the text of a prompt to send.
-        on_stop: called when "Stop" is clicked while a turn runs there.
-        ask_again: the turns' Edit, Regenerate and Retry actions.
-        on_open: opens another conversation of the same server (a turn's branch menu).
-    """
-
-    def __init__(
-        self,
-        conversation: RemoteConversation,
-        on_branch: Callable[[ForkRequest], object],
-        on_send: Callable[[str], object],
-        parent: QWidget | None = None,
-        on_stop: Callable[[], object] = lambda: None,
-        ask_again: AskAgain | None = None,
-        on_open: Callable[[str], object] = lambda _session_id: None,
-    ) -> None:
-        super().__init__(parent)
-        self.setObjectName("remoteConversationTab")
-        self.conversation = conversation
-        self._on_branch = on_branch
-        self._on_open = on_open
-        self._ask_again = ask_again
-        self.server_label = QLabel(self)
-        self.server_label.setObjectName("remoteServerLabel")
-        self.scroll_area = QScrollArea(self)
-        self.scroll_area.setWidgetResizable(True)
-        self._body = QWidget(self.scroll_area)
-        self._rows = QVBoxLayout(self._body)
-        self.earlier_button = QPushButton(self._body)
-        self.earlier_button.setObjectName("earlierTurnsButton")
-        self.earlier_button.clicked.connect(self._show_earlier)
-        self.earlier_button.hide()
-        self._rows.addWidget(self.earlier_button)
-        self._rows.addStretch(1)
-        self.scroll_area.setWidget(self._body)
-        self.composer = Composer(lambda text: on_send(text), lambda: on_stop(), self)
-        layout = QVBoxLayout(self)
-        layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(self.server_label)
-        layout.addWidget(self.scroll_area, 1)
-        layout.addWidget(self.composer)
-        self._widgets: list[TurnWidget] = []
-        self.shown = PAGE_SIZE
-        self._seen: int | None = None
-        self._unsubscribe = [
-            conversation.subscribe(self.refresh),
-            conversation.server.subscribe(self.refresh),
-        ]
-        # A tab deleted with its window (not closed first) must stop listening too.
-        subscriptions = self._unsubscribe
-        self.destroyed.connect(lambda *_args: [stop() for stop in list(subscriptions)])
-        self.retranslate_ui()
-        self.refresh()
-
-    @property
-    def session_id(self) -> str:
-        """The conversation's id on its server."""
-        return self.conversation.session_id
-
-    @property
-    def title(self) -> str:
-        """The conversation's title for the tab."""
-        return untitled(self.conversation.title)
-
-    def turn_widgets(self) -> list[TurnWidget]:
-        """The turn widgets, in order."""
-        return list(self._widgets)
-
-    def refresh(self) -> None:
-        """Show the conversation's rows and each row's branch action as they are now."""
-        every = self.conversation.rows
-        # Like a local transcript: widgets for the last pages only (a server's
-        # conversation may hold 10,000 turns); new turns extend the window.
-        if self._seen is not None and len(every) > self._seen:
-            self.shown += len(every) - self._seen
-        self._seen = len(every)
-        hidden = max(0, len(every) - self.shown)
-        rows = every[hidden:]
-        self.earlier_button.setVisible(hidden > 0)
-        self.earlier_button.setText(
-            fill(_("Show earlier turns ({n} more)"), {"n": format_number(hidden)})
-        )
-        while len(self._widgets) > len(rows):
-            self._widgets.pop().deleteLater()
-        for position, row in enumerate(rows):
-            if position < len(self._widgets):
-                widget = self._widgets[position]
-                if widget.row != row:
-                    widget.set_row(row)
-            else:
-                widget = TurnWidget(row, self._branch, self._on_open, self._body, self._ask_again)
-                self._rows.insertWidget(self._rows.count() - 1, widget)
-                self._widgets.append(widget)
-            widget.set_branch_state(self.conversation.server_branch_state(row))
-            widget.set_branches(self.conversation.branches_at(row))
-        server = self.conversation.server
-        self.composer.set_blocked(
-            None
-            if server.state == ConnectionState.CONNECTED
-            else fill(reason_text("server_disconnected"), {"server": server.name})
-        )
-        self.composer.set_running(self.conversation.running)
-
-    def _show_earlier(self) -> None:
-        self.shown += PAGE_SIZE
-        for widget in self._widgets:  # rebuilt in order, the earlier page first
-            widget.deleteLater()
-        self._widgets = []
-        self.refresh()
-
-    def close_tab(self) -> None:
-        """Stop listening (the tab is going away)."""
-        for unsubscribe in self._unsubscribe:
-            unsubscribe()
-        self._unsubscribe.clear()
-
-    def _branch(self, request: ForkRequest) -> None:
-        self._on_branch(request)
-
-    def retranslate_ui(self) -> None:
-        """Render the tab's texts in the current language."""
-        server = self.conversation.server
-        self.server_label.setText(fill(_("On the server {server}"), {"server": server.name}))
-        self.composer.retranslate_ui()
-        self.refresh()
 
 
 class WaitingRemoteTab(QWidget):
@@ -342,7 +217,6 @@ class RemoteServers(QObject):
         self.window = window
         self.host = window.host
         self.dialog: ConnectDialog | None = None
-        self._follow: dict[RemoteConversationTab, asyncio.Task[None]] = {}
         self._waiting: dict[WaitingRemoteTab, asyncio.Task[None]] = {}
         self.connect_action = QAction(window.file_menu)
         self.connect_action.setObjectName("connectServerAction")
@@ -445,8 +319,6 @@ class RemoteServers(QObject):
             self.tree.addTopLevelItem(top)
         self.tree.expandAll()
         self.tree.setVisible(bool(self.servers))
-        for tab in self.remote_tabs():  # a title changed on the server (here or elsewhere)
-            self._render_tab_title(tab)
 
     def _server_text(self, server: RemoteSource) -> str:
         if server.state == ConnectionState.CONNECTED:
@@ -459,7 +331,7 @@ class RemoteServers(QObject):
         session_id = item.data(0, SESSION_ROLE)
         server = self._server_of(item.data(0, SERVER_ROLE))
         if session_id and server is not None:
-            self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
+            self.window.open_ref(ref_of(server, session_id))
 
     def _server_of(self, url: str | None) -> RemoteSource | None:
         return self.host.servers.of(url)
@@ -492,7 +364,7 @@ class RemoteServers(QObject):
         return [answer for answer in answers if answer is not None]
 
     def _open_hit(self, server: RemoteSource, session_id: str) -> None:
-        self.host.spawn(self.open_remote(server, session_id), "open a server conversation")
+        self.window.open_ref(ref_of(server, session_id))
 
     # -- managing a server's conversations ----------------------------------------------------
 
@@ -529,7 +401,7 @@ class RemoteServers(QObject):
         except BranchwiseError as exc:
             server.report(exc)
             return
-        await self.open_remote(server, session_id)
+        self.window.open_ref(ref_of(server, session_id))
 
     def ask_rename(self, server: RemoteSource, session_id: str) -> QInputDialog:
         """Ask for a new title (non-blocking) and rename the conversation on its server."""
@@ -553,10 +425,6 @@ class RemoteServers(QObject):
             await server.rename(session_id, title)
         except BranchwiseError as exc:
             server.report(exc)
-            return
-        tab = self.tab_for(server, session_id)
-        if tab is not None:
-            self._render_tab_title(tab)
 
     def delete_remote(self, server: RemoteSource, session_id: str) -> None:
         """Move a server conversation to the server's Trash; its tab closes; Undo restores it."""
@@ -571,7 +439,7 @@ class RemoteServers(QObject):
             return
         tab = self.tab_for(server, session_id)
         if tab is not None:
-            self._close_tab_at(self.window.tabs.indexOf(tab))
+            self.window.tabs.tabCloseRequested.emit(self.window.tabs.indexOf(tab))
         self.host.notices.post(
             "remote_conversation_trashed",
             Level.SUCCESS,
@@ -594,14 +462,9 @@ class RemoteServers(QObject):
 
     # -- tabs ---------------------------------------------------------------------------------
 
-    def remote_tabs(self) -> list[RemoteConversationTab]:
-        """Every open remote conversation tab, in tab order."""
-        tabs = self.window.tabs
-        return [
-            tab
-            for i in range(tabs.count())
-            if isinstance(tab := tabs.widget(i), RemoteConversationTab)
-        ]
+    def remote_tabs(self) -> list[ConversationTab]:
+        """Every open tab of a server's conversation, in tab order."""
+        return [tab for tab in self.window.conversation_tabs() if tab.ref.remote]
 
     def waiting_tabs(self) -> list[WaitingRemoteTab]:
         """The tabs from last time still waiting for their server, in tab order."""
@@ -616,9 +479,8 @@ class RemoteServers(QObject):
         found: list[RemoteTab] = []
         for i in range(tabs.count()):
             tab = tabs.widget(i)
-            if isinstance(tab, RemoteConversationTab):
-                server = tab.conversation.server
-                found.append(RemoteTab(server.connection.url, tab.session_id, tab.title))
+            if isinstance(tab, ConversationTab) and tab.ref.server is not None:
+                found.append(RemoteTab(tab.ref.server, tab.session_id, tab.title))
             elif isinstance(tab, WaitingRemoteTab):
                 found.append(tab.saved)
         return tuple(found)
@@ -626,9 +488,8 @@ class RemoteServers(QObject):
     def current_state(self) -> RemoteTab | None:
         """The server tab in front, if the tab in front is one."""
         current = self.window.tabs.currentWidget()
-        if isinstance(current, RemoteConversationTab):
-            server = current.conversation.server
-            return RemoteTab(server.connection.url, current.session_id, current.title)
+        if isinstance(current, ConversationTab) and current.ref.server is not None:
+            return RemoteTab(current.ref.server, current.session_id, current.title)
         if isinstance(current, WaitingRemoteTab):
             return current.saved
         return None
@@ -664,11 +525,13 @@ class RemoteServers(QObject):
     async def _open_when_answering(self, waiting: WaitingRemoteTab) -> None:
         """Wait for the server, open the conversation, and put its tab where the waiting one is."""
         server = waiting.server
+        ref = ref_of(server, waiting.session_id)
+        tabs = self.window.tabs
         while True:
             await server.wait_connected()
             waiting.retranslate_ui()
             try:
-                conversation = await server.open_conversation(waiting.session_id)
+                await self.host.open(ref)
             except RemoteUnavailable:
                 await server.lost()
                 continue
@@ -676,114 +539,33 @@ class RemoteServers(QObject):
                 waiting.show_problem(exc.code)
                 return
             break
-        tabs = self.window.tabs
         index = tabs.indexOf(waiting)
         if index < 0:
             return  # closed meanwhile
         front = tabs.currentWidget() is waiting
-        tab = self._make_tab(server, conversation, index)
+        tab = await self.window.open_remote(ref, index)
         self._waiting.pop(waiting, None)
         tabs.removeTab(tabs.indexOf(waiting))
         waiting.deleteLater()
         if front:
             tabs.setCurrentWidget(tab)
+        self.window._state_changed()
 
-    def tab_for(self, server: RemoteSource, session_id: str) -> RemoteConversationTab | None:
+    def tab_for(self, server: RemoteSource, session_id: str) -> ConversationTab | None:
         """The open tab of a server's conversation."""
-        return next(
-            (
-                t
-                for t in self.remote_tabs()
-                if t.session_id == session_id and t.conversation.server is server
-            ),
-            None,
-        )
+        return self.window.tab_for_ref(ref_of(server, session_id))
 
-    async def open_remote(self, server: RemoteSource, session_id: str) -> RemoteConversationTab:
+    async def open_remote(self, server: RemoteSource, session_id: str) -> ConversationTab:
         """Open (or bring forward) a server conversation's tab; a failure is a notice."""
         try:
-            return await self._open_tab(server, session_id)
+            return await self.window.open_remote(ref_of(server, session_id))
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
             raise
 
     async def _navigate(self, server: RemoteSource, session_id: str) -> None:
         """The server's navigator: a new branch opens in a tab (raises if it cannot)."""
-        await self._open_tab(server, session_id)
-
-    async def _open_tab(self, server: RemoteSource, session_id: str) -> RemoteConversationTab:
-        tab = self.tab_for(server, session_id)
-        if tab is None:
-            conversation = await server.open_conversation(session_id)
-            tab = self._make_tab(server, conversation)
-        self.window.tabs.setCurrentWidget(tab)
-        self.window._render_empty_state()
-        return tab
-
-    def _make_tab(
-        self, server: RemoteSource, conversation: RemoteConversation, index: int = -1
-    ) -> RemoteConversationTab:
-        """A loaded conversation's tab, following its commits, at ``index`` (-1: last)."""
-        session_id = conversation.session_id
-        tab = RemoteConversationTab(
-            conversation,
-            lambda request: self.host.spawn(
-                server.request_branch(request), "branch a server conversation"
-            ),
-            lambda text: self.host.spawn(self._send(server, session_id, text), "send to a server"),
-            self.window.tabs,
-            lambda: self.host.spawn(server.stop_turn(session_id), "stop a server turn"),
-            AskAgain(
-                edit=lambda _turn, _text: self._cannot_ask_again(server),
-                regenerate=lambda _turn: self._cannot_ask_again(server),
-                retry=lambda turn: self.host.spawn(
-                    self._retry(server, conversation, turn), "retry on a server"
-                ),
-            ),
-            lambda other: self.host.spawn(
-                self.open_remote(server, other), "open a server conversation"
-            ),
-        )
-        self._follow[tab] = self.host.spawn(conversation.follow(), "follow a conversation")
-        self.window.tabs.insertTab(index, tab, tab.title)
-        self._render_tab_title(tab)
-        conversation.subscribe(lambda: self._render_tab_title(tab))
-        self.window._state_changed()
-        return tab
-
-    def _render_tab_title(self, tab: RemoteConversationTab) -> None:
-        """The tab's text and tooltip: the conversation's title (a rename shows at once)."""
-        if not shiboken6.isValid(tab) or (index := self.window.tabs.indexOf(tab)) < 0:
-            return
-        server = tab.conversation.server
-        title = untitled(server.title(tab.session_id) or tab.conversation.title)
-        self.window.tabs.setTabText(index, title)
-        self.window.tabs.setTabToolTip(
-            index, fill(_("{title} on {server}"), {"title": title, "server": server.name})
-        )
-
-    async def _send(self, server: RemoteSource, session_id: str, text: str) -> None:
-        try:
-            await server.send(session_id, text)
-        except BranchwiseError as exc:
-            server.report(exc)
-
-    async def _retry(
-        self, server: RemoteSource, conversation: RemoteConversation, turn_id: str
-    ) -> None:
-        """Retry: the failed turn's prompt, read from the same projection, sent again."""
-        try:
-            prompt = conversation.retry_prompt(turn_id)
-        except BranchwiseError as exc:
-            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
-            return
-        await self._send(server, conversation.session_id, prompt)
-
-    def _cannot_ask_again(self, server: RemoteSource) -> None:
-        """Edit and Regenerate branch with a new prompt, which ``session-fork-v1`` cannot carry."""
-        self.host.notices.post(
-            "server_unsupported", Level.WARNING, detail=f"{server.name}: {server.connection.url}"
-        )
+        await self.window.open_remote(ref_of(server, session_id))
 
     def _close_tab_at(self, index: int) -> None:
         tab = self.window.tabs.widget(index)
@@ -795,25 +577,17 @@ class RemoteServers(QObject):
             tab.deleteLater()
             self.window._render_empty_state()
             self.window._state_changed()
-            return
-        if not isinstance(tab, RemoteConversationTab):
-            return
-        tab.close_tab()
-        follow = self._follow.pop(tab, None)
-        if follow is not None:
-            follow.cancel()
-        self.window.tabs.removeTab(index)
-        tab.deleteLater()
-        self.window._render_empty_state()
-        self.window._state_changed()
 
     def retranslate_ui(self) -> None:
         """Render every text in the current language."""
         self.connect_action.setText(_("Connect to server…"))
         self.render_tree()
-        for tab in self.remote_tabs():
-            tab.retranslate_ui()
         for waiting in self.waiting_tabs():
             waiting.retranslate_ui()
         if self.dialog is not None:
             self.dialog.retranslate_ui()
+
+
+def ref_of(server: RemoteSource, session_id: str) -> ConversationRef:
+    """How the host and the window name a conversation of ``server``."""
+    return ConversationRef(session_id, server.connection.url)

@@ -27,7 +27,9 @@ from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWi
 
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
-from branchwise.core.i18n.reasons import fill
+from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.core.lineage import LineageIndex
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
 from branchwise.desktop.widgets.compare_view import CompareView, show_comparison
@@ -48,7 +50,7 @@ class TranscriptView(QScrollArea):
 
     Args:
         host: the host (rows, branch states and branches come from it).
-        session_id: the conversation shown.
+        ref: the conversation shown (on this machine or on a server).
         on_branch: a branch action was clicked (with the fork request it carries).
         on_open: a listed branch should be opened.
         page_size: rows per page.
@@ -57,7 +59,7 @@ class TranscriptView(QScrollArea):
     def __init__(
         self,
         host: Host,
-        session_id: str,
+        ref: ConversationRef,
         on_branch: Callable[[ForkRequest], None],
         on_open: Callable[[str], None],
         page_size: int = PAGE_SIZE,
@@ -67,7 +69,8 @@ class TranscriptView(QScrollArea):
         self.setObjectName("transcript")
         self.host = host
         self.compare_view: CompareView | None = None
-        self.session_id = session_id
+        self.ref = ref
+        self.session_id = ref.session_id
         self.page_size = page_size
         self._on_branch = on_branch
         self._on_open = on_open
@@ -159,7 +162,7 @@ class TranscriptView(QScrollArea):
         widget = self._widgets.get(row.row_id)
         if widget is None:
             widget = self._make(row)
-            self._show_branches(widget, self.host.index.turns_with_branches(self.session_id))
+            self._show_branches(widget, self._lineage.turns_with_branches(self.session_id))
             self._insert(position, widget)
         self._stick = False
         self._keep_bottom_distance = None
@@ -188,8 +191,12 @@ class TranscriptView(QScrollArea):
     # -- refreshing ------------------------------------------------------------
 
     def _rows(self) -> list[Row]:
-        session = self.host.session(self.session_id)
-        return session.rows if session is not None else []
+        conversation = self.host.conversation(self.ref)
+        return conversation.rows if conversation is not None else []
+
+    @property
+    def _lineage(self) -> LineageIndex:
+        return self.host.lineage_at(self.ref)
 
     def reload(self) -> None:
         """Show the last page of the session's rows (after opening or a full re-read)."""
@@ -224,7 +231,7 @@ class TranscriptView(QScrollArea):
 
     def update_turns(self, turn_ids: Iterable[str]) -> None:
         """Refresh changed turns; a new trailing turn gets a widget."""
-        session = self.host.session(self.session_id)
+        session = self.host.conversation(self.ref)
         if session is None:
             return
         for turn_id in turn_ids:
@@ -234,7 +241,7 @@ class TranscriptView(QScrollArea):
             widget = self._widgets.get(turn_id)
             if widget is not None:
                 widget.set_row(row)
-                widget.set_branch_state(self.host.branch_state(self.session_id, row))
+                widget.set_branch_state(self.host.branch_state_at(self.ref, row))
             elif self._window.end == len(session.rows) - 1:
                 self._window = Window(self._window.start, self._window.end + 1)
                 self._insert(self._window.end - 1, self._make(row))
@@ -248,18 +255,18 @@ class TranscriptView(QScrollArea):
     def refresh_branch_states(self) -> None:
         """Recompute every built branch action (targets or host state changed)."""
         for widget in self._widgets.values():
-            widget.set_branch_state(self.host.branch_state(self.session_id, widget.row))
+            widget.set_branch_state(self.host.branch_state_at(self.ref, widget.row))
 
     def refresh_branches(self) -> None:
         """Re-list the branches of every built turn (a child was created)."""
-        with_branches = self.host.index.turns_with_branches(self.session_id)
+        with_branches = self._lineage.turns_with_branches(self.session_id)
         for widget in self._widgets.values():
             self._show_branches(widget, with_branches)
 
     def _show_branches(self, widget: TurnWidget, with_branches: set[str]) -> None:
         turn_id = widget.row.turn_id
         if turn_id is not None and turn_id in with_branches:
-            widget.set_branches(self.host.index.branches_at(self.session_id, turn_id))
+            widget.set_branches(self._lineage.branches_at(self.session_id, turn_id))
         else:
             widget.set_branches(())
 
@@ -279,22 +286,31 @@ class TranscriptView(QScrollArea):
             self._on_open,
             self.widget(),
             self._ask_again,
-            title_of=self.host.title,
-            on_compare=self.compare_with,
+            title_of=lambda sid: self.host.title_at(self.ref.sibling(sid)),
+            on_compare=None if self.ref.remote else self.compare_with,
+            compare_refusal=self._refusal("compare"),
         )
-        widget.set_branch_state(self.host.branch_state(self.session_id, row))
+        widget.set_branch_state(self.host.branch_state_at(self.ref, row))
         self._widgets[row.row_id] = widget
         return widget
 
     @property
     def _ask_again(self) -> AskAgain:
-        """Edit and Regenerate open a branch in a new tab; Retry runs here."""
-        host, sid = self.host, self.session_id
+        """Edit and Regenerate open a branch in a new tab; Retry runs here.
+
+        What the conversation's source cannot do now is disabled, with why.
+        """
+        host, ref = self.host, self.ref
         return AskAgain(
-            edit=lambda turn, text: host.spawn(host.edit(sid, turn, text), "edit as a branch"),
-            regenerate=lambda turn: host.spawn(host.regenerate(sid, turn), "regenerate"),
-            retry=lambda turn: host.spawn(host.retry(sid, turn), "retry"),
+            edit=lambda turn, text: host.spawn(host.edit_at(ref, turn, text), "edit as a branch"),
+            regenerate=lambda turn: host.spawn(host.regenerate_at(ref, turn), "regenerate"),
+            retry=lambda turn: host.spawn(host.retry_at(ref, turn), "retry"),
+            refusal=self._refusal,
         )
+
+    def _refusal(self, action: str) -> str | None:
+        code = self.host.refusal(self.ref, "edit" if action == "regenerate" else action)
+        return refusal_text(self.host, self.ref, code) if code is not None else None
 
     def _insert(self, position: int, widget: TurnWidget) -> None:
         """Put a widget in the layout in row order (1 skips the "earlier" button)."""
@@ -320,7 +336,7 @@ class TranscriptView(QScrollArea):
             if row.row_id in self._widgets:
                 continue
             if with_branches is None:
-                with_branches = self.host.index.turns_with_branches(self.session_id)
+                with_branches = self._lineage.turns_with_branches(self.session_id)
             widget = self._make(row)
             self._show_branches(widget, with_branches)
             if not self._stick and self._keep_bottom_distance is None:
@@ -393,3 +409,9 @@ class TranscriptView(QScrollArea):
         self._update_earlier_button()
         for widget in self._widgets.values():
             widget.retranslate_ui()
+
+
+def refusal_text(host: Host, ref: ConversationRef, code: str) -> str:
+    """A refusal's reason in the user's words, naming the conversation's server."""
+    server = host.server_of(ref)
+    return reason_text(code, server=server.name if server is not None else str(ref.server))

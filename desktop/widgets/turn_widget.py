@@ -60,11 +60,15 @@ class AskAgain:
         edit: send an edited prompt of the turn as a branch.
         regenerate: ask the turn's prompt again in a branch.
         retry: ask a failed turn's prompt again in the same conversation.
+        refusal: why an action (``edit``, ``regenerate`` or ``retry``) cannot be
+            done now, in the user's words (``None``: it can); such an action
+            is shown disabled with that reason as its tooltip.
     """
 
     edit: Callable[[str, str], object]
     regenerate: Callable[[str], object]
     retry: Callable[[str], object]
+    refusal: Callable[[str], str | None] = lambda _action: None
 
 
 def branch_label(manifest: Manifest) -> str:
@@ -160,6 +164,8 @@ class TurnWidget(QFrame):
         on_branch: called with the fork request the action carries when it is clicked.
         on_open: called with a session id to open a listed branch.
         ask_again: the Edit, Regenerate and Retry actions (``None``: not offered).
+        on_compare: shows this conversation beside a listed branch.
+        compare_refusal: why comparing is not offered here (shown disabled with it).
     """
 
     def __init__(
@@ -171,11 +177,13 @@ class TurnWidget(QFrame):
         ask_again: AskAgain | None = None,
         title_of: Callable[[str], str] | None = None,
         on_compare: Callable[[str], None] | None = None,
+        compare_refusal: str | None = None,
     ) -> None:
         super().__init__(parent)
         self._ask_again = ask_again
         self._title_of = title_of
         self._on_compare = on_compare
+        self._compare_refusal = compare_refusal
         self.setObjectName("turn")
         self.setFrameShape(QFrame.Shape.NoFrame)
         self._on_branch = on_branch
@@ -320,18 +328,22 @@ class TurnWidget(QFrame):
         self.regenerate_button.setVisible(finished and bool(row.prompt) and bool(row.answer))
         self.retry_button.setVisible(finished and row.failed)
         texts = (
-            (self.edit_button, _("Edit"), _("Edit this prompt and send it as a branch")),
+            ("edit", self.edit_button, _("Edit"), _("Edit this prompt and send it as a branch")),
             (
+                "regenerate",
                 self.regenerate_button,
                 _("Regenerate"),
                 _("Ask this prompt again in a new branch"),
             ),
-            (self.retry_button, _("Retry"), _("Send this prompt again")),
+            ("retry", self.retry_button, _("Retry"), _("Send this prompt again")),
         )
-        for button, text, tip in texts:
+        for action, button, text, tip in texts:
+            refused = self._ask_again.refusal(action) if self._ask_again is not None else None
             button.setText(text)
-            button.setToolTip(tip)
+            button.setEnabled(refused is None)
+            button.setToolTip(refused or tip)
             button.setAccessibleName(tip)
+            button.setAccessibleDescription(refused or "")
         self.open_source_button.setText(_("Open branch"))
         self.send_as_branch_button.setText(_("Send as a branch"))
         self.edit_cancel_button.setText(_("Cancel"))
@@ -456,7 +468,12 @@ class TurnWidget(QFrame):
     # -- branch action ---------------------------------------------------------
 
     def set_branch_state(self, state: BranchState) -> None:
-        """Enable the branch action with its target, or disable it with a reason."""
+        """Enable the branch action with its target, or disable it with a reason.
+
+        Edit, Regenerate and Retry are re-rendered too: what makes a branch
+        possible (a connected server, say) decides whether they can be asked.
+        """
+        self._render_ask_again()
         self._state = state
         self._render_branch_action()
 
@@ -506,6 +523,11 @@ class TurnWidget(QFrame):
             action.triggered.connect(
                 lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
             )
+        if self._on_compare is None and self._compare_refusal is not None:
+            refused = menu.addAction(_("Compare with…"))
+            refused.setEnabled(False)
+            refused.setToolTip(self._compare_refusal)
+            menu.setToolTipsVisible(True)
         if self._on_compare is not None:
             compare_menu = menu.addMenu(_("Compare with…"))
             for manifest in self._branches:

@@ -42,6 +42,7 @@ from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.importing import Importing
@@ -184,6 +185,7 @@ class MainWindow(QMainWindow):
     # -- menus ------------------------------------------------------------------
 
     def _build_menus(self) -> None:
+        self._export_tip = self._settings_tip = ""  # set in the language by retranslate_ui
         bar = self.menuBar()
         self.file_menu = QMenu(self)
         self.new_action = QAction(self)
@@ -292,16 +294,22 @@ class MainWindow(QMainWindow):
             self._close_tab_at(index)
 
     def rename_current(self) -> None:
-        """F2: rename the conversation in front."""
+        """F2: rename the conversation in front (on its server, for a server's)."""
         tab = self.current_tab()
-        if tab is not None:
+        if tab is None:
+            return
+        server = self.host.server_of(tab.ref)
+        if server is not None:
+            if server.can("rename"):
+                self.remote_servers.ask_rename(server, tab.session_id)
+        elif not tab.ref.remote:
             self.sidebar.ask_rename(tab.session_id)
 
     def stop_current(self) -> None:
         """Esc: stop the answer streaming in the tab in front."""
         tab = self.current_tab()
-        if tab is not None and self.host.is_running(tab.session_id):
-            self.host.stop(tab.session_id)
+        if tab is not None and self.host.running_at(tab.ref):
+            self.host.stop_at(tab.ref)
 
     def branch_last(self) -> None:
         """Ctrl+Shift+B: branch at the last finished turn of the tab in front."""
@@ -317,8 +325,8 @@ class MainWindow(QMainWindow):
     def show_conversation_settings(self) -> ConversationSettingsDialog | None:
         """Conversation ▸ Conversation settings… for the tab in front."""
         tab = self.current_tab()
-        if tab is None:
-            return None
+        if tab is None or tab.refusal("configure") is not None:
+            return None  # the action is disabled with the reason
         session = self.host.session(tab.session_id)
         if session is None:
             return None
@@ -369,14 +377,17 @@ class MainWindow(QMainWindow):
     def _render_actions(self) -> None:
         tab = self.current_tab()
         has_tab = tab is not None
-        for action in (
-            self.close_tab_action,
-            self.rename_action,
-            self.branch_last_action,
-            self.conversation_settings_action,
-        ):
+        for action in (self.close_tab_action, self.rename_action, self.branch_last_action):
             action.setEnabled(has_tab)
-        self.stop_action.setEnabled(tab is not None and self.host.is_running(tab.session_id))
+        # What a server's conversation cannot do is disabled, and its tooltip says why.
+        for action, kind, tip in (
+            (self.conversation_settings_action, "configure", self._settings_tip),
+            (self.export_action, "export", self._export_tip),
+        ):
+            refused = tab.refusal(kind) if tab is not None else None
+            action.setEnabled(has_tab and refused is None)
+            action.setToolTip(refused or tip)
+        self.stop_action.setEnabled(tab is not None and self.host.running_at(tab.ref))
         several = self.tabs.count() > 1
         self.next_tab_action.setEnabled(several)
         self.previous_tab_action.setEnabled(several)
@@ -392,8 +403,12 @@ class MainWindow(QMainWindow):
         ]
 
     def tab_for(self, session_id: str) -> ConversationTab | None:
-        """The tab of a conversation, if it is open."""
-        return next((t for t in self.conversation_tabs() if t.session_id == session_id), None)
+        """The tab of a conversation of this machine, if it is open."""
+        return self.tab_for_ref(ConversationRef(session_id))
+
+    def tab_for_ref(self, ref: ConversationRef) -> ConversationTab | None:
+        """The tab of a conversation of this machine or of a server, if it is open."""
+        return next((t for t in self.conversation_tabs() if t.ref == ref), None)
 
     def current_tab(self) -> ConversationTab | None:
         """The tab in front."""
@@ -411,13 +426,46 @@ class MainWindow(QMainWindow):
         tab = self.tab_for(session_id)
         if tab is None:
             self.host.open_session(session_id)
-            tab = ConversationTab(self.host, session_id, self.open_session, self)
-            self.tabs.addTab(tab, "")
-            self._render_tab_title(tab)
-            self._state_changed()
+            tab = self._add_tab(ConversationRef(session_id))
         self.tabs.setCurrentWidget(tab)
         self._render_empty_state()
         return tab
+
+    async def open_remote(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
+        """Open (or bring forward) the tab of a server's conversation, at ``index`` (-1: last).
+
+        Raises:
+            RemoteRefusal, RemoteUnavailable: the server could not give it.
+        """
+        tab = self.tab_for_ref(ref)
+        if tab is None:
+            await self.host.open(ref)
+            tab = self.tab_for_ref(ref)  # opened meanwhile by another click
+            if tab is None:
+                tab = self._add_tab(ref, index)
+        self.tabs.setCurrentWidget(tab)
+        self._render_empty_state()
+        return tab
+
+    def _add_tab(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
+        tab = ConversationTab(self.host, ref, self.open_ref, self)
+        self.tabs.insertTab(index, tab, "")
+        self._render_tab_title(tab)
+        self._state_changed()
+        return tab
+
+    def open_ref(self, ref: ConversationRef) -> None:
+        """A click that opens a conversation of either source; a failure becomes a notice."""
+        if ref.server is None:
+            self.open_session(ref.session_id)
+        else:
+            self.host.spawn(self._open_remote_or_say(ref), "open a server conversation")
+
+    async def _open_remote_or_say(self, ref: ConversationRef) -> None:
+        try:
+            await self.open_remote(ref)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
 
     def open_session(self, session_id: str) -> None:
         """A click that opens a conversation; a failure becomes a notice."""
@@ -450,7 +498,7 @@ class MainWindow(QMainWindow):
             self.search_panel.results_view if searching else self.sidebar
         )
 
-    async def _navigate(self, session_id: str) -> None:
+    async def _navigate(self, session_id: str) -> None:  # this machine's branches
         """The host's navigator: show a newly created branch (raises if it cannot)."""
         self.open_tab(session_id)
 
@@ -467,6 +515,10 @@ class MainWindow(QMainWindow):
     def _close_tab_at(self, index: int) -> None:
         tab = self.tabs.widget(index)
         if not isinstance(tab, ConversationTab):
+            return
+        if tab.ref.remote:  # a server's turn runs on there: nothing to stop here
+            self._remove_tab(tab)
+            self.host.spawn(self.host.close(tab.ref), "close a server conversation")
             return
         if self.host.is_running(tab.session_id):
             text = fill(
@@ -533,8 +585,8 @@ class MainWindow(QMainWindow):
     def ask_export(self) -> QFileDialog | None:
         """File ▸ Export conversation…: a save dialog; the format follows the file type."""
         tab = self.current_tab()
-        if tab is None:
-            return None
+        if tab is None or tab.refusal("export") is not None:
+            return None  # the action is disabled with the reason
         session_id = tab.session_id
         dialog = QFileDialog(self, _("Export conversation"))
         dialog.setObjectName("exportDialog")
@@ -660,7 +712,7 @@ class MainWindow(QMainWindow):
 
     def _current_changed(self, _index: int) -> None:
         tab = self.current_tab()
-        if tab is not None:
+        if tab is not None and not tab.ref.remote:
             self.sidebar.select(tab.session_id)
         self._render_window_title()
         self._render_actions()
@@ -677,9 +729,10 @@ class MainWindow(QMainWindow):
     def window_state(self) -> WindowState:
         """Open tabs, the one in front, geometry and pane sizes, as they are now."""
         current = self.current_tab()
+        local = [tab for tab in self.conversation_tabs() if not tab.ref.remote]
         return WindowState(
-            tabs=tuple(tab.session_id for tab in self.conversation_tabs()),
-            current=current.session_id if current is not None else None,
+            tabs=tuple(tab.session_id for tab in local),
+            current=current.session_id if current is not None and current in local else None,
             geometry=bytes(self.saveGeometry().data()),
             splitter=tuple(self.splitter.sizes()),
             remote_tabs=self.remote_servers.tab_states(),
@@ -735,6 +788,8 @@ class MainWindow(QMainWindow):
         short = title if len(title) <= TAB_TITLE_CHARS else title[: TAB_TITLE_CHARS - 1] + "…"
         self.tabs.setTabText(index, (RUNNING_MARK if tab.running else "") + short)
         tip = fill(_("{title} (running)"), {"title": title}) if tab.running else title
+        if tab.server_name is not None:
+            tip = fill(_("{title} on {server}"), {"title": tip, "server": tab.server_name})
         self.tabs.setTabToolTip(index, tip)
         if tab is self.current_tab():
             self._render_window_title()
@@ -854,6 +909,7 @@ class MainWindow(QMainWindow):
         self.new_action.setText(_("New conversation"))
         self.import_action.setText(_("Import…"))
         self.export_action.setText(_("Export conversation…"))
+        self._export_tip = _("Save this conversation as Markdown or JSON")
         self.trash_action.setText(_("Trash…"))
         self.settings_action.setText(_("Settings…"))
         self.language_menu.setTitle(_("Language"))
@@ -868,6 +924,7 @@ class MainWindow(QMainWindow):
         self.previous_tab_action.setText(_("Previous tab"))
         self.shortcuts_action.setText(_("Keyboard shortcuts"))
         self.conversation_settings_action.setText(_("Conversation settings…"))
+        self._settings_tip = _("This conversation's own model, system prompt and temperature")
         self.quit_action.setText(_("Quit"))
         self.empty_label.setText(
             _("Start a new conversation, or pick one from the list on the left.")

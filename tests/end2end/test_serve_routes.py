@@ -65,7 +65,7 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 13
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 14
 
 
 ROUTES = [
@@ -224,6 +224,36 @@ def test_bad_input_is_refused_typed_and_changes_nothing(root: Path, served: Serv
             "invalid_request",
         ),
         ("POST", "/fork-session", orjson.dumps({**fork_ok, "name": "x"}), 400, "invalid_request"),
+        (
+            "POST",
+            "/fork-session",
+            orjson.dumps({**fork_ok, "turnId": None}),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/fork-session",
+            orjson.dumps({**fork_ok, "origin": {"kind": "edit", "turnId": "t", "prompt": " "}}),
+            400,
+            "invalid_request",
+        ),
+        (
+            "POST",
+            "/fork-session",
+            orjson.dumps({**fork_ok, "origin": {"kind": "merge", "turnId": "t", "prompt": "p"}}),
+            400,
+            "invalid_request",
+        ),
+        ("POST", f"/sessions/{sid}/turns", b'{"answer": false}', 400, "invalid_request"),
+        (
+            "POST",
+            f"/sessions/{sid}/turns",
+            b'{"answer": true, "text": "x"}',
+            400,
+            "invalid_request",
+        ),
+        ("POST", f"/sessions/{sid}/turns", b'{"answer": true}', 404, "unknown_turn"),
         ("POST", "/sessions/..%2F..%2Fetc/turns", b'{"text": "hi"}', 400, "invalid_session_id"),
         ("POST", "/sessions/..%2F..%2Fetc/stop", b"", 400, "invalid_session_id"),
         ("GET", "/sessions/..%2F..%2Fetc", b"", 400, "invalid_session_id"),
@@ -453,3 +483,54 @@ def test_a_fork_may_name_its_child(root: Path, served: Served) -> None:
     assert store.manifest(plain["childSessionId"]).title == "remote"
     assert again == {"childSessionId": named["childSessionId"], "created": False}
     assert store.manifest(named["childSessionId"]).title == "remote (branch 1)"
+
+
+def test_an_edit_branches_with_its_prompt_and_the_server_answers_it(
+    root: Path, served: Served
+) -> None:
+    sid = _only_session(root)
+    store = SessionStore(root)
+    turns = store.read(sid).projection.turns
+    first, second = turns[0], turns[1]
+    body = {
+        "sourceSessionId": sid,
+        "turnId": first.turn_id,
+        "boundarySequence": first.boundary_sequence,
+        "expectedGeneration": 1,
+        "operationId": "op-edit",
+        "origin": {"kind": "edit", "turnId": second.turn_id, "prompt": "two, in French"},
+    }
+    at_start = {
+        **body,
+        "turnId": None,
+        "boundarySequence": 0,
+        "operationId": "op-regenerate",
+        "origin": {"kind": "regenerate", "turnId": first.turn_id, "prompt": "one"},
+    }
+    with _client(served) as client:
+        edited = client.post("/fork-session", json=body).json()["childSessionId"]
+        regenerated = client.post("/fork-session", json=at_start).json()["childSessionId"]
+        # The same operation with another prompt is another request: refused, nothing made.
+        other = {**body, "origin": {**body["origin"], "prompt": "something else"}}
+        refused = client.post("/fork-session", json=other)
+        assert refused.status_code == 409, refused.text
+        for child in (edited, regenerated):
+            with client.stream("POST", f"/sessions/{child}/turns", json={"answer": True}) as reply:
+                assert reply.status_code == 200, reply.read()
+                records = [orjson.loads(line) for line in reply.iter_lines() if line.strip()]
+            assert records[-1]["type"] == "ended", records
+            assert records[-1]["result"]["endReason"] == "completed"
+        # Answered once: nothing waits for an answer any more.
+        again = client.post(f"/sessions/{edited}/turns", json={"answer": True})
+        assert again.status_code == 404 and again.json()["error"]["code"] == "unknown_turn"
+    child = store.read(edited).projection
+    assert [child.message(t.user_message_id or "").content for t in child.turns] == [
+        "one",
+        "two, in French",
+    ]
+    assert all(not turn.is_open for turn in child.turns)
+    manifest = store.manifest(edited)
+    assert manifest.parent is not None and manifest.parent.origin is not None
+    assert manifest.parent.origin.prompt == "two, in French"
+    start = store.read(regenerated).projection
+    assert len(start.turns) == 1 and start.turns[0].end_reason == "completed"

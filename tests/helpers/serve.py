@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import signal
 import subprocess
@@ -10,6 +11,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -57,10 +59,13 @@ def serve_process(
 
 
 @asynccontextmanager
-async def server_without_capabilities() -> AsyncIterator[str]:
+async def server_without_capabilities(
+    shown: list[list[dict[str, Any]]] | None = None,
+) -> AsyncIterator[str]:
     """An HTTP server on 127.0.0.1 whose ``/capabilities`` lists nothing; yields its URL.
 
-    Its ``/sessions`` lists no conversation (an older server a desktop can still list).
+    Its ``/sessions`` lists no conversation (an older server a desktop can still list);
+    its events route gives ``shown`` (commits) for any conversation, once.
     """
 
     async def no_capabilities(request: web.Request) -> web.Response:
@@ -69,9 +74,16 @@ async def server_without_capabilities() -> AsyncIterator[str]:
     async def no_sessions(request: web.Request) -> web.Response:
         return web.json_response({"sessions": [], "damaged": []})
 
+    async def events(request: web.Request) -> web.Response:
+        if request.query.get("after") == "0" and shown:
+            return web.json_response({"commits": shown, "running": False})
+        await asyncio.sleep(min(float(request.query.get("wait", "0")), 0.5))
+        return web.json_response({"commits": [], "running": False})
+
     app = web.Application()
     app.router.add_get("/capabilities", no_capabilities)
     app.router.add_get("/sessions", no_sessions)
+    app.router.add_get("/sessions/{session_id}/events", events)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)

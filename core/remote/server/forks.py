@@ -23,6 +23,7 @@ from branchwise.core.remote.server.http_io import (
     session_of,
 )
 from branchwise.core.remote.server.state import state_of
+from branchwise.core.store.manifest import BranchOrigin
 
 
 async def targets(request: web.Request) -> web.Response:
@@ -45,6 +46,7 @@ async def fork_session(request: web.Request) -> web.Response:
         turn_id=body["turnId"],
         boundary_sequence=body["boundarySequence"],
         expected_generation=body["expectedGeneration"],
+        origin=BranchOrigin.from_json(body.get("origin")),
     )
     call = ForkCall(fork_request, body["operationId"], body.get("title"))
     state = state_of(request)

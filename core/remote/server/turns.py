@@ -25,11 +25,15 @@ log = logging.getLogger(__name__)
 
 
 async def send_turn(request: web.Request) -> web.StreamResponse:
-    """``POST /sessions/{id}/turns``: run a prompt; its progress streams back as NDJSON."""
+    """``POST /sessions/{id}/turns``: run a prompt; its progress streams back as NDJSON.
+
+    ``{"answer": true}`` answers the question a branch was published with
+    (an edit's or a regenerate's) instead of asking a new one.
+    """
     session_id = session_of(request)
     query_params(request, {})
     body = validate_turn_body(await read_json(request, MAX_TURN_BODY))
-    stream = await state_of(request).served.start(session_id, body["text"])
+    stream = await state_of(request).served.start(session_id, body.get("text"))
     response = web.StreamResponse(headers={"Content-Type": NDJSON})
     await response.prepare(request)
     # A client that goes away cancels only this handler: the turn runs on in its

@@ -1,4 +1,5 @@
-"""Edits the desktop cannot make remotely, and branches a dead process left unanswered."""
+"""Edits on a server (and an older server that cannot take them), and branches a dead
+process left unanswered."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.gui import seed_session
-from helpers.serve import serve_process
+from helpers.serve import serve_process, server_without_fork_titles
 from helpers.sessions import visible_sessions
 
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
@@ -20,23 +21,39 @@ from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.host import Host
 
 
-def test_a_remote_fork_server_refuses_edits_and_makes_nothing(tmp_path: Path) -> None:
-    """``POST /fork-session`` has no field for a prompt: a plain fork would lose it."""
+def test_a_server_branches_edits_with_their_prompt_and_an_older_one_refuses_them(
+    tmp_path: Path,
+) -> None:
+    """``session-fork-origin-v1`` carries the prompt; without it a plain fork would lose it."""
     root = tmp_path / "root"
     store = SessionStore(root)
     sid = seed_session(store, ["one", "two"])
-    second = store.read(sid).projection.turns[1].turn_id
+    turns = store.read(sid).projection.turns
+    requests = (
+        edit_request(store, sid, turns[1].turn_id, "two, edited"),  # at the end of turn 1
+        regenerate_request(store, sid, turns[0].turn_id),  # at the start
+    )
     before = visible_sessions(store)
+
+    async def older() -> list[dict]:
+        async with server_without_fork_titles("s_" + "0" * 26) as (url, bodies):
+            backend = RemoteForkBackend(RemoteStore(url, "token"))
+            for request in requests:
+                with pytest.raises(ServerUnsupported) as refused:
+                    await backend.fork(request, "op-remote-edit")
+                assert refused.value.definitive  # the journal drops it: a retry cannot help
+            return bodies
+
+    assert asyncio.run(older()) == []  # nothing was even asked
+    assert visible_sessions(store) == before
     with serve_process(root) as server:
         backend = RemoteForkBackend(RemoteStore(server.url, server.token))
-        for request in (
-            edit_request(store, sid, second, "two, edited"),  # at the end of turn 1
-            regenerate_request(store, sid, store.read(sid).projection.turns[0].turn_id),  # start
-        ):
-            with pytest.raises(ServerUnsupported) as refused:
-                asyncio.run(backend.fork(request, "op-remote-edit"))
-            assert refused.value.definitive  # the journal drops it: a retry cannot help
-    assert visible_sessions(store) == before
+        made = [asyncio.run(backend.fork(r, f"op-{n}")) for n, r in enumerate(requests)]
+        again = asyncio.run(backend.fork(requests[0], "op-0"))
+    assert again.child_session_id == made[0].child_session_id and not again.created
+    for request, result in zip(requests, made, strict=True):
+        manifest = store.manifest(result.child_session_id)
+        assert manifest.parent is not None and manifest.parent.origin == request.origin
 
 
 def test_a_branch_its_process_left_unanswered_is_answered_when_opened(tmp_path: Path) -> None:

@@ -13,14 +13,7 @@ from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.merge_journal import MergeJournal
-from branchwise.desktop.host.merging import (
-    bring_back,
-    chosen_answers,
-    merge,
-    own_answers,
-    parent_of,
-    summarize,
-)
+from branchwise.desktop.host.merging import bring_back, merge, parent_of, summarize
 
 
 def test_a_closed_parent_receives_the_chosen_answer(tmp_path: Path) -> None:
@@ -31,8 +24,9 @@ def test_a_closed_parent_receives_the_chosen_answer(tmp_path: Path) -> None:
     host.subscribe(seen.append)
     assert parent_of(host, child) == parent and parent_of(host, parent) is None
     # Only the branch's own turn is offered, not the one it inherited.
-    assert [a.turn_id for a in own_answers(host, child)] == ["c1"]
-    content = chosen_answers(host, child, ["c1"])
+    answers = asyncio.run(host.operations.branch_answers(child))
+    assert [a.turn_id for a in answers] == ["c1"]
+    content = asyncio.run(host.operations.chosen_answers(child, ["c1"]))
     result = bring_back(host, child, content, "answer")
     assert result.parent_session_id == parent and result.created
     merges = host.store.read(parent).projection.merges

@@ -47,6 +47,7 @@ def test_bring_back_an_answer_into_the_open_parent(
     app.window.open_tab(root)
     qtbot.waitUntil(lambda: len(app.turns(root)) == 1, timeout=WAIT_MS)
     dialog = _open_dialog(qtbot, app, child)
+    qtbot.waitUntil(lambda: dialog.answers.count() == 2, timeout=WAIT_MS)
     items = [dialog.answers.item(i) for i in range(dialog.answers.count())]
     assert [i.text() for i in items] == [
         "what about Kyoto? → answer to what about Kyoto?",
@@ -64,7 +65,10 @@ def test_bring_back_an_answer_into_the_open_parent(
     dialog.summary.setPlainText("")
 
     items[1].setCheckState(Qt.CheckState.Checked)
-    assert dialog.preview.toPlainText() == "answer to and Nara?"
+    # The chosen answer is read by the host off the UI thread; Confirm waits for it.
+    assert not dialog.confirm_button.isEnabled()
+    qtbot.waitUntil(lambda: dialog.preview.toPlainText() == "answer to and Nara?", timeout=WAIT_MS)
+    qtbot.waitUntil(dialog.confirm_button.isEnabled, timeout=WAIT_MS)
     qtbot.mouseClick(dialog.confirm_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=WAIT_MS)
     assert dialog.result_merge is not None and dialog.result_merge.created
@@ -98,7 +102,9 @@ def test_a_running_parent_refuses_and_nothing_is_written(
     qtbot.waitUntil(lambda: app.host.is_running(root), timeout=WAIT_MS)
 
     dialog = _open_dialog(qtbot, app, child)
+    qtbot.waitUntil(lambda: dialog.answers.count() == 2, timeout=WAIT_MS)
     dialog.answers.item(0).setCheckState(Qt.CheckState.Checked)
+    qtbot.waitUntil(dialog.confirm_button.isEnabled, timeout=WAIT_MS)
     qtbot.mouseClick(dialog.confirm_button, Qt.MouseButton.LeftButton)
     refusal = "Wait for the answer to finish, then try again."
     qtbot.waitUntil(lambda: dialog.error_label.text() == refusal, timeout=WAIT_MS)

@@ -63,8 +63,9 @@ def test_a_branch_brought_back_from_the_desktop_is_marked(
     qtbot.mouseClick(tab.banner.bring_back_button, Qt.MouseButton.LeftButton)
     dialog = tab.bring_back_dialog
     assert dialog is not None
-    qtbot.waitUntil(dialog.isVisible, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: dialog.answers.count() > 0, timeout=WAIT_MS)
     dialog.answers.item(0).setCheckState(Qt.CheckState.Checked)
+    qtbot.waitUntil(dialog.confirm_button.isEnabled, timeout=WAIT_MS)
     qtbot.mouseClick(dialog.confirm_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: _marked(app, child), timeout=WAIT_MS)
 

@@ -22,7 +22,12 @@ from branchwise.core.store.trash import Trash
 from branchwise.desktop.host.connections import Connection, load_connections, read_token
 from branchwise.desktop.host.sources import RemoteSource
 from branchwise.desktop.host.window_state import RemoteTab, load_window_state
-from branchwise.desktop.widgets.remote_servers import RemoteConversationTab
+from branchwise.desktop.widgets.conversation_tab import ConversationTab
+
+
+def _is_remote_tab(widget: object) -> bool:
+    return isinstance(widget, ConversationTab) and widget.ref.remote
+
 
 FAST = {"backoff": (0.05, 0.1, 0.2), "refresh_interval": 0.1, "timeout": 5.0}
 BUSY = "Another app is writing to this conversation on workstation. Try again in a moment."
@@ -46,9 +51,9 @@ def item_named(app: App, text: str) -> QTreeWidgetItem:
     return found[0]
 
 
-def current_remote_tab(app: App) -> RemoteConversationTab:
+def current_remote_tab(app: App) -> ConversationTab:
     widget = app.window.tabs.currentWidget()
-    assert isinstance(widget, RemoteConversationTab), widget
+    assert isinstance(widget, ConversationTab) and widget.ref.remote, widget
     return widget
 
 
@@ -56,10 +61,10 @@ def connect(app: App, url: str, token: str) -> RemoteSource:
     return app.window.remote_servers.add(Connection("workstation", url), token, **FAST)
 
 
-def open_remote(qtbot: QtBot, app: App, title: str) -> RemoteConversationTab:
+def open_remote(qtbot: QtBot, app: App, title: str) -> ConversationTab:
     app.window.remote_servers._activated(item_named(app, title))
     qtbot.waitUntil(
-        lambda: isinstance(app.window.tabs.currentWidget(), RemoteConversationTab),
+        lambda: _is_remote_tab(app.window.tabs.currentWidget()),
         timeout=WAIT_MS,
     )
     return current_remote_tab(app)
@@ -141,7 +146,7 @@ def test_create_rename_delete_undo_and_search_on_a_server(
         _menu_action(app, server, None, "New conversation").trigger()
         qtbot.waitUntil(lambda: len(tree_texts(app)) == 3, timeout=WAIT_MS)
         qtbot.waitUntil(
-            lambda: isinstance(app.window.tabs.currentWidget(), RemoteConversationTab),
+            lambda: _is_remote_tab(app.window.tabs.currentWidget()),
             timeout=WAIT_MS,
         )
         created = current_remote_tab(app).session_id
@@ -195,7 +200,7 @@ def test_create_rename_delete_undo_and_search_on_a_server(
         remote_row.open()
         qtbot.waitUntil(
             lambda: (
-                isinstance(app.window.tabs.currentWidget(), RemoteConversationTab)
+                _is_remote_tab(app.window.tabs.currentWidget())
                 and current_remote_tab(app).session_id == sid
             ),
             timeout=WAIT_MS,
@@ -265,9 +270,9 @@ def test_server_tabs_come_back_after_a_restart(
         _reconnect_saved(after)
         tabs = after.window.tabs
         assert [tabs.tabText(i) for i in range(tabs.count())] == ["Near", "Far"]
-        qtbot.waitUntil(lambda: isinstance(tabs.widget(1), RemoteConversationTab), timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: _is_remote_tab(tabs.widget(1)), timeout=WAIT_MS)
         tab = tabs.widget(1)
-        assert isinstance(tab, RemoteConversationTab) and tab.session_id == sid
+        assert _is_remote_tab(tab) and tab.session_id == sid
         assert tabs.currentWidget() is tab
         qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 1, timeout=WAIT_MS)
         assert after.window.remote_servers.waiting_tabs() == []

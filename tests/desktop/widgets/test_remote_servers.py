@@ -24,11 +24,17 @@ from pytestqt.qtbot import QtBot
 
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.connections import TOKENS_DIR, Connection
-from branchwise.desktop.host.sources import RemoteConversation
-from branchwise.desktop.widgets.remote_servers import RemoteConversationTab
+from branchwise.desktop.widgets.conversation_tab import ConversationTab
+
+
+def _is_remote_tab(widget: object) -> bool:
+    return isinstance(widget, ConversationTab) and widget.ref.remote
+
 
 FAST = {"backoff": (0.05, 0.1, 0.2), "refresh_interval": 0.1, "timeout": 5.0}
 UNSUPPORTED = "This server does not support branching conversations."
+UNSUPPORTED_ASK_AGAIN = "This server cannot branch an edited or regenerated prompt."
+SERVER_CANNOT = "A conversation kept on a server cannot do this from here."
 
 
 def _tree_texts(app: App) -> list[str]:
@@ -53,9 +59,9 @@ def _item(app: App, text: str) -> QTreeWidgetItem:
     return found[0]
 
 
-def _remote_tab(app: App) -> RemoteConversationTab:
+def _remote_tab(app: App) -> ConversationTab:
     widget = app.window.tabs.currentWidget()
-    assert isinstance(widget, RemoteConversationTab), widget
+    assert isinstance(widget, ConversationTab) and widget.ref.remote, widget
     return widget
 
 
@@ -84,7 +90,7 @@ def test_connect_list_open_and_branch_on_a_server(
 
         app.window.remote_servers._activated(_item(app, "Lab notes"))
         qtbot.waitUntil(
-            lambda: isinstance(app.window.tabs.currentWidget(), RemoteConversationTab),
+            lambda: _is_remote_tab(app.window.tabs.currentWidget()),
             timeout=WAIT_MS,
         )
         tab = _remote_tab(app)
@@ -158,20 +164,31 @@ def test_a_server_without_fork_targets_shows_server_unsupported(
 ) -> None:
     app = make_app()
     sid = seed_session(app.host.store, ["local only"])
-    context = server_without_capabilities()
+    context = server_without_capabilities(commits_of(app.host.store, sid))
     url = run(qtbot, context.__aenter__())
     try:
         servers = app.window.remote_servers
         server = servers.add(Connection("old box", url), "token", **FAST)
         qtbot.waitUntil(lambda: _tree_texts(app) == ["old box"], timeout=WAIT_MS)
         qtbot.waitUntil(lambda: UNSUPPORTED in app.notice_texts(), timeout=WAIT_MS)
-        conversation = RemoteConversation(server, sid)
-        conversation.apply_commits(commits_of(app.host.store, sid))
-        tab = RemoteConversationTab(conversation, lambda _r: None, lambda _t: None)
-        qtbot.addWidget(tab)
+        tab = run(qtbot, servers.open_remote(server, sid))
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 1, timeout=WAIT_MS)
         [widget] = tab.turn_widgets()
         assert not widget.branch_button.isEnabled()
         assert widget.branch_button.toolTip() == UNSUPPORTED
+        # Edit and Regenerate branch too: shown disabled, saying why; Retry is not offered.
+        for button in (widget.edit_button, widget.regenerate_button):
+            assert button.isVisibleTo(tab) and not button.isEnabled()
+            assert button.toolTip() == UNSUPPORTED_ASK_AGAIN
+        # What has no route on a server is disabled with the reason, never a silent no-op.
+        assert not app.window.export_action.isEnabled()
+        assert app.window.export_action.toolTip() == SERVER_CANNOT
+        assert not app.window.conversation_settings_action.isEnabled()
+        assert app.window.conversation_settings_action.toolTip() == SERVER_CANNOT
+        tabs = app.window.tabs
+        assert tabs.tabToolTip(tabs.indexOf(tab)) == "local only on old box"
+        assert tab.state_label.text() == "On the server old box"
+        run(qtbot, app.host.close(tab.ref))
     finally:
         run(qtbot, context.__aexit__(None, None, None))
 
@@ -214,14 +231,16 @@ def test_a_long_remote_conversation_shows_its_last_page_then_earlier_ones(
         server = servers.add(Connection("workstation", served.url), served.token, **FAST)
         qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  long"], timeout=WAIT_MS)
         tab = run(qtbot, servers.open_remote(server, source.session_id))
-        qtbot.waitUntil(lambda: len(tab.conversation.rows) == 120, timeout=WAIT_MS)
-        assert len(tab.turn_widgets()) == 50
+        # The local transcript's paging: the last page first, built a few rows at a time.
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 50, timeout=WAIT_MS)
         assert [w.row.index for w in tab.turn_widgets()][:1] == [71]
-        assert tab.earlier_button.isVisible()
-        assert tab.earlier_button.text() == "Show earlier turns (70 more)"
-        tab.earlier_button.click()
-        assert len(tab.turn_widgets()) == 100
+        earlier = tab.transcript.earlier_button
+        assert earlier.isVisibleTo(tab)
+        assert earlier.text() == "Show earlier turns (70 more)"
+        earlier.click()
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 100, timeout=WAIT_MS)
         assert [w.row.index for w in tab.turn_widgets()][:1] == [21]
-        tab.earlier_button.click()
-        assert len(tab.turn_widgets()) == 120 and not tab.earlier_button.isVisible()
+        earlier.click()
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 120, timeout=WAIT_MS)
+        assert not earlier.isVisibleTo(tab)
         run(qtbot, server.stop())
