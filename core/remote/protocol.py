@@ -19,6 +19,7 @@ CAP_RENAME = "session-rename-v1"  # POST /sessions/{id}/title
 CAP_TRASH = "session-trash-v1"  # POST /sessions/{id}/trash and /restore
 CAP_SEARCH = "search-v1"  # GET /search?q=TEXT[&limit=N]
 CAP_FORK_TITLE = "session-fork-title-v1"  # POST /fork-session takes an optional "title"
+CAP_EVENTS_LAST_TURNS = "session-events-last-turns-v1"  # GET /sessions/{id}/events?lastTurns=K
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -33,6 +34,7 @@ CAPABILITIES = (
     CAP_TRASH,
     CAP_SEARCH,
     CAP_FORK_TITLE,
+    CAP_EVENTS_LAST_TURNS,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
