@@ -27,6 +27,7 @@ from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.remote_view import WireLogs, commits_after
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import CAP_EVENTS_LAST_TURNS
 from branchwise.core.runtime import TurnRunner
 from branchwise.core.store.store import SessionStore
@@ -121,6 +122,16 @@ def test_last_turns_answer_the_commits_after_where_those_turns_start(tmp_path: P
                 assert page["after"] == after
                 whole = orjson.loads(_expected(store, root, after))
                 assert {k: page[k] for k in whole} == whole
+            # The client's call: the last page, then a poll from its lastSeq finds nothing new.
+            remote = RemoteStore(server.url, server.token)
+            last_page = asyncio.run(remote.last_turns_events(root, 2))
+            assert last_page["after"] == turns[-2].start_seq - 1
+            assert (
+                last_page["commits"]
+                == orjson.loads(_expected(store, root, last_page["after"]))["commits"]
+            )
+            polled = asyncio.run(remote.events(root, last_page["lastSeq"], wait=0))
+            assert polled["commits"] == []
             mixed = client.get(f"/sessions/{root}/events", params={"lastTurns": 1, "after": 3})
             none = client.get(f"/sessions/{root}/events", params={"lastTurns": 0})
     assert (mixed.status_code, mixed.json()["error"]["code"]) == (400, "invalid_request")
