@@ -14,6 +14,7 @@ go (it replays the log whole for an ``after`` before them).
 from __future__ import annotations
 
 import asyncio
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,32 @@ def test_a_replay_that_let_old_deltas_go_answers_by_a_full_replay(tmp_path: Path
         for after in range(frames[-1].events[-1]["seq"] + 1):
             answer = kept.answer(directory, manifest, manifest.generation, after=after)
             assert answer.commits == replayed_whole(frames, after) == commits_after(frames, after)
+
+
+def test_a_log_replaced_or_migrated_is_replayed_again(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "root")
+    kept = WireLogs()
+
+    def answer(session_id: str, after: int) -> list[list[dict[str, Any]]]:
+        manifest = store.manifest(session_id)
+        directory = store.session_dir(session_id)
+        return kept.answer(directory, manifest, manifest.generation, after=after).commits
+
+    with store.create("first", session_id="a" * 8 + "-0000-4000-8000-" + "0" * 12) as writer:
+        session_id = writer.session_id
+        writer.commit([ev.turn_start("t"), ev.user_message("u", "first life")])
+        writer.commit([ev.assistant_delta("long first answer", ("m", "x"))])
+    assert answer(session_id, 0)[-1][0]["content"] == "long first answer"
+    # The same id, another log of other bytes (deleted and made again): nothing kept is used.
+    shutil.rmtree(store.session_dir(session_id))
+    with store.create("second", session_id=session_id) as writer:
+        writer.commit([ev.turn_start("t"), ev.user_message("u", "second")])
+        writer.commit([ev.assistant_delta("short", ("m", "x"))])
+        writer.commit([ev.assistant_delta(" reply")])
+    frames = store.read(session_id).scan.frames
+    for after in range(frames[-1].events[-1]["seq"] + 1):
+        assert answer(session_id, after) == replayed_whole(frames, after), after
+    store.migrate(session_id)
+    frames = store.read(session_id).scan.frames
+    for after in range(frames[-1].events[-1]["seq"] + 1):
+        assert answer(session_id, after) == replayed_whole(frames, after), after
