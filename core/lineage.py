@@ -29,7 +29,7 @@ from branchwise.core.errors import (
     WrongParentWriter,
 )
 from branchwise.core.ids import new_session_id, validate_session_id
-from branchwise.core.projection.events import EventType, session_created, validate_event
+from branchwise.core.projection.events import session_child, session_created, validate_event
 from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
 from branchwise.core.store.publish import encode_commits, publish_new_session
 from branchwise.core.store.store import SessionStore, SessionWriter
@@ -127,13 +127,12 @@ def create_child(
             raise UnknownTurn(f"session {parent_id} has no turn {turn_id}", turnId=turn_id)
         root_id = writer.manifest.root_session_id or parent_id
         link = validate_event(
-            {
-                "type": EventType.SESSION_CHILD.value,
-                "parentSessionId": parent_id,
-                "childSessionId": child_id,
-                "rootSessionId": root_id,
-                "spawnedFrom": spawned,
-            }
+            session_child(
+                parent_session_id=parent_id,
+                child_session_id=child_id,
+                root_session_id=root_id,
+                spawned_from=spawned,
+            )
         )
         manifest = Manifest(
             session_id=child_id,

@@ -262,6 +262,18 @@ def plan_from_log(log: SessionLog, boundary_frame: Frame, boundary: int) -> Fork
 # -- building the child ------------------------------------------------------------------
 
 
+def plan_at_boundary(log: SessionLog, boundary: int) -> ForkPlan | None:
+    """The plan of a cut after the commit ending at seq ``boundary`` of a scanned log.
+
+    ``None`` when no whole commit ends there (the log was rewritten since the
+    caller learned the boundary). For a caller without the log's turn index.
+    """
+    for frame in log.scan.frames:
+        if frame.events and frame.events[-1]["seq"] == boundary:
+            return plan_from_log(log, frame, boundary)
+    return None
+
+
 def link_or_copy(src: Path, dst: Path, length: int | None = None) -> bool:
     """Hard-link ``src`` as ``dst``; where links are refused, copy (up to ``length``) and fsync.
 

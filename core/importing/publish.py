@@ -49,8 +49,8 @@ from branchwise.core.errors import StaleSource
 from branchwise.core.fork.seeding import (
     ForkPlan,
     build_seeded_child,
+    plan_at_boundary,
     plan_from_index,
-    plan_from_log,
 )
 from branchwise.core.fs.atomic import write_new
 from branchwise.core.importing.plan import ImportPlan, PlannedConversation, PlannedTurn
@@ -58,7 +58,20 @@ from branchwise.core.importing.source import SourceSkip
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.segments import scan_session_log, segment_name
 from branchwise.core.log.sidecars import entries_for, frame_crc, sidecar_bytes
-from branchwise.core.projection.events import EventType, validate_event
+from branchwise.core.projection.events import (
+    EndReason,
+    assistant_message,
+    session_child,
+    session_created,
+    session_fork,
+    session_title,
+    tool_call,
+    tool_result,
+    turn_end,
+    turn_start,
+    user_message,
+    validate_event,
+)
 from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.manifest import (
     SEGMENTED,
@@ -157,6 +170,7 @@ class _Written:
     commits: list[list[Event]]
     turn_ids: list[str] = field(default_factory=list)
     boundaries: list[int] = field(default_factory=list)
+    fork_event: Event | None = None  # a fork's own session/fork, as stamped (in ``commits``)
 
 
 class _Stamper:
@@ -187,47 +201,28 @@ def _turn_commit(
 ) -> list[Event]:
     """One turn as one commit: start, messages and tools in order, links, end (completed)."""
     first = turn.items[0]
-    events = [stamper.stamp({"type": EventType.TURN_START.value, "turnId": turn_id}, first.time)]
+    events = [stamper.stamp(turn_start(turn_id), first.time)]
     open_calls: dict[str, str] = {}
     for item in turn.items:
         message_id = f"msg_{_digest(session_id, 'msg', item.id)[:32]}"
         if item.kind == "user":
-            event: Event = {
-                "type": EventType.MESSAGE_USER.value,
-                "messageId": message_id,
-                "content": item.text,
-            }
+            event = user_message(message_id, item.text)
         elif item.kind == "assistant":
-            event = {
-                "type": EventType.MESSAGE_ASSISTANT.value,
-                "messageId": message_id,
-                "content": item.text,
-                "model": item.model or UNKNOWN_MODEL,
-            }
+            event = assistant_message(message_id, item.text, item.model or UNKNOWN_MODEL)
         elif item.kind == "tool_call":
             call_id = item.call_id or item.id
             open_calls[call_id] = item.tool_name or "tool"
-            event = {
-                "type": EventType.TOOL_CALL.value,
-                "callId": call_id,
-                "name": item.tool_name or "tool",
-                "args": item.arguments if item.arguments is not None else item.text,
-            }
+            args = item.arguments if item.arguments is not None else item.text
+            event = tool_call(call_id, item.tool_name or "tool", args)
         else:
             call_id = item.call_id or item.id
             open_calls.pop(call_id, None)
-            event = {"type": EventType.TOOL_RESULT.value, "callId": call_id, "output": item.text}
-            if item.tool_name:
-                event["name"] = item.tool_name
+            event = tool_result(call_id, item.text, item.tool_name or None)
         events.append(stamper.stamp(event, item.time))
     for call_id in open_calls:  # the export kept no result: close it so the turn can branch
-        events.append(
-            stamper.stamp({"type": EventType.TOOL_RESULT.value, "callId": call_id, "output": ""})
-        )
+        events.append(stamper.stamp(tool_result(call_id, "")))
     events += [stamper.stamp(dict(link)) for link in links]
-    events.append(
-        stamper.stamp({"type": EventType.TURN_END.value, "turnId": turn_id, "reason": "completed"})
-    )
+    events.append(stamper.stamp(turn_end(turn_id, EndReason.COMPLETED)))
     return events
 
 
@@ -235,13 +230,12 @@ def _link_event(parent: _Written, child_id: str, turn_id: str | None, call: str 
     spawned: dict[str, Any] = {"turnId": turn_id}
     if call is not None:
         spawned["toolCallId"] = call
-    return {
-        "type": EventType.SESSION_CHILD.value,
-        "parentSessionId": parent.session_id,
-        "childSessionId": child_id,
-        "rootSessionId": parent.root_session_id,
-        "spawnedFrom": spawned,
-    }
+    return session_child(
+        parent_session_id=parent.session_id,
+        child_session_id=child_id,
+        root_session_id=parent.root_session_id,
+        spawned_from=spawned,
+    )
 
 
 class TreePublisher:
@@ -378,12 +372,7 @@ class TreePublisher:
         """A root's or child's whole log: created, (the child link), then every turn."""
         session_id = self._ids[index]
         stamper = _Stamper(1, created_at)
-        created = {
-            "type": EventType.SESSION_CREATED.value,
-            "title": conversation.title,
-            "kind": conversation.kind,
-            "source": self._source(conversation),
-        }
+        created = session_created(conversation.title, conversation.kind, self._source(conversation))
         commits = [[stamper.stamp(created)]]
         spawn_turn: str | None = None
         if parent is None:
@@ -412,41 +401,31 @@ class TreePublisher:
         inherited = [c for c in parent.commits if c[-1]["seq"] <= boundary] if at else []
         stamper = _Stamper(boundary + 1, created_at)
         own: list[Event] = []
+        source = self._source(conversation)
         if not at:
-            own.append(
-                stamper.stamp(
-                    {
-                        "type": EventType.SESSION_CREATED.value,
-                        "title": conversation.title,
-                        "kind": "fork",
-                        "source": self._source(conversation),
-                    }
-                )
-            )
-        fork_event: Event = {
-            "type": EventType.SESSION_FORK.value,
-            "parentSessionId": parent.session_id,
-            "parentGeneration": 1,
-            "turnId": fork_turn,
-            "boundarySequence": boundary,
-            "seedLength": boundary,
-            "operationId": _operation_id(session_id),
-            "source": self._source(conversation),
-        }
+            own.append(stamper.stamp(session_created(conversation.title, "fork", source)))
         origin = self._origin(conversation, parent)
-        if origin is not None:
-            fork_event["origin"] = {"kind": origin.kind, "turnId": origin.turn_id}
-        own.append(stamper.stamp(fork_event))
-        if at:
-            own.append(
-                stamper.stamp({"type": EventType.SESSION_TITLE.value, "title": conversation.title})
+        fork_event = stamper.stamp(
+            session_fork(
+                parent_session_id=parent.session_id,
+                parent_generation=1,  # the parent's real one is set when the fork is built
+                turn_id=fork_turn,
+                boundary_sequence=boundary,
+                operation_id=_operation_id(session_id),
+                source=source,
+                origin=None if origin is None else {"kind": origin.kind, "turnId": origin.turn_id},
             )
+        )
+        own.append(fork_event)
+        if at:
+            own.append(stamper.stamp(session_title(conversation.title)))
         written = _Written(
             session_id,
             parent.root_session_id,
             [*inherited, own],
             list(parent.turn_ids[:at]),
             list(parent.boundaries[:at]),
+            fork_event,
         )
         self._turns(index, written, conversation.own_turns, at, stamper)
         return written, fork_turn
@@ -511,9 +490,8 @@ class TreePublisher:
         )
         own_start = sum(1 for c in written.commits if c[-1]["seq"] <= boundary) if at else 0
         own = written.commits[own_start:]
-        for event in own[0]:
-            if event["type"] == EventType.SESSION_FORK.value:
-                event["parentGeneration"] = parent_manifest.generation
+        if written.fork_event is not None:
+            written.fork_event["parentGeneration"] = parent_manifest.generation
         tracker = TurnTracker()
         for commit in written.commits[:own_start]:
             tracker.apply(commit)
@@ -543,10 +521,9 @@ def _seed_plan(parent_dir: Path, parent: Manifest, boundary: int, turn_id: str |
     plan = plan_from_index(parent_dir, parent, boundary, turn_id)
     if plan is not None:
         return plan
-    log = scan_session_log(parent_dir, parent)
-    for frame in log.scan.frames:
-        if frame.events and frame.events[-1]["seq"] == boundary:
-            return plan_from_log(log, frame, boundary)
+    plan = plan_at_boundary(scan_session_log(parent_dir, parent), boundary)
+    if plan is not None:
+        return plan
     raise StaleSource(  # the parent was rewritten since it was imported
         f"session {parent.session_id} no longer ends turn {turn_id} at seq {boundary}",
         sessionId=parent.session_id,

@@ -8,6 +8,7 @@ committed, and offers small constructors so callers never spell a type twice.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
@@ -123,9 +124,72 @@ def validate_event(event: Event) -> Event:
     return event
 
 
-def session_created(title: str, kind: str = "root") -> Event:
-    """First event of every session."""
-    return {"type": EventType.SESSION_CREATED.value, "title": title, "kind": kind}
+def session_created(
+    title: str, kind: str = "root", source: Mapping[str, str] | None = None
+) -> Event:
+    """First event of every session; ``source`` names an imported one's origin (format, id)."""
+    event: Event = {"type": EventType.SESSION_CREATED.value, "title": title, "kind": kind}
+    if source is not None:
+        event["source"] = dict(source)
+    return event
+
+
+def session_title(title: str) -> Event:
+    """The session's new title."""
+    return {"type": EventType.SESSION_TITLE.value, "title": title}
+
+
+def session_fork(
+    *,
+    parent_session_id: str,
+    parent_generation: int,
+    turn_id: str | None,
+    boundary_sequence: int,
+    operation_id: str,
+    source: Mapping[str, str] | None = None,
+    origin: Mapping[str, Any] | None = None,
+) -> Event:
+    """A fork's first own event: the parent it inherits from and where it was cut.
+
+    The cut inherits exactly the parent's events through ``boundary_sequence``,
+    so the seed length is the boundary. ``source`` names an imported fork's
+    origin; ``origin`` the edit or regenerate it was made for
+    (``{"kind", "turnId"}``).
+    """
+    event: Event = {
+        "type": EventType.SESSION_FORK.value,
+        "parentSessionId": parent_session_id,
+        "parentGeneration": parent_generation,
+        "turnId": turn_id,
+        "boundarySequence": boundary_sequence,
+        "seedLength": boundary_sequence,
+        "operationId": operation_id,
+    }
+    if source is not None:
+        event["source"] = dict(source)
+    if origin is not None:
+        event["origin"] = dict(origin)
+    return event
+
+
+def session_child(
+    *,
+    parent_session_id: str,
+    child_session_id: str,
+    root_session_id: str,
+    spawned_from: Mapping[str, Any],
+) -> Event:
+    """The link between a parent and a child it spawned, written identically into both logs.
+
+    ``spawned_from`` is ``{"turnId": …, "toolCallId"?: …}`` (the turn may be ``None``).
+    """
+    return {
+        "type": EventType.SESSION_CHILD.value,
+        "parentSessionId": parent_session_id,
+        "childSessionId": child_session_id,
+        "rootSessionId": root_session_id,
+        "spawnedFrom": dict(spawned_from),
+    }
 
 
 def session_config(model: str | None, system: str | None, temperature: float | None) -> Event:
@@ -219,6 +283,19 @@ def step_start(step_id: str) -> Event:
 def step_end(step_id: str) -> Event:
     """Closes one model call."""
     return {"type": EventType.STEP_END.value, "stepId": step_id}
+
+
+def tool_call(call_id: str, name: str, args: Any) -> Event:
+    """A tool the answer called, with its arguments (any JSON value)."""
+    return {"type": EventType.TOOL_CALL.value, "callId": call_id, "name": name, "args": args}
+
+
+def tool_result(call_id: str, output: str, name: str | None = None) -> Event:
+    """What a tool call returned; ``name`` repeats the tool's name when the source gives it."""
+    event: Event = {"type": EventType.TOOL_RESULT.value, "callId": call_id, "output": output}
+    if name is not None:
+        event["name"] = name
+    return event
 
 
 def usage(input_tokens: int, output_tokens: int, model: str) -> Event:

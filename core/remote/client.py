@@ -219,6 +219,32 @@ class RemoteStore:
             raise RemoteUnavailable(f"{self.base_url} sent a malformed events reply")
         return body
 
+    async def last_turns_events(self, session_id: str, turns: int) -> dict[str, Any]:
+        """``GET /sessions/{id}/events?lastTurns=K``: the commits of the last ``turns`` turns.
+
+        The reply is the events reply plus ``after``, the seq those commits
+        follow (0 when the session has no more turns, so they are all of it):
+        a big conversation's last page arrives without its whole history, and
+        :meth:`events` from ``lastSeq`` follows it. Ask only a server that
+        advertises ``session-events-last-turns-v1``; an older one refuses the
+        parameter (``invalid_request``).
+        """
+        body = await self._object(
+            "GET",
+            f"/sessions/{validate_session_id(session_id)}/events",
+            "events",
+            params={"lastTurns": str(turns)},
+        )
+        commits, after = body.get("commits"), body.get("after")
+        if (
+            not isinstance(commits, list)
+            or not all(isinstance(c, list) for c in commits)
+            or not isinstance(after, int)
+            or isinstance(after, bool)
+        ):
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed events reply")
+        return body
+
     async def send_turn(self, session_id: str, text: str | None) -> AsyncIterator[dict[str, Any]]:
         """``POST /sessions/{id}/turns``: the turn's records as they arrive.
 

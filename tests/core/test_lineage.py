@@ -60,6 +60,10 @@ def test_child_starts_empty_and_both_logs_hold_the_same_link(store: SessionStore
         "rootSessionId": parent,
         "spawnedFrom": {"turnId": "t1"},
     }
+    # the stored bytes keep the link's field order (the log's format)
+    order = ["type", "parentSessionId", "childSessionId", "rootSessionId", "spawnedFrom"]
+    assert list(_without_position(parent_link[0])) == order
+    assert list(_without_position(child_commits[-1][0])) == order
     state = store.read(child).projection
     assert state.messages == [] and state.turns == [] and state.title == "researcher"
     assert store.read(parent).projection.children[0]["childSessionId"] == child

@@ -44,6 +44,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             + ["--sequential", "3", "--page-turns", "60", "--repeat", "1"],
             "zero errors, one child per operation",
         ),
+        ("bench_serve_events.py", ["--turns", "30", "--repeat", "1"], "last 50 turns"),
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
         (

@@ -12,6 +12,7 @@ from aiohttp import web
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.fork.targets import TargetsCache
+from branchwise.core.projection.remote_view import WireLogs
 from branchwise.core.remote.fork_groups import ForkGroups
 from branchwise.core.remote.turns import ServedTurns
 from branchwise.core.search.index import SearchIndex
@@ -34,6 +35,7 @@ class ServerState:
             sources' replays and seed plans shared in ``targets_cache``).
         forks_in_flight: operation id -> the request's body and its fork
             waiting or running in ``fork_groups``, so a retry waits for it.
+        wire_logs: the events route's replays, kept so a poll reads only what is new.
     """
 
     store: SessionStore
@@ -45,6 +47,7 @@ class ServerState:
     forks_in_flight: dict[str, tuple[bytes, asyncio.Future[ForkResult]]] = field(
         default_factory=dict
     )
+    wire_logs: WireLogs = field(default_factory=WireLogs)
 
     def is_running(self, session_id: str) -> bool:
         """Whether a turn is running in ``session_id``: here, or in another process's writer."""
