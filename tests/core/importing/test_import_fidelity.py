@@ -1,0 +1,106 @@
+"""What real exports hold and a reader once lost: every result of a call, a result
+without its call, a stray byte, a conversation without a current message.
+
+Each shape here is one the products write (ChatGPT's browsing tool answers one
+call with a ``tether_browsing_display`` and a chain of ``tether_quote``
+messages); each is imported into a real store and read back as the transcript.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from helpers.chatgpt_export import conversation, linear, message, write_export
+
+from branchwise.core.importing import chatgpt
+from branchwise.core.importing.run import import_path
+from branchwise.core.importing.source import SourceTree, SourceWarning
+from branchwise.core.store.store import SessionStore
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    return SessionStore(tmp_path / "data")
+
+
+def transcript(store: SessionStore, session_id: str) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in store.read(session_id).projection.messages]
+
+
+def tool(name: str, content_type: str, text: str, time: float) -> dict[str, Any]:
+    return message(
+        "tool", content={"content_type": content_type, "text": text}, name=name, time=time
+    )
+
+
+def browsing() -> dict[str, Any]:
+    """A browsing call answered by a display and two quotes, each under the one before."""
+    call = {"content_type": "code", "language": "unknown", "text": "search('kyoto')"}
+    return conversation(
+        "c-web",
+        "Web",
+        [
+            ("root", None, None),
+            ("u1", "root", message("user", "find it", time=1)),
+            ("call", "u1", message("assistant", content=call, recipient="browser", time=2)),
+            ("r1", "call", tool("browser", "tether_browsing_display", "results", 3)),
+            ("r2", "r1", tool("browser", "tether_quote", "quote one", 4)),
+            ("r3", "r2", tool("browser", "tether_quote", "quote two", 5)),
+            ("a1", "r3", message("assistant", "found", time=6)),
+        ],
+    )
+
+
+def test_every_result_of_a_call_is_kept_in_order(tmp_path: Path, store: SessionStore) -> None:
+    report = import_path(store, write_export(tmp_path / "c.json", [browsing()]))
+    (root,) = report.conversations
+    assert transcript(store, root.session_id) == [
+        ("user", "find it"),
+        ("tool", "browser(search('kyoto')) → results → quote one → quote two"),
+        ("assistant", "found"),
+    ]
+
+
+def test_a_result_whose_call_is_missing_is_kept_on_an_empty_call(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    lost = conversation(
+        "c-lost",
+        "Lost",
+        [
+            ("u1", None, message("user", "run it", time=1)),
+            ("out", "gone", tool("python", "execution_output", "42", 2)),
+            ("a1", "out", message("assistant", "it printed 42", time=3)),
+        ],
+        current="a1",
+    )
+    report = import_path(store, write_export(tmp_path / "c.json", [lost]))
+    messages = [transcript(store, c.session_id) for c in report.conversations]
+    assert [("tool", "python() → 42"), ("assistant", "it printed 42")] in messages
+    assert any("out names a missing parent" in w for w in report.warnings)
+
+
+def test_one_invalid_byte_costs_one_character_not_the_rest_of_the_file(tmp_path: Path) -> None:
+    conversations = [linear(f"c{n}", 1, text=f"text {n}") for n in range(4)]
+    document = orjson.dumps(conversations).replace(b"text 1", b"text \xff1", 1)
+    path = tmp_path / "conversations.json"
+    path.write_bytes(document)
+    records = list(chatgpt.read(path))
+    found = [r for r in records if isinstance(r, SourceTree)]
+    assert [t.id for t in found] == ["c0", "c1", "c2", "c3"]
+    assert found[1].items[2].text == "text \ufffd1 0"
+    warnings = [r.message for r in records if isinstance(r, SourceWarning)]
+    assert warnings == [f"{path}#2: non-UTF-8 bytes replaced"]
+
+
+def test_a_conversation_without_a_current_node_is_read_with_a_warning(tmp_path: Path) -> None:
+    named, unnamed = linear("c-named", 1), linear("c-unnamed", 1)
+    unnamed["current_node"] = None
+    path = write_export(tmp_path / "c.json", [named, unnamed])
+    records = list(chatgpt.read(path))
+    assert [t.id for t in records if isinstance(t, SourceTree)] == ["c-named", "c-unnamed"]
+    (warning,) = [r.message for r in records if isinstance(r, SourceWarning)]
+    assert warning.startswith(f"{path}#2: the conversation names no current message")
