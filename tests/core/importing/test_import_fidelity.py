@@ -104,3 +104,36 @@ def test_a_conversation_without_a_current_node_is_read_with_a_warning(tmp_path: 
     assert [t.id for t in records if isinstance(t, SourceTree)] == ["c-named", "c-unnamed"]
     (warning,) = [r.message for r in records if isinstance(r, SourceWarning)]
     assert warning.startswith(f"{path}#2: the conversation names no current message")
+
+
+def test_titles_of_untitled_conversations_and_of_branches_of_branches(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    no_prompt = conversation(
+        "c-greeting",
+        "",
+        [("a0", None, message("assistant", "  Hello!\n  How can I help?", time=1))],
+    )
+    nothing = conversation("c-empty", "", [("t", None, tool("python", "execution_output", "", 1))])
+    nested = conversation(
+        "c-nested",
+        "Trip",
+        [
+            ("u1", None, message("user", "plan", time=1)),
+            ("a1", "u1", message("assistant", "a plan", time=2)),
+            ("u1e", None, message("user", "plan again", time=3)),
+            ("a1e", "u1e", message("assistant", "another plan", time=4)),
+            ("a1f", "u1e", message("assistant", "a third plan", time=5)),
+        ],
+        current="a1",
+    )
+    path = write_export(tmp_path / "c.json", [no_prompt, nothing, nested])
+    report = import_path(store, path)
+    titles = [store.manifest(c.session_id).title for c in report.conversations]
+    assert titles == [
+        "Hello! How can I help?",
+        "Untitled conversation",
+        "Trip",
+        "Trip (branch 1)",
+        "Trip (branch 1.1)",
+    ]
