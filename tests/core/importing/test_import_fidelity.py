@@ -137,3 +137,56 @@ def test_titles_of_untitled_conversations_and_of_branches_of_branches(
         "Trip (branch 1)",
         "Trip (branch 1.1)",
     ]
+
+
+def _open_webui_chat() -> dict[str, Any]:
+    """One chat object as Open WebUI keeps it (its row's ``chat``), with an edited prompt."""
+    messages = {
+        "m1": {"id": "m1", "parentId": None, "childrenIds": ["m2"], "role": "user"},
+        "m2": {"id": "m2", "parentId": "m1", "childrenIds": [], "role": "assistant"},
+        "m1e": {"id": "m1e", "parentId": None, "childrenIds": [], "role": "user"},
+    }
+    for key, text, time in [("m1", "hi", 1), ("m2", "hello", 2), ("m1e", "hi again", 3)]:
+        messages[key].update({"content": text, "timestamp": 1_719_000_000 + time})
+    messages["m2"]["model"] = "llama3.1:8b"
+    return {
+        "id": "c-bare",
+        "title": "Bare",
+        "models": ["llama3.1:8b"],
+        "history": {"messages": messages, "currentId": "m2"},
+        "messages": [messages["m1"], messages["m2"]],
+        "timestamp": 1_719_000_000_000,
+    }
+
+
+@pytest.mark.parametrize("wrapped", [False, True], ids=["alone", "in-an-array"])
+def test_a_bare_open_webui_chat_object_is_imported(
+    tmp_path: Path, store: SessionStore, wrapped: bool
+) -> None:
+    chat = _open_webui_chat()
+    path = tmp_path / "chat.json"
+    path.write_bytes(orjson.dumps([chat] if wrapped else chat))
+    report = import_path(store, path)
+    assert report.format == "open-webui" and report.skipped == ()
+    assert [(c.kind, c.source_id, c.title) for c in report.conversations] == [
+        ("root", "c-bare", "Bare"),
+        ("fork", "c-bare/m1e", "Bare (branch 1)"),
+    ]
+    assert transcript(store, report.conversations[0].session_id) == [
+        ("user", "hi"),
+        ("assistant", "hello"),
+    ]
+
+
+def test_an_open_webui_object_without_a_tree_says_what_was_expected(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    path = tmp_path / "chat.json"
+    path.write_bytes(orjson.dumps([{"id": "c-x", "title": "X", "chat": {"title": "X"}}]))
+    report = import_path(store, path, format="open-webui")
+    (skip,) = report.skipped
+    assert skip.reason == (
+        'no message tree: expected a chat row {"chat": {"history": {"messages": {…}}}} '
+        'or a chat {"history": {"messages": {…}}}'
+    )
+    assert not store.sessions_dir.exists() or not any(store.sessions_dir.iterdir())
