@@ -83,8 +83,9 @@ class PlannedConversation:
         title: the source tree's title (untitled: its first prompt, else first answer,
             else "Untitled conversation");
             for a fork, "<parent's title> (branch N)", as a branch made here.
-        created: when it began in the source (the divergent item's time for
-            a fork; the tree's creation time otherwise); ``None`` if unknown.
+        created: when it began in the source (for a fork the divergent item's
+            time, else the nearest earlier time on its path, else its parent's;
+            the tree's creation time otherwise); ``None`` if unknown.
         turns: every turn of its path, inherited ones first.
         parent: index of its parent in :attr:`ImportPlan.conversations`.
         inherited: how many leading turns a fork inherits (0: fork at the start).
@@ -279,6 +280,16 @@ def _untitled_title(turns: tuple[PlannedTurn, ...]) -> str:
     )
 
 
+def _known_time(path: list[SourceItem], child: str, parent_created: float | None) -> float | None:
+    """When a fork began: its divergent item's time, else the nearest earlier known time on
+    its path, else its parent's start (never the time of the import, which says nothing)."""
+    at = next(i for i, item in enumerate(path) if item.id == child)
+    for item in reversed(path[: at + 1]):
+        if item.time is not None:
+            return item.time
+    return parent_created
+
+
 def _shared_turns(a: tuple[PlannedTurn, ...], b: tuple[PlannedTurn, ...]) -> int:
     shared = 0
     for left, right in zip(a, b, strict=False):
@@ -362,7 +373,7 @@ def _plan_one(
             source_id=f"{tree.id}/{leaf}",
             tree_id=tree.id,
             title=branch_title(parent.title, forks_before) or "",
-            created=shape.by_id[child].time,
+            created=_known_time(path, child, parent.created),
             turns=turns,
             parent=owner,
             inherited=inherited,

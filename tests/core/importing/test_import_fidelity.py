@@ -190,3 +190,56 @@ def test_an_open_webui_object_without_a_tree_says_what_was_expected(
         'or a chat {"history": {"messages": {…}}}'
     )
     assert not store.sessions_dir.exists() or not any(store.sessions_dir.iterdir())
+
+
+def _librechat_message(
+    message_id: str, parent: str, text: str, *, user: bool, at: str | None
+) -> dict[str, Any]:
+    """One message of a flat LibreChat export; ``at`` None: written without createdAt/updatedAt."""
+    message: dict[str, Any] = {
+        "messageId": message_id,
+        "conversationId": "c-lc",
+        "parentMessageId": parent,
+        "isCreatedByUser": user,
+        "sender": "User" if user else "GPT-4o",
+        "model": None if user else "gpt-4o",
+        "text": text,
+        "error": False,
+        "unfinished": False,
+    }
+    if at is not None:
+        message.update({"createdAt": at, "updatedAt": at})
+    return message
+
+
+def test_a_librechat_fork_without_times_takes_the_nearest_earlier_known_time(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    root = "00000000-0000-0000-0000-000000000000"
+    export = {
+        "conversationId": "c-lc",
+        "title": "Times",
+        "endpoint": "openAI",
+        "recursive": False,
+        "options": {"model": "gpt-4o"},
+        "messages": [
+            _librechat_message("u1", root, "first", user=True, at="2024-04-09T14:40:00.000Z"),
+            _librechat_message("a1", "u1", "one", user=False, at="2024-04-09T14:40:05.000Z"),
+            _librechat_message("u2", "a1", "second", user=True, at="2024-04-09T14:41:00.000Z"),
+            _librechat_message("a2", "u2", "two", user=False, at="2024-04-09T14:41:05.000Z"),
+            _librechat_message("u2e", "a1", "second, edited", user=True, at=None),
+            _librechat_message("a2e", "u2e", "two, again", user=False, at=None),
+        ],
+    }
+    path = tmp_path / "librechat.json"
+    path.write_bytes(orjson.dumps(export))
+    report = import_path(store, path)
+    fork = next(c for c in report.conversations if c.kind == "fork")
+    assert transcript(store, fork.session_id)[-2:] == [
+        ("user", "second, edited"),
+        ("assistant", "two, again"),
+    ]
+    answered = 1712673605.0  # 14:40:05, the answer it branched after
+    assert store.manifest(fork.session_id).created_at == answered
+    events = [e for frame in store.read(fork.session_id).scan.frames for e in frame.events]
+    assert {e["ts"] for e in events} == {1712673600.0, answered}  # nothing at the import's time
