@@ -16,9 +16,14 @@ main-chain leaf is ``current``, and the other files' leaves become the
 planner's forks at the last shared turn.
 
 Sub-agents (``isSidechain``) become child trees: from
-``<session>/subagents/agent-<id>.jsonl`` (newer versions) or inline sidechain
-records (older ones). The ``Task``/``Agent`` tool call that started one is
-found by the ``agentId`` its result reports, or else by its prompt.
+``<session>/subagents/agent-<id>.jsonl`` (newer versions), flat
+``agent-<id>.jsonl`` files beside the sessions whose records' ``sessionId``
+names the session (2.0.x), or inline sidechain records (older ones). The
+``Task``/``Agent`` tool call that started one is found by the ``agentId`` its
+result reports (in ``toolUseResult``, or at the result record's top level),
+or else by its prompt. A sidechain without a user or assistant message (a
+lone tool result whose call is elsewhere) is no sub-agent: it is dropped with
+a warning rather than becoming an empty child.
 
 Files are read line by line, twice: a first pass collects only uuids to find
 which files share records, the second reads one group of files at a time.
@@ -78,13 +83,17 @@ def read(path: Path) -> Iterator[SourceRecord]:
     """Every session tree under ``path`` (a ``.jsonl``, a project folder or the projects folder)."""
     path = Path(path)
     projects = _projects(path)
-    total = sum(_size(f) for files in projects for f in _with_subagents(files))
+    total = sum(_size(f) for files, agents in projects for f in [*_with_subagents(files), *agents])
     done = 0
-    for files in projects:
+    for files, agents in projects:
+        flat, unclaimed = _flat_agents_by_session(files, agents)
+        for agent_file in unclaimed:
+            yield SourceWarning(f"{agent_file}: a sub-agent of a session that is not here, ignored")
+            done += _size(agent_file)
         for group in _groups_sharing_records(files):
-            reader = _GroupReader(group)
+            reader = _GroupReader(group, flat)
             yield from reader.read()
-            done += sum(_size(f) for f in _with_subagents(group))
+            done += sum(_size(f) for f in _with_subagents(group, flat))
             yield Progress(read_bytes=done, total_bytes=total)
 
 
@@ -103,35 +112,82 @@ def _first_session_file(path: Path) -> Path | None:
     return None
 
 
-def _projects(path: Path) -> list[list[Path]]:
-    """The session files of each project under ``path``, each project's files sorted."""
+def _projects(path: Path) -> list[tuple[list[Path], list[Path]]]:
+    """Each project under ``path``: its session files and its flat sub-agent files, sorted.
+
+    A flat sub-agent file (``agent-<id>.jsonl`` beside the sessions, the 2.0.x
+    layout) is no session of its own: it belongs to the session its records'
+    ``sessionId`` names. A session file given alone brings the flat sub-agent
+    files beside it.
+    """
     if path.is_file():
-        return [[path]]
+        if _is_agent_file(path):
+            return [([path], [])]
+        return [([path], _agent_files(path.parent))]
     direct = sorted(p for p in path.glob("*.jsonl") if p.is_file())
     if direct:
-        return [direct]
+        return [([p for p in direct if not _is_agent_file(p)], _agent_files(path))]
     projects = []
     for project in sorted(p for p in path.iterdir() if p.is_dir()):
         files = sorted(p for p in project.glob("*.jsonl") if p.is_file())
+        sessions = [p for p in files if not _is_agent_file(p)]
         if files:
-            projects.append(files)
+            projects.append((sessions, _agent_files(project)))
     return projects
 
 
-def _subagent_files(session_file: Path) -> list[Path]:
-    folder = session_file.with_suffix("") / "subagents"
-    if not folder.is_dir():
+def _is_agent_file(path: Path) -> bool:
+    return path.name.startswith("agent-")
+
+
+def _agent_files(folder: Path) -> list[Path]:
+    """The sub-agent transcripts in ``folder`` (compaction helpers are not conversations)."""
+    try:
+        return sorted(
+            p
+            for p in folder.glob("agent-*.jsonl")
+            if p.is_file() and not p.name.startswith("agent-acompact")
+        )
+    except OSError:
         return []
-    return sorted(
-        p for p in folder.glob("agent-*.jsonl") if not p.name.startswith("agent-acompact")
-    )
 
 
-def _with_subagents(files: Iterable[Path]) -> list[Path]:
+def _flat_agents_by_session(
+    sessions: list[Path], agents: list[Path]
+) -> tuple[dict[str, list[Path]], list[Path]]:
+    """Flat sub-agent files by the session id their first record names; those of no session."""
+    known = {session.stem for session in sessions}
+    flat: dict[str, list[Path]] = {}
+    unclaimed: list[Path] = []
+    for agent_file in agents:
+        owner = _session_of(agent_file)
+        if owner in known:
+            flat.setdefault(owner, []).append(agent_file)
+        else:
+            unclaimed.append(agent_file)
+    return flat, unclaimed
+
+
+def _session_of(agent_file: Path) -> str | None:
+    """The ``sessionId`` of the first record of ``agent_file`` that names one."""
+    for line in _lines(agent_file, []):
+        session_id = line.get("sessionId")
+        if isinstance(session_id, str):
+            return session_id
+    return None
+
+
+def _subagent_files(session_file: Path, flat: dict[str, list[Path]] | None = None) -> list[Path]:
+    """The sub-agent files of one session: ``<session>/subagents/``, then flat ones beside it."""
+    nested = _agent_files(session_file.with_suffix("") / "subagents")
+    return nested + (flat or {}).get(session_file.stem, [])
+
+
+def _with_subagents(files: Iterable[Path], flat: dict[str, list[Path]] | None = None) -> list[Path]:
     out: list[Path] = []
     for f in files:
         out.append(f)
-        out.extend(_subagent_files(f))
+        out.extend(_subagent_files(f, flat))
     return out
 
 
@@ -258,8 +314,9 @@ class _Chain:
 class _GroupReader:
     """Reads one group of files that share records into one :class:`SourceTree`."""
 
-    def __init__(self, files: list[Path]) -> None:
+    def __init__(self, files: list[Path], flat: dict[str, list[Path]] | None = None) -> None:
         self.files = files
+        self.flat = flat or {}
         self.warnings: list[SourceWarning] = []
         self.titles: dict[str, str] = {}
         self.custom_title: str | None = None
@@ -297,6 +354,12 @@ class _GroupReader:
             child_id = f"{session_id}/agent-{agent_key}"
             records = [_root_if_outside(r, chain) for r in chain.records.values()]
             child_items, child_tails = _items(records)
+            if not any(item.kind in ("user", "assistant") for item in child_items):
+                # e.g. one tool result whose call is in another chain: no conversation
+                self.warnings.append(
+                    SourceWarning(f"{agent_location}: a sub-agent without messages, ignored")
+                )
+                continue
             if call is not None:
                 spawn[call] = child_id
             # A sub-agent no call claims is still kept: the planner places it at the start.
@@ -316,6 +379,7 @@ class _GroupReader:
             items = [
                 replace(item, spawns=spawn[item.id]) if item.id in spawn else item for item in items
             ]
+        yield from self.warnings
         yield SourceTree(
             format=FORMAT,
             id=session_id,
@@ -361,7 +425,7 @@ class _GroupReader:
                 for root, sub in _split_by_root(chain).items():
                     chains[f"sidechain-{root}"] = (sub, f"{self.files[0]}#{root}")
         for session_file in self.files:
-            for agent_file in _subagent_files(session_file):
+            for agent_file in _subagent_files(session_file, self.flat):
                 key = agent_file.stem.removeprefix("agent-")
                 chain = chains.get(key, (_Chain(), str(agent_file)))[0]
                 for record in self._records(agent_file):
@@ -396,6 +460,8 @@ def _record(line: dict[str, Any], uuid: str) -> _Record:
             hidden = True
     result = line.get("toolUseResult")
     spawned = result.get("agentId") if isinstance(result, dict) else None
+    if spawned is None and not line.get("isSidechain"):
+        spawned = line.get("agentId")  # 2.0.x: the Task result record names its agent itself
     parent = line.get("parentUuid")
     agent_id = line.get("agentId")
     message_id = message.get("id")

@@ -243,3 +243,83 @@ def test_a_librechat_fork_without_times_takes_the_nearest_earlier_known_time(
     assert store.manifest(fork.session_id).created_at == answered
     events = [e for frame in store.read(fork.session_id).scan.frames for e in frame.events]
     assert {e["ts"] for e in events} == {1712673600.0, answered}  # nothing at the import's time
+
+
+SESSION = "5e5510b1-0000-4000-8000-000000000001"
+
+
+def _claude_line(uuid: str, parent: str | None, kind: str, content: Any, **extra: Any) -> bytes:
+    """One Claude Code 2.0.x record (the fields the real files carry around the message)."""
+    message: dict[str, Any] = {"role": kind, "content": content}
+    if kind == "assistant":
+        message.update({"id": f"msg_{uuid}", "type": "message", "model": "claude-sonnet-4-5"})
+    record = {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "userType": "external",
+        "cwd": "/home/ana/shop",
+        "sessionId": SESSION,
+        "version": "2.0.61",
+        "gitBranch": "main",
+        "type": kind,
+        "message": message,
+        "uuid": uuid,
+        "timestamp": f"2025-06-01T10:00:{len(uuid):02d}.000Z",
+        **extra,
+    }
+    return orjson.dumps(record) + b"\n"
+
+
+def test_flat_sub_agent_files_become_children_of_the_session_that_spawned_them(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    project = tmp_path / "projects" / "-home-ana-shop"
+    project.mkdir(parents=True)
+    task = {"description": "Write tests", "prompt": "Write tests for the cart"}
+    (project / f"{SESSION}.jsonl").write_bytes(
+        _claude_line("u1", None, "user", "Add tests")
+        + _claude_line(
+            "a1",
+            "u1",
+            "assistant",
+            [{"type": "tool_use", "id": "toolu_T", "name": "Task", "input": task}],
+        )
+        + _claude_line(
+            "r1",
+            "a1",
+            "user",
+            [{"tool_use_id": "toolu_T", "type": "tool_result", "content": "Done."}],
+            agentId="f1a2b3c",  # 2.0.x: the result record names its agent at its top level
+        )
+        + _claude_line("a2", "r1", "assistant", [{"type": "text", "text": "Tests added."}])
+        # a sidechain holding only a tool result whose call is elsewhere
+        + _claude_line(
+            "o1",
+            "gone",
+            "user",
+            [{"tool_use_id": "toolu_X", "type": "tool_result", "content": "stray"}],
+            isSidechain=True,
+            agentId="e0e0e0e",
+        )
+    )
+    agent = {"isSidechain": True, "agentId": "f1a2b3c"}
+    (project / "agent-f1a2b3c.jsonl").write_bytes(
+        _claude_line("s1", None, "user", "Write tests for the cart", **agent)
+        + _claude_line(
+            "s2", "s1", "assistant", [{"type": "text", "text": "Wrote test_cart.py"}], **agent
+        )
+    )
+    report = import_path(store, tmp_path / "projects")
+    assert report.skipped == ()
+    shapes = [(c.kind, c.source_id) for c in report.conversations]
+    assert shapes == [("root", SESSION), ("child", f"{SESSION}/agent-f1a2b3c")]
+    root, child = report.conversations
+    assert child.parent_session_id == root.session_id
+    spawned = store.manifest(child.session_id).parent
+    root_turns = [t.turn_id for t in store.read(root.session_id).projection.turns]
+    assert spawned is not None and spawned.turn_id == root_turns[0]
+    assert transcript(store, child.session_id) == [
+        ("user", "Write tests for the cart"),
+        ("assistant", "Wrote test_cart.py"),
+    ]
+    assert any("e0e0e0e: a sub-agent without messages" in w for w in report.warnings)
