@@ -10,10 +10,11 @@ record become ``tool_result`` items.
 
 ``/rewind`` leaves sibling prompts in one file; ``/branch`` and
 ``--fork-session`` start a new file that repeats the shared records with the
-same uuids. So the files of one project that share a uuid are one tree: a
-record belongs to the file where it first appeared, the first file's newest
-main-chain leaf is ``current``, and the other files' leaves become the
-planner's forks at the last shared turn.
+same uuids. So the files of one project that share a uuid are one tree: the
+original first (see :func:`_groups_sharing_records`), a record belongs to the
+file where it first appeared, the original's newest main-chain leaf is
+``current``, and the copies' leaves become the planner's forks at the last
+shared turn.
 
 Sub-agents (``isSidechain``) become child trees: from
 ``<session>/subagents/agent-<id>.jsonl`` (newer versions), flat
@@ -228,15 +229,34 @@ def _lines(path: Path, warnings: list[SourceWarning]) -> Iterator[dict[str, Any]
                 warnings.append(SourceWarning(f"{path}:{number}: not a record, ignored"))
 
 
-def _groups_sharing_records(files: list[Path]) -> list[list[Path]]:
-    """Files joined when they share a uuid, the original first.
+@dataclass
+class _FileFacts:
+    """What the first pass learns of one session file, to tell an original from its copies."""
 
-    A fork file repeats the shared records with their times, so a tie on the
-    first record's time goes to the file whose records carry no ``forkedFrom``.
+    forked_from: str | None = None  # the first ``forkedFrom.sessionId`` among its records
+    starts_with_mode: bool = False  # a headless ``--fork-session`` copy begins with ``mode``
+    records: list[tuple[str, float | None, bool]] = field(default_factory=list)
+    """(uuid, time, marked ``forkedFrom``) of each record, in file order."""
+
+
+def _groups_sharing_records(files: list[Path]) -> list[list[Path]]:
+    """Files joined when they share a uuid, the original first and each copy after its source.
+
+    A copy repeats the records it was made from (``/branch`` marks each repeat
+    with ``forkedFrom``; a headless ``--fork-session`` copy marks nothing and
+    begins with a ``mode`` record). The original is the file the copies'
+    ``forkedFrom.sessionId`` names; else the one whose own records (held by
+    no other file, not marked as repeats) begin earliest, a file holding no
+    own record (an original that stopped where it was copied) counting from
+    its first record; on a tie a file beginning with ``mode`` is the copy. A
+    file's source always comes before it. Only the original's own titles
+    (``custom-title``, summaries of its path) name the tree: a copy's
+    "… (Branch)" is the copy's.
     """
     owner: dict[str, int] = {}
+    holders: dict[str, int] = {}
     parent = list(range(len(files)))
-    first_time: list[tuple[bool, float, str]] = []
+    facts = [_FileFacts() for _ in files]
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -246,29 +266,60 @@ def _groups_sharing_records(files: list[Path]) -> list[list[Path]]:
 
     ignored: list[SourceWarning] = []  # reported by the second pass
     for index, path in enumerate(files):
-        earliest: float | None = None
-        forked = False
+        fact = facts[index]
+        first_line = True
         for record in _lines(path, ignored):
-            forked = forked or "forkedFrom" in record
+            if first_line:
+                fact.starts_with_mode = record.get("type") == "mode"
+                first_line = False
+            forked = record.get("forkedFrom")
+            source = forked.get("sessionId") if isinstance(forked, dict) else None
+            if fact.forked_from is None and isinstance(source, str):
+                fact.forked_from = source
             uuid = record.get("uuid")
             if not isinstance(uuid, str):
                 continue
-            when = _time(record.get("timestamp"))
-            if earliest is None and when is not None:
-                earliest = when
-            seen = owner.setdefault(uuid, index)
+            fact.records.append((uuid, _time(record.get("timestamp")), forked is not None))
+            if owner.setdefault(uuid, index) == index and uuid in holders:
+                continue  # a uuid repeated within one file counts once
+            holders[uuid] = holders.get(uuid, 0) + 1
+            seen = owner[uuid]
             if seen != index:
                 a, b = find(seen), find(index)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
-        first_time.append(
-            (forked, earliest if earliest is not None else float("inf"), files[index].name)
+    by_stem = {path.stem: index for index, path in enumerate(files)}
+
+    def own_start(index: int) -> float:
+        records = facts[index].records
+        own = [t for u, t, marked in records if not marked and holders[u] == 1 and t is not None]
+        every = [t for _, t, _ in records if t is not None]
+        return min(own or every or [float("inf")])
+
+    def depth(index: int) -> int:
+        steps, seen = 0, {index}
+        source = facts[index].forked_from
+        while source in by_stem and by_stem[source] not in seen:
+            steps += 1
+            seen.add(by_stem[source])
+            source = facts[by_stem[source]].forked_from
+        return steps
+
+    def key(index: int) -> tuple[int, bool, float, bool, str]:
+        fact = facts[index]
+        return (
+            depth(index),
+            fact.forked_from is not None,
+            own_start(index),
+            fact.starts_with_mode,
+            files[index].name,
         )
+
     groups: dict[int, list[int]] = {}
     for index in range(len(files)):
         groups.setdefault(find(index), []).append(index)
-    ordered = [sorted(g, key=lambda i: first_time[i]) for g in groups.values()]
-    ordered.sort(key=lambda g: first_time[g[0]][1:])
+    ordered = [sorted(g, key=key) for g in groups.values()]
+    ordered.sort(key=lambda g: key(g[0])[2::2])
     return [[files[i] for i in g] for g in ordered]
 
 
@@ -392,25 +443,33 @@ class _GroupReader:
         )
 
     def _records(self, path: Path) -> Iterator[_Record]:
+        original = path == self.files[0]
         for line in _lines(path, self.warnings):
             uuid = line.get("uuid")
             if not isinstance(uuid, str):
-                self._metadata(line)
+                self._metadata(line, original)
                 continue
             yield _record(line, uuid)
 
-    def _metadata(self, line: dict[str, Any]) -> None:
+    def _metadata(self, line: dict[str, Any], original: bool) -> None:
+        """Titles: a copy's own ("… (Branch)") names the copy, never the tree it joins."""
         if line.get("type") == "summary" and isinstance(line.get("summary"), str):
             leaf = line.get("leafUuid")
-            self.titles[leaf if isinstance(leaf, str) else ""] = line["summary"]
-        elif line.get("type") == "custom-title" and isinstance(line.get("customTitle"), str):
+            key = leaf if isinstance(leaf, str) else ""
+            if original or key not in self.titles:
+                self.titles[key] = line["summary"]
+        elif (
+            original
+            and line.get("type") == "custom-title"
+            and isinstance(line.get("customTitle"), str)
+        ):
             self.custom_title = line["customTitle"]
 
     def _title(self, main: _Chain) -> str:
         if self.custom_title:
             return self.custom_title
         for leaf, title in self.titles.items():
-            if leaf in main.records:
+            if main.file_of.get(leaf) == 0:  # a summary of the original's own path
                 return title
         return ""
 

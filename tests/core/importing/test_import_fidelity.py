@@ -249,7 +249,11 @@ SESSION = "5e5510b1-0000-4000-8000-000000000001"
 
 
 def _claude_line(uuid: str, parent: str | None, kind: str, content: Any, **extra: Any) -> bytes:
-    """One Claude Code 2.0.x record (the fields the real files carry around the message)."""
+    """One Claude Code 2.0.x record (the fields the real files carry around the message).
+
+    Its time is 10:00 plus as many seconds as its uuid has characters, so longer
+    uuids are later records.
+    """
     message: dict[str, Any] = {"role": kind, "content": content}
     if kind == "assistant":
         message.update({"id": f"msg_{uuid}", "type": "message", "model": "claude-sonnet-4-5"})
@@ -323,3 +327,70 @@ def test_flat_sub_agent_files_become_children_of_the_session_that_spawned_them(
         ("assistant", "Wrote test_cart.py"),
     ]
     assert any("e0e0e0e: a sub-agent without messages" in w for w in report.warnings)
+
+
+ORIGINAL = "5e5510c1-0000-4000-8000-000000000001"
+COPY = "0e5510c2-0000-4000-8000-000000000002"  # sorts before the original by name
+
+
+def _shared(session_id: str, **extra: Any) -> bytes:
+    """The first turn, as the original wrote it and a copy repeats it (same uuids, same times)."""
+    return _claude_line("u1", None, "user", "Add a cart", sessionId=session_id, **extra) + (
+        _claude_line(
+            "a1",
+            "u1",
+            "assistant",
+            [{"type": "text", "text": "Cart added."}],
+            sessionId=session_id,
+            **extra,
+        )
+    )
+
+
+def test_a_headless_fork_session_copy_is_the_fork_and_the_original_the_root(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    project = tmp_path / "-home-ana-shop"
+    project.mkdir()
+    (project / f"{ORIGINAL}.jsonl").write_bytes(
+        _shared(ORIGINAL)
+        + _claude_line("u2", "a1", "user", "Now a checkout", sessionId=ORIGINAL)
+        + _claude_line("a2", "u2", "assistant", [{"type": "text", "text": "Checkout."}])
+    )
+    mode = orjson.dumps({"type": "mode", "mode": "normal", "sessionId": COPY}) + b"\n"
+    (project / f"{COPY}.jsonl").write_bytes(
+        mode
+        + _shared(COPY)
+        + _claude_line("u2222", "a1", "user", "Now a wishlist", sessionId=COPY)
+        + _claude_line("a2222", "u2222", "assistant", [{"type": "text", "text": "Wishlist."}])
+    )
+    report = import_path(store, project)
+    assert [(c.kind, c.source_id) for c in report.conversations] == [
+        ("root", ORIGINAL),
+        ("fork", f"{ORIGINAL}/a2222"),
+    ]
+    root, fork = report.conversations
+    assert transcript(store, root.session_id)[-1] == ("assistant", "Checkout.")
+    assert transcript(store, fork.session_id)[-1] == ("assistant", "Wishlist.")
+
+
+def test_a_branch_file_s_custom_title_stays_with_the_branch(
+    tmp_path: Path, store: SessionStore
+) -> None:
+    project = tmp_path / "-home-ana-shop"
+    project.mkdir()
+    (project / f"{ORIGINAL}.jsonl").write_bytes(_shared(ORIGINAL))
+    marked = {"forkedFrom": {"sessionId": ORIGINAL, "messageUuid": "a1"}}
+    title = {"type": "custom-title", "customTitle": "Add a cart (Branch)", "sessionId": COPY}
+    (project / f"{COPY}.jsonl").write_bytes(
+        _shared(COPY, **marked)
+        + _claude_line("u2222", "a1", "user", "Now a wishlist", sessionId=COPY)
+        + _claude_line("a2222", "u2222", "assistant", [{"type": "text", "text": "Wishlist."}])
+        + orjson.dumps(title)
+        + b"\n"
+    )
+    report = import_path(store, project)
+    assert [(c.kind, c.source_id, c.title) for c in report.conversations] == [
+        ("root", ORIGINAL, "Add a cart"),
+        ("fork", f"{ORIGINAL}/a2222", "Add a cart (branch 1)"),
+    ]
