@@ -1,7 +1,9 @@
 """The names Branchwise gives conversations that were not named by the user.
 
-A conversation is titled after its first prompt, and a branch after the
-conversation it left ("<title> (branch N)"), wherever it is made: a turn in
+A conversation is titled after its first prompt (an imported one without a
+prompt after its first answer, else "Untitled conversation"), and a branch
+after the conversation it left ("<title> (branch N)"; a branch of a branch
+"<title> (branch N.M)", so suffixes never stack), wherever it is made: a turn in
 the app or the CLI, a click on a branch button (local or on a server), or an
 import of another app's branches, which would otherwise all carry their
 parent's title and read as one name repeated down the sidebar.
@@ -14,10 +16,12 @@ lineage index, one pass over the store's manifests
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable
 
 from branchwise.core.errors import BranchwiseError
-from branchwise.core.i18n.language import N_, translator
+from branchwise.core.i18n.language import DISPLAY_NAMES, N_, translator
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.ids import validate_session_id
 from branchwise.core.store.manifest import Manifest, load_manifest
@@ -33,10 +37,30 @@ FORK = "fork"
 """The kind of child that counts as a branch (a ``child`` sub-conversation starts empty)."""
 
 
+UNTITLED = N_("Untitled conversation")
+"""The title of a conversation that holds no words to take one from."""
+
+
 def title_from_prompt(text: str) -> str:
     """A title from a prompt: its words on one line, cut to :data:`TITLE_LENGTH`."""
     line = " ".join(text.split())
     return line if len(line) <= TITLE_LENGTH else line[: TITLE_LENGTH - 1] + "…"
+
+
+def title_from_texts(texts: Iterable[str], *, language: str | None = None) -> str:
+    """The title of a conversation that came untitled: its first words, else "Untitled
+    conversation" (localized).
+
+    ``texts`` are its messages in the order they should be tried (the first
+    prompt, then the first answer: an imported conversation may open with the
+    assistant speaking and hold no prompt at all). A title is never empty, so
+    the sidebar never shows a blank row.
+    """
+    for text in texts:
+        title = title_from_prompt(text)
+        if title:
+            return title
+    return translator(language)(UNTITLED)
 
 
 def branch_title(
@@ -59,7 +83,33 @@ def branch_title(
     if not parent_title:
         return None
     forks = siblings if isinstance(siblings, int) else sum(kind == FORK for kind in siblings)
-    return fill(translator(language)(BRANCH_TITLE), {"title": parent_title, "n": forks + 1})
+    title, number = parent_title, str(forks + 1)
+    found = _branch_suffix(parent_title)
+    if found is not None:  # a branch of a branch: "<title> (branch 1.1)", never two suffixes
+        title, number = found[0], f"{found[1]}.{number}"
+    return fill(translator(language)(BRANCH_TITLE), {"title": title, "n": number})
+
+
+def _branch_suffix(title: str) -> tuple[str, str] | None:
+    """``(title, N)`` when ``title`` already ends in a branch suffix, in any language."""
+    for pattern in _branch_patterns():
+        match = pattern.fullmatch(title)
+        if match is not None and match["title"]:
+            return match["title"], match["n"]
+    return None
+
+
+@functools.cache
+def _branch_patterns() -> tuple[re.Pattern[str], ...]:
+    """:data:`BRANCH_TITLE` as every language writes it, as patterns (a title made in
+    one language is recognised after the user switched to another)."""
+    patterns = []
+    for language in DISPLAY_NAMES:
+        shape = re.escape(translator(language)(BRANCH_TITLE))
+        shape = shape.replace(re.escape("{title}"), "(?P<title>.+)", 1)
+        shape = shape.replace(re.escape("{n}"), r"(?P<n>\d+(?:\.\d+)*)", 1)
+        patterns.append(re.compile(shape, re.DOTALL))
+    return tuple(patterns)
 
 
 def new_branch_title(store: SessionStore, source_id: str) -> str | None:

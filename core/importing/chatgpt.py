@@ -17,10 +17,20 @@ below it its result. Hidden: ``message: null``, the system role,
 short placeholder (the export's files are not brought in).
 
 Bad input never crashes the reader: a conversation without a mapping is a
-:class:`SourceSkip`; damage after the first conversation (malformed JSON, a
-non-UTF-8 byte, nesting deeper than :data:`MAX_DEPTH`) ends the stream with a
-:class:`SourceWarning`, the conversations read before it stay; damage before
-it is a typed :class:`~branchwise.core.errors.MalformedImport`. A zip is read
+:class:`SourceSkip`; bytes that are not UTF-8 are replaced (U+FFFD) by the
+repairing reader every JSON importer shares, with a warning naming the
+conversation; damage after the first conversation (malformed JSON, nesting
+deeper than :data:`MAX_DEPTH`) ends the stream with a :class:`SourceWarning`,
+the conversations read before it stay; damage before it is a typed
+:class:`~branchwise.core.errors.MalformedImport`. A conversation without
+``current_node`` is read with a warning: its newest leaf ends the main path.
+
+Tool results: ChatGPT has no call ids, so a ``tool`` message answers the
+call above it. A call may have several results in a chain (browsing writes a
+``tether_browsing_display`` then one ``tether_quote`` per quote, each under
+the one before): every result up the chain belongs to the same call. A result
+whose call is missing (its parent is not in ``mapping``, or is not a call)
+keeps its own id as call id; the publisher gives it an empty call. A zip is read
 only for its ``conversations.json`` member, after checking its size and
 compression ratio against zip bombs and its name against path escapes.
 
@@ -45,6 +55,7 @@ from typing import IO, Any
 import ijson
 
 from branchwise.core.errors import ImportNotFound, MalformedImport, UnsafeArchive
+from branchwise.core.importing.json_stream import RepairingReader, holds_replacement
 from branchwise.core.importing.source import (
     ItemKind,
     Progress,
@@ -217,10 +228,19 @@ def read(path: Path) -> Iterator[SourceRecord]:
     path = Path(path)
     with _export_stream(path) as (stream, total):
         index = 0
+        reader = RepairingReader(stream)
         try:
-            for raw in ijson.items(stream, "item", use_float=True, buf_size=CHUNK):
+            for raw in ijson.items(reader, "item", use_float=True, buf_size=CHUNK):
                 index += 1
-                yield _conversation(raw, index, f"{path}#{index}")
+                location = f"{path}#{index}"
+                if reader.repaired and holds_replacement(raw):
+                    yield SourceWarning(f"{location}: non-UTF-8 bytes replaced")
+                if isinstance(raw, dict) and "mapping" in raw and not raw.get("current_node"):
+                    yield SourceWarning(
+                        f"{location}: the conversation names no current message "
+                        "(current_node); its newest message ends the main path"
+                    )
+                yield _conversation(raw, index, location)
                 yield Progress(stream.read_bytes, total)
         except (_NotAnArray, _TooDeep, ijson.JSONError, UnicodeDecodeError) as exc:
             why = _damage(exc)
@@ -254,20 +274,18 @@ def _conversation(raw: Any, index: int, location: str) -> SourceTree | SourceSki
     title = raw.get("title")
     current = raw.get("current_node")
     items: list[SourceItem] = []
-    calls: set[str] = set()
     for key, node in mapping.items():
         if not isinstance(node, dict):
             continue
         node_id = node.get("id")
         node_id = node_id if isinstance(node_id, str) and node_id else str(key)
         parent = node.get("parent")
-        item = _item(node_id, parent if isinstance(parent, str) else None, node.get("message"))
-        if item.kind == "tool_call":
-            calls.add(node_id)
-        items.append(item)
-    # A tool message answers the call it hangs under (ChatGPT has no call ids of its own).
+        items.append(
+            _item(node_id, parent if isinstance(parent, str) else None, node.get("message"))
+        )
+    by_id = {item.id: item for item in items}
     paired = tuple(
-        _with_call(item) if item.kind == "tool_result" and item.parent in calls else item
+        _with_call(item, _call_of(item, by_id)) if item.kind == "tool_result" else item
         for item in items
     )
     return SourceTree(
@@ -281,8 +299,23 @@ def _conversation(raw: Any, index: int, location: str) -> SourceTree | SourceSki
     )
 
 
-def _with_call(item: SourceItem) -> SourceItem:
-    return dataclasses.replace(item, call_id=item.parent)
+def _call_of(result: SourceItem, by_id: dict[str, SourceItem]) -> str | None:
+    """The call a tool result answers: the nearest call above it through results and hidden
+    nodes (a browsing call's chain of quotes), ``None`` when there is none."""
+    seen = {result.id}
+    node = by_id.get(result.parent) if result.parent is not None else None
+    while node is not None and node.id not in seen:
+        if node.kind == "tool_call":
+            return node.id
+        if node.kind not in (None, "tool_result"):
+            return None
+        seen.add(node.id)
+        node = by_id.get(node.parent) if node.parent is not None else None
+    return None
+
+
+def _with_call(item: SourceItem, call: str | None) -> SourceItem:
+    return dataclasses.replace(item, call_id=call if call is not None else item.id)
 
 
 def _time(value: object) -> float | None:

@@ -10,15 +10,21 @@ record become ``tool_result`` items.
 
 ``/rewind`` leaves sibling prompts in one file; ``/branch`` and
 ``--fork-session`` start a new file that repeats the shared records with the
-same uuids. So the files of one project that share a uuid are one tree: a
-record belongs to the file where it first appeared, the first file's newest
-main-chain leaf is ``current``, and the other files' leaves become the
-planner's forks at the last shared turn.
+same uuids. So the files of one project that share a uuid are one tree: the
+original first (see :func:`_groups_sharing_records`), a record belongs to the
+file where it first appeared, the original's newest main-chain leaf is
+``current``, and the copies' leaves become the planner's forks at the last
+shared turn.
 
 Sub-agents (``isSidechain``) become child trees: from
-``<session>/subagents/agent-<id>.jsonl`` (newer versions) or inline sidechain
-records (older ones). The ``Task``/``Agent`` tool call that started one is
-found by the ``agentId`` its result reports, or else by its prompt.
+``<session>/subagents/agent-<id>.jsonl`` (newer versions), flat
+``agent-<id>.jsonl`` files beside the sessions whose records' ``sessionId``
+names the session (2.0.x), or inline sidechain records (older ones). The
+``Task``/``Agent`` tool call that started one is found by the ``agentId`` its
+result reports (in ``toolUseResult``, or at the result record's top level),
+or else by its prompt. A sidechain without a user or assistant message (a
+lone tool result whose call is elsewhere) is no sub-agent: it is dropped with
+a warning rather than becoming an empty child.
 
 Files are read line by line, twice: a first pass collects only uuids to find
 which files share records, the second reads one group of files at a time.
@@ -78,13 +84,17 @@ def read(path: Path) -> Iterator[SourceRecord]:
     """Every session tree under ``path`` (a ``.jsonl``, a project folder or the projects folder)."""
     path = Path(path)
     projects = _projects(path)
-    total = sum(_size(f) for files in projects for f in _with_subagents(files))
+    total = sum(_size(f) for files, agents in projects for f in [*_with_subagents(files), *agents])
     done = 0
-    for files in projects:
+    for files, agents in projects:
+        flat, unclaimed = _flat_agents_by_session(files, agents)
+        for agent_file in unclaimed:
+            yield SourceWarning(f"{agent_file}: a sub-agent of a session that is not here, ignored")
+            done += _size(agent_file)
         for group in _groups_sharing_records(files):
-            reader = _GroupReader(group)
+            reader = _GroupReader(group, flat)
             yield from reader.read()
-            done += sum(_size(f) for f in _with_subagents(group))
+            done += sum(_size(f) for f in _with_subagents(group, flat))
             yield Progress(read_bytes=done, total_bytes=total)
 
 
@@ -103,35 +113,82 @@ def _first_session_file(path: Path) -> Path | None:
     return None
 
 
-def _projects(path: Path) -> list[list[Path]]:
-    """The session files of each project under ``path``, each project's files sorted."""
+def _projects(path: Path) -> list[tuple[list[Path], list[Path]]]:
+    """Each project under ``path``: its session files and its flat sub-agent files, sorted.
+
+    A flat sub-agent file (``agent-<id>.jsonl`` beside the sessions, the 2.0.x
+    layout) is no session of its own: it belongs to the session its records'
+    ``sessionId`` names. A session file given alone brings the flat sub-agent
+    files beside it.
+    """
     if path.is_file():
-        return [[path]]
+        if _is_agent_file(path):
+            return [([path], [])]
+        return [([path], _agent_files(path.parent))]
     direct = sorted(p for p in path.glob("*.jsonl") if p.is_file())
     if direct:
-        return [direct]
+        return [([p for p in direct if not _is_agent_file(p)], _agent_files(path))]
     projects = []
     for project in sorted(p for p in path.iterdir() if p.is_dir()):
         files = sorted(p for p in project.glob("*.jsonl") if p.is_file())
+        sessions = [p for p in files if not _is_agent_file(p)]
         if files:
-            projects.append(files)
+            projects.append((sessions, _agent_files(project)))
     return projects
 
 
-def _subagent_files(session_file: Path) -> list[Path]:
-    folder = session_file.with_suffix("") / "subagents"
-    if not folder.is_dir():
+def _is_agent_file(path: Path) -> bool:
+    return path.name.startswith("agent-")
+
+
+def _agent_files(folder: Path) -> list[Path]:
+    """The sub-agent transcripts in ``folder`` (compaction helpers are not conversations)."""
+    try:
+        return sorted(
+            p
+            for p in folder.glob("agent-*.jsonl")
+            if p.is_file() and not p.name.startswith("agent-acompact")
+        )
+    except OSError:
         return []
-    return sorted(
-        p for p in folder.glob("agent-*.jsonl") if not p.name.startswith("agent-acompact")
-    )
 
 
-def _with_subagents(files: Iterable[Path]) -> list[Path]:
+def _flat_agents_by_session(
+    sessions: list[Path], agents: list[Path]
+) -> tuple[dict[str, list[Path]], list[Path]]:
+    """Flat sub-agent files by the session id their first record names; those of no session."""
+    known = {session.stem for session in sessions}
+    flat: dict[str, list[Path]] = {}
+    unclaimed: list[Path] = []
+    for agent_file in agents:
+        owner = _session_of(agent_file)
+        if owner in known:
+            flat.setdefault(owner, []).append(agent_file)
+        else:
+            unclaimed.append(agent_file)
+    return flat, unclaimed
+
+
+def _session_of(agent_file: Path) -> str | None:
+    """The ``sessionId`` of the first record of ``agent_file`` that names one."""
+    for line in _lines(agent_file, []):
+        session_id = line.get("sessionId")
+        if isinstance(session_id, str):
+            return session_id
+    return None
+
+
+def _subagent_files(session_file: Path, flat: dict[str, list[Path]] | None = None) -> list[Path]:
+    """The sub-agent files of one session: ``<session>/subagents/``, then flat ones beside it."""
+    nested = _agent_files(session_file.with_suffix("") / "subagents")
+    return nested + (flat or {}).get(session_file.stem, [])
+
+
+def _with_subagents(files: Iterable[Path], flat: dict[str, list[Path]] | None = None) -> list[Path]:
     out: list[Path] = []
     for f in files:
         out.append(f)
-        out.extend(_subagent_files(f))
+        out.extend(_subagent_files(f, flat))
     return out
 
 
@@ -172,15 +229,34 @@ def _lines(path: Path, warnings: list[SourceWarning]) -> Iterator[dict[str, Any]
                 warnings.append(SourceWarning(f"{path}:{number}: not a record, ignored"))
 
 
-def _groups_sharing_records(files: list[Path]) -> list[list[Path]]:
-    """Files joined when they share a uuid, the original first.
+@dataclass
+class _FileFacts:
+    """What the first pass learns of one session file, to tell an original from its copies."""
 
-    A fork file repeats the shared records with their times, so a tie on the
-    first record's time goes to the file whose records carry no ``forkedFrom``.
+    forked_from: str | None = None  # the first ``forkedFrom.sessionId`` among its records
+    starts_with_mode: bool = False  # a headless ``--fork-session`` copy begins with ``mode``
+    records: list[tuple[str, float | None, bool]] = field(default_factory=list)
+    """(uuid, time, marked ``forkedFrom``) of each record, in file order."""
+
+
+def _groups_sharing_records(files: list[Path]) -> list[list[Path]]:
+    """Files joined when they share a uuid, the original first and each copy after its source.
+
+    A copy repeats the records it was made from (``/branch`` marks each repeat
+    with ``forkedFrom``; a headless ``--fork-session`` copy marks nothing and
+    begins with a ``mode`` record). The original is the file the copies'
+    ``forkedFrom.sessionId`` names; else the one whose own records (held by
+    no other file, not marked as repeats) begin earliest, a file holding no
+    own record (an original that stopped where it was copied) counting from
+    its first record; on a tie a file beginning with ``mode`` is the copy. A
+    file's source always comes before it. Only the original's own titles
+    (``custom-title``, summaries of its path) name the tree: a copy's
+    "… (Branch)" is the copy's.
     """
     owner: dict[str, int] = {}
+    holders: dict[str, int] = {}
     parent = list(range(len(files)))
-    first_time: list[tuple[bool, float, str]] = []
+    facts = [_FileFacts() for _ in files]
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -190,29 +266,60 @@ def _groups_sharing_records(files: list[Path]) -> list[list[Path]]:
 
     ignored: list[SourceWarning] = []  # reported by the second pass
     for index, path in enumerate(files):
-        earliest: float | None = None
-        forked = False
+        fact = facts[index]
+        first_line = True
         for record in _lines(path, ignored):
-            forked = forked or "forkedFrom" in record
+            if first_line:
+                fact.starts_with_mode = record.get("type") == "mode"
+                first_line = False
+            forked = record.get("forkedFrom")
+            source = forked.get("sessionId") if isinstance(forked, dict) else None
+            if fact.forked_from is None and isinstance(source, str):
+                fact.forked_from = source
             uuid = record.get("uuid")
             if not isinstance(uuid, str):
                 continue
-            when = _time(record.get("timestamp"))
-            if earliest is None and when is not None:
-                earliest = when
-            seen = owner.setdefault(uuid, index)
+            fact.records.append((uuid, _time(record.get("timestamp")), forked is not None))
+            if owner.setdefault(uuid, index) == index and uuid in holders:
+                continue  # a uuid repeated within one file counts once
+            holders[uuid] = holders.get(uuid, 0) + 1
+            seen = owner[uuid]
             if seen != index:
                 a, b = find(seen), find(index)
                 if a != b:
                     parent[max(a, b)] = min(a, b)
-        first_time.append(
-            (forked, earliest if earliest is not None else float("inf"), files[index].name)
+    by_stem = {path.stem: index for index, path in enumerate(files)}
+
+    def own_start(index: int) -> float:
+        records = facts[index].records
+        own = [t for u, t, marked in records if not marked and holders[u] == 1 and t is not None]
+        every = [t for _, t, _ in records if t is not None]
+        return min(own or every or [float("inf")])
+
+    def depth(index: int) -> int:
+        steps, seen = 0, {index}
+        source = facts[index].forked_from
+        while source in by_stem and by_stem[source] not in seen:
+            steps += 1
+            seen.add(by_stem[source])
+            source = facts[by_stem[source]].forked_from
+        return steps
+
+    def key(index: int) -> tuple[int, bool, float, bool, str]:
+        fact = facts[index]
+        return (
+            depth(index),
+            fact.forked_from is not None,
+            own_start(index),
+            fact.starts_with_mode,
+            files[index].name,
         )
+
     groups: dict[int, list[int]] = {}
     for index in range(len(files)):
         groups.setdefault(find(index), []).append(index)
-    ordered = [sorted(g, key=lambda i: first_time[i]) for g in groups.values()]
-    ordered.sort(key=lambda g: first_time[g[0]][1:])
+    ordered = [sorted(g, key=key) for g in groups.values()]
+    ordered.sort(key=lambda g: key(g[0])[2::2])
     return [[files[i] for i in g] for g in ordered]
 
 
@@ -258,8 +365,9 @@ class _Chain:
 class _GroupReader:
     """Reads one group of files that share records into one :class:`SourceTree`."""
 
-    def __init__(self, files: list[Path]) -> None:
+    def __init__(self, files: list[Path], flat: dict[str, list[Path]] | None = None) -> None:
         self.files = files
+        self.flat = flat or {}
         self.warnings: list[SourceWarning] = []
         self.titles: dict[str, str] = {}
         self.custom_title: str | None = None
@@ -297,6 +405,12 @@ class _GroupReader:
             child_id = f"{session_id}/agent-{agent_key}"
             records = [_root_if_outside(r, chain) for r in chain.records.values()]
             child_items, child_tails = _items(records)
+            if not any(item.kind in ("user", "assistant") for item in child_items):
+                # e.g. one tool result whose call is in another chain: no conversation
+                self.warnings.append(
+                    SourceWarning(f"{agent_location}: a sub-agent without messages, ignored")
+                )
+                continue
             if call is not None:
                 spawn[call] = child_id
             # A sub-agent no call claims is still kept: the planner places it at the start.
@@ -316,6 +430,7 @@ class _GroupReader:
             items = [
                 replace(item, spawns=spawn[item.id]) if item.id in spawn else item for item in items
             ]
+        yield from self.warnings
         yield SourceTree(
             format=FORMAT,
             id=session_id,
@@ -328,25 +443,33 @@ class _GroupReader:
         )
 
     def _records(self, path: Path) -> Iterator[_Record]:
+        original = path == self.files[0]
         for line in _lines(path, self.warnings):
             uuid = line.get("uuid")
             if not isinstance(uuid, str):
-                self._metadata(line)
+                self._metadata(line, original)
                 continue
             yield _record(line, uuid)
 
-    def _metadata(self, line: dict[str, Any]) -> None:
+    def _metadata(self, line: dict[str, Any], original: bool) -> None:
+        """Titles: a copy's own ("… (Branch)") names the copy, never the tree it joins."""
         if line.get("type") == "summary" and isinstance(line.get("summary"), str):
             leaf = line.get("leafUuid")
-            self.titles[leaf if isinstance(leaf, str) else ""] = line["summary"]
-        elif line.get("type") == "custom-title" and isinstance(line.get("customTitle"), str):
+            key = leaf if isinstance(leaf, str) else ""
+            if original or key not in self.titles:
+                self.titles[key] = line["summary"]
+        elif (
+            original
+            and line.get("type") == "custom-title"
+            and isinstance(line.get("customTitle"), str)
+        ):
             self.custom_title = line["customTitle"]
 
     def _title(self, main: _Chain) -> str:
         if self.custom_title:
             return self.custom_title
         for leaf, title in self.titles.items():
-            if leaf in main.records:
+            if main.file_of.get(leaf) == 0:  # a summary of the original's own path
                 return title
         return ""
 
@@ -361,7 +484,7 @@ class _GroupReader:
                 for root, sub in _split_by_root(chain).items():
                     chains[f"sidechain-{root}"] = (sub, f"{self.files[0]}#{root}")
         for session_file in self.files:
-            for agent_file in _subagent_files(session_file):
+            for agent_file in _subagent_files(session_file, self.flat):
                 key = agent_file.stem.removeprefix("agent-")
                 chain = chains.get(key, (_Chain(), str(agent_file)))[0]
                 for record in self._records(agent_file):
@@ -396,6 +519,8 @@ def _record(line: dict[str, Any], uuid: str) -> _Record:
             hidden = True
     result = line.get("toolUseResult")
     spawned = result.get("agentId") if isinstance(result, dict) else None
+    if spawned is None and not line.get("isSidechain"):
+        spawned = line.get("agentId")  # 2.0.x: the Task result record names its agent itself
     parent = line.get("parentUuid")
     agent_id = line.get("agentId")
     message_id = message.get("id")

@@ -16,7 +16,7 @@ import codecs
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import ijson
 
@@ -26,6 +26,13 @@ from branchwise.core.importing.source import Progress, SourceRecord, SourceWarni
 _REPLACEMENT = "\ufffd"
 _REPLACEMENT_BYTES = _REPLACEMENT.encode()
 _HEAD_BYTES = 64 * 1024
+
+
+class SupportsRead(Protocol):
+    """Anything with a binary ``read`` (a file, a zip member, a guarded stream)."""
+
+    def read(self, size: int = -1, /) -> bytes:
+        """Up to ``size`` bytes (all when negative); empty at the end."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +64,14 @@ class Malformed:
     reason: str
 
 
-class _RepairingReader:
-    """A binary stream that yields valid UTF-8: invalid bytes become U+FFFD, and are noted."""
+class RepairingReader:
+    """A binary stream that yields valid UTF-8: invalid bytes become U+FFFD, and are noted.
 
-    def __init__(self, raw: BinaryIO) -> None:
+    Every JSON importer reads through it (ChatGPT over its nesting guard), so
+    one stray byte costs one character, never the rest of the file.
+    """
+
+    def __init__(self, raw: BinaryIO | SupportsRead) -> None:
         self._raw = raw
         self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self.repaired = False  # sticky: some bytes of the file so far were not UTF-8
@@ -75,7 +86,7 @@ class _RepairingReader:
         return text.encode("utf-8")
 
 
-def _values(reader: _RepairingReader, top: str) -> Iterator[Any]:
+def _values(reader: RepairingReader, top: str) -> Iterator[Any]:
     """The top-level array's elements (or the lone top-level object), built from parse events.
 
     Built here rather than by ``ijson.items``: its events carry their full
@@ -134,12 +145,12 @@ def stream(path: Path) -> Iterator[Element | Malformed]:
         yield Malformed(index=0, reason="not a JSON array or object")
         return
     with Path(path).open("rb") as raw:
-        reader = _RepairingReader(raw)
+        reader = RepairingReader(raw)
         index = 0
         try:
             for value in _values(reader, shape):
                 # The parser reads ahead, so a repair is pinned on the elements holding U+FFFD.
-                repaired = reader.repaired and _holds_replacement(value)
+                repaired = reader.repaired and holds_replacement(value)
                 yield Element(
                     index=index, value=value, repaired=repaired, read_bytes=reader.read_bytes
                 )
@@ -148,7 +159,12 @@ def stream(path: Path) -> Iterator[Element | Malformed]:
             yield Malformed(index=index, reason=f"malformed JSON: {exc}")
 
 
-def _holds_replacement(value: Any) -> bool:
+def holds_replacement(value: Any) -> bool:
+    """Whether any string (key or value) inside ``value`` holds U+FFFD.
+
+    The parser reads ahead, so the reader's sticky flag cannot say which
+    element the repaired bytes were in; the elements holding U+FFFD can.
+    """
     pending = [value]
     while pending:
         item = pending.pop()

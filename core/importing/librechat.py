@@ -115,6 +115,8 @@ def _message(
     if not isinstance(parent, str) or parent == NO_PARENT:
         parent = None
     time = _time(message.get("createdAt"))
+    if time is None:
+        time = _time(message.get("updatedAt"))
     by_user = bool(message.get("isCreatedByUser"))
     parts = _parts(message)
     if by_user:

@@ -2,7 +2,12 @@
 
 An export (Settings ▸ Chats ▸ Export, or one chat's Download ▸ JSON) is an
 array of chat rows ``{id, title, chat: {history: {messages, currentId}},
-created_at, …}``. The tree is ``chat.history.messages``: message id →
+created_at, …}``. Chats kept in the browser (the local-storage chats Open
+WebUI offers to download, and the rows its own importer calls the legacy
+format) are bare chat objects ``{id, title, history, messages, timestamp}``:
+the chat without its row, read the same way, alone or in an array.
+
+The tree is ``chat.history.messages``: message id →
 ``{id, parentId, childrenIds, role, content, model, timestamp}``. An edited
 first prompt is a second root (``parentId: null``); answers of several models
 to one prompt are siblings, each with its ``model``.
@@ -58,8 +63,16 @@ def read(path: Path) -> Iterator[SourceRecord]:
     return export_records(path, "an Open WebUI export", _chat)
 
 
+NO_TREE = (
+    'no message tree: expected a chat row {"chat": {"history": {"messages": {…}}}} '
+    'or a chat {"history": {"messages": {…}}}'
+)
+
+
 def _chat(location: str, row: Any) -> Iterator[SourceRecord]:
     chat = row.get("chat") if isinstance(row, dict) else None
+    if isinstance(row, dict) and not isinstance(chat, dict) and _is_chat(row):
+        chat, row = row, {}  # a bare chat object: the chat without its row
     history = chat.get("history") if isinstance(chat, dict) else None
     history = history if isinstance(history, dict) else {}
     messages = history.get("messages")
@@ -69,7 +82,7 @@ def _chat(location: str, row: Any) -> Iterator[SourceRecord]:
         if isinstance(flat, list) and all(isinstance(m, dict) and "parentId" in m for m in flat):
             messages = {str(m.get("id") or n): m for n, m in enumerate(flat)}
     if not isinstance(row, dict) or not isinstance(messages, dict) or not messages:
-        yield SourceSkip(source=location, reason="no message tree")
+        yield SourceSkip(source=location, reason=NO_TREE)
         return
     assert isinstance(chat, dict)
     items: list[SourceItem] = []
@@ -91,6 +104,11 @@ def _chat(location: str, row: Any) -> Iterator[SourceRecord]:
         current=current if isinstance(current, str) else None,
         location=location,
     )
+
+
+def _is_chat(value: dict[str, Any]) -> bool:
+    """Whether ``value`` is a chat object itself (its ``history``, or the early flat list)."""
+    return isinstance(value.get("history"), dict) or isinstance(value.get("messages"), list)
 
 
 def _message(message_id: str, message: dict[str, Any]) -> list[SourceItem]:

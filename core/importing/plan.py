@@ -43,7 +43,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from branchwise.core.conversation.names import branch_title, title_from_prompt
+from branchwise.core.conversation.names import branch_title, title_from_texts
 from branchwise.core.importing.source import SourceItem, SourceTree
 
 ConversationKind = Literal["root", "fork", "child"]
@@ -80,10 +80,12 @@ class PlannedConversation:
         source_id: the source's id for it: the tree id for a root or child,
             ``<tree id>/<leaf id>`` for a fork (the report's ``source.id``).
         tree_id: the source tree it comes from.
-        title: the source tree's title (its first prompt when it has none);
+        title: the source tree's title (untitled: its first prompt, else first answer,
+            else "Untitled conversation");
             for a fork, "<parent's title> (branch N)", as a branch made here.
-        created: when it began in the source (the divergent item's time for
-            a fork; the tree's creation time otherwise); ``None`` if unknown.
+        created: when it began in the source (for a fork the divergent item's
+            time, else the nearest earlier time on its path, else its parent's;
+            the tree's creation time otherwise); ``None`` if unknown.
         turns: every turn of its path, inherited ones first.
         parent: index of its parent in :attr:`ImportPlan.conversations`.
         inherited: how many leading turns a fork inherits (0: fork at the start).
@@ -268,10 +270,24 @@ class _Tree:
         return self.newest_leaf[_VIRTUAL]
 
 
-def _first_prompt_title(turns: tuple[PlannedTurn, ...]) -> str:
-    """The title an untitled source conversation gets: its first prompt, as a turn titles one."""
-    prompt = next((turn.prompt for turn in turns if turn.prompt is not None), None)
-    return title_from_prompt(prompt.text) if prompt is not None else ""
+def _untitled_title(turns: tuple[PlannedTurn, ...]) -> str:
+    """The title an untitled source conversation gets: its first prompt, as a turn titles
+    one; without a prompt its first answer; else "Untitled conversation"."""
+    items = [item for turn in turns for item in turn.items]
+    return title_from_texts(
+        [item.text for item in items if item.kind == "user"][:1]
+        + [item.text for item in items if item.kind == "assistant"][:1]
+    )
+
+
+def _known_time(path: list[SourceItem], child: str, parent_created: float | None) -> float | None:
+    """When a fork began: its divergent item's time, else the nearest earlier known time on
+    its path, else its parent's start (never the time of the import, which says nothing)."""
+    at = next(i for i, item in enumerate(path) if item.id == child)
+    for item in reversed(path[: at + 1]):
+        if item.time is not None:
+            return item.time
+    return parent_created
 
 
 def _shared_turns(a: tuple[PlannedTurn, ...], b: tuple[PlannedTurn, ...]) -> int:
@@ -318,7 +334,7 @@ def _plan_one(
             kind=kind,
             source_id=tree.id,
             tree_id=tree.id,
-            title=tree.title or _first_prompt_title(main_turns),
+            title=tree.title or _untitled_title(main_turns),
             created=tree.created if tree.created is not None else main_path[0].time,
             turns=main_turns,
             leaf=main_leaf,
@@ -357,7 +373,7 @@ def _plan_one(
             source_id=f"{tree.id}/{leaf}",
             tree_id=tree.id,
             title=branch_title(parent.title, forks_before) or "",
-            created=shape.by_id[child].time,
+            created=_known_time(path, child, parent.created),
             turns=turns,
             parent=owner,
             inherited=inherited,

@@ -203,6 +203,7 @@ def _turn_commit(
     first = turn.items[0]
     events = [stamper.stamp(turn_start(turn_id), first.time)]
     open_calls: dict[str, str] = {}
+    called: set[str] = set()
     for item in turn.items:
         message_id = f"msg_{_digest(session_id, 'msg', item.id)[:32]}"
         if item.kind == "user":
@@ -212,10 +213,15 @@ def _turn_commit(
         elif item.kind == "tool_call":
             call_id = item.call_id or item.id
             open_calls[call_id] = item.tool_name or "tool"
+            called.add(call_id)
             args = item.arguments if item.arguments is not None else item.text
             event = tool_call(call_id, item.tool_name or "tool", args)
         else:
             call_id = item.call_id or item.id
+            if call_id not in called:  # the export lost its call: keep the result on an empty one
+                called.add(call_id)
+                call = tool_call(call_id, item.tool_name or "tool", "")
+                events.append(stamper.stamp(call, item.time))
             open_calls.pop(call_id, None)
             event = tool_result(call_id, item.text, item.tool_name or None)
         events.append(stamper.stamp(event, item.time))

@@ -52,6 +52,7 @@ class Entry:
         partial: an answer's mid-stream checkpoint, not its final text.
         name: a tool call's (or result's) tool name.
         data: a tool call's arguments or a tool result's output, as recorded.
+        call_id: the call a tool call opens or a tool result answers (``None`` otherwise).
     """
 
     seq: int
@@ -63,6 +64,7 @@ class Entry:
     partial: bool = False
     name: str | None = None
     data: Any = None
+    call_id: str | None = None
 
 
 def recorded_entries(scan: LogScan, *, after: int = 0) -> list[Entry]:
@@ -104,6 +106,7 @@ def recorded_entries(scan: LogScan, *, after: int = 0) -> list[Entry]:
                     partial=bool(event.get("partial")),
                     name=name,
                     data=data,
+                    call_id=event.get("callId"),
                 )
             )
     return found

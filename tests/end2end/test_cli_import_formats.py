@@ -20,6 +20,10 @@ S3 = "5e5510a3-0000-4000-8000-000000000003"
 KYOTO = "af1ea676-f525-444f-a9ed-7c8dbf062733"
 MENU = "b2c3d4e5-0000-4000-8000-00000000000f"
 
+NO_TREE = (
+    'no message tree: expected a chat row {"chat": {"history": {"messages": {…}}}} '
+    'or a chat {"history": {"messages": {…}}}'
+)
 Shape = tuple[str, str, str | None, int | None]
 """(source id, kind, parent's source id, index of the parent's turn it follows or None)."""
 
@@ -178,7 +182,7 @@ def test_open_webui_export(tmp_path: Path) -> None:
         ("tool", "get_weather"),
         ("assistant", "Paris: 18C, rain."),
     ]
-    assert report["skipped"] == [{"source": f"{path}#2", "reason": "no message tree"}]
+    assert report["skipped"] == [{"source": f"{path}#2", "reason": NO_TREE}]
     assert f"{path}#3: non-UTF-8 bytes replaced" in report["warnings"]
     _reimport_creates_nothing(root, path, report)
 

@@ -28,7 +28,8 @@ def export_chatgpt(store: SessionStore, session_id: str) -> list[dict[str, Any]]
     the file gives back the same tree. A regenerate branch's repeated prompt
     is not repeated: its answer hangs under the parent's prompt, as ChatGPT
     keeps a regenerated answer. Tool calls are assistant messages addressed to
-    the tool, their results ``tool`` messages. Child conversations (sub-agents)
+    the tool, each followed by its results as ``tool`` messages (parallel
+    calls too: ChatGPT pairs a result with the call above it). Child conversations (sub-agents)
     have no place in a ChatGPT tree: each becomes a conversation of its own in
     the same array, after the tree it belongs to.
 
@@ -91,7 +92,7 @@ def _chatgpt_conversation(
                 prompt_node, prompt_text = parent_prompts[origin.turn_id]
                 if prompt_text == origin.prompt:
                     skip_prompt = prompt_node
-        for entry in recorded_entries(snapshot.scan, after=seed):
+        for entry in _calls_then_results(recorded_entries(snapshot.scan, after=seed)):
             message = _chatgpt_message(entry)
             if message is None:
                 continue
@@ -123,6 +124,29 @@ def _chatgpt_conversation(
         "id": top.manifest.session_id,
     }
     return conversation, children
+
+
+def _calls_then_results(entries: list[Entry]) -> list[Entry]:
+    """The entries with each tool call followed at once by its results, in their order.
+
+    ChatGPT pairs a ``tool`` message with the call it hangs under (it has no
+    call ids), so parallel calls written as recorded (call, call, result,
+    result) would pair every result with the last call. A result whose call is
+    not among ``entries`` stays where it was.
+    """
+    results: dict[str, list[Entry]] = {}
+    calls = {e.call_id for e in entries if e.kind is EntryKind.TOOL_CALL and e.call_id}
+    for entry in entries:
+        if entry.kind is EntryKind.TOOL_RESULT and entry.call_id in calls:
+            results.setdefault(entry.call_id, []).append(entry)
+    ordered: list[Entry] = []
+    for entry in entries:
+        if entry.kind is EntryKind.TOOL_RESULT and entry.call_id in calls:
+            continue  # written right after its call
+        ordered.append(entry)
+        if entry.kind is EntryKind.TOOL_CALL and entry.call_id:
+            ordered += results.pop(entry.call_id, [])
+    return ordered
 
 
 def _chatgpt_message(entry: Entry) -> dict[str, Any] | None:

@@ -2,23 +2,32 @@
 
 from __future__ import annotations
 
+import itertools
+import tempfile
 from pathlib import Path
 
 import orjson
+import pytest
 from helpers.chatgpt_export import conversation, message, write_export
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from branchwise.core.conversation.export.chatgpt import export_chatgpt
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.importing.run import ImportReport, import_path
-from branchwise.core.lineage import create_child
+from branchwise.core.lineage import create_child, tree
 from branchwise.core.projection.events import (
+    Event,
     assistant_message,
+    tool_call,
+    tool_result,
     turn_end,
     turn_start,
     user_message,
 )
+from branchwise.core.store.manifest import BranchOrigin
 from branchwise.core.store.store import SessionStore
 
 
@@ -127,3 +136,121 @@ def test_native_branches_and_children_export_too(tmp_path: Path, store: SessionS
         for m in second.read(c.session_id).projection.messages
     }
     assert {"asked natively", "answered natively", "sub-task", "sub-answer"} <= contents
+
+
+# A turn: the number of results of each of its calls (all calls are made before any result).
+TURN = st.lists(st.integers(min_value=1, max_value=3), max_size=3)
+# A branch: (which conversation, which of its turns, plain/edit/regenerate, its own turns).
+BRANCH = st.tuples(
+    st.integers(0, 20),
+    st.integers(0, 20),
+    st.sampled_from(["plain", "edit", "regenerate"]),
+    st.lists(TURN, min_size=1, max_size=2),
+)
+
+
+def _turn_events(label: str, calls: list[int], *, prompt: bool = True) -> list[Event]:
+    """A turn's events (after ``turn/start``): parallel calls, then their results interleaved."""
+    events: list[Event] = [user_message(f"u-{label}", f"ask {label}")] if prompt else []
+    events += [
+        tool_call(f"c-{label}-{n}", f"tool{n}", f"args {label} {n}") for n in range(len(calls))
+    ]
+    for round_ in range(max(calls, default=0)):
+        events += [
+            tool_result(f"c-{label}-{n}", f"out {label} {n}.{round_}")
+            for n, results in enumerate(calls)
+            if round_ < results
+        ]
+    return [*events, assistant_message(f"a-{label}", f"answer {label}", "demo")]
+
+
+def _commit_turn(store: SessionStore, session_id: str, label: str, calls: list[int]) -> None:
+    with store.open_writer(session_id) as writer:
+        writer.commit(
+            [
+                turn_start(f"t-{label}"),
+                *_turn_events(label, calls),
+                turn_end(f"t-{label}", "completed"),
+            ]
+        )
+
+
+def _transcripts(store: SessionStore, session_ids: list[str]) -> list[list[tuple[str, str]]]:
+    return sorted(
+        [(m.role, m.content) for m in store.read(session_id).projection.messages]
+        for session_id in session_ids
+    )
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(root_turns=st.lists(TURN, min_size=1, max_size=3), branches=st.lists(BRANCH, max_size=4))
+def test_random_trees_with_parallel_calls_round_trip_message_for_message(
+    root_turns: list[list[int]], branches: list[tuple[int, int, str, list[list[int]]]]
+) -> None:
+    labels = (str(n) for n in itertools.count())
+    with tempfile.TemporaryDirectory() as folder:
+        first = SessionStore(Path(folder) / "first")
+        with first.create("Parallel") as writer:
+            root = writer.session_id
+        for calls in root_turns:
+            _commit_turn(first, root, next(labels), calls)
+        sessions = [root]
+        for which, at, kind, own in branches:
+            source = sessions[which % len(sessions)]
+            targets = fork_targets(first, source)
+            turns = first.read(source).projection.turns
+            asked = turns[at % len(turns)]
+            before = [t for t in targets.targets if t.turn_id != asked.turn_id]
+            before = before[: [t.turn_id for t in targets.targets].index(asked.turn_id)]
+            if kind == "plain":
+                if asked.turn_id == turns[-1].turn_id:
+                    continue  # a branch that only goes on is the same path in a tree: no branch
+                target, origin = targets.target(asked.turn_id), None
+            else:
+                target = before[-1] if before else None
+                prompt = next(
+                    m.content
+                    for m in first.read(source).projection.messages
+                    if m.turn_id == asked.turn_id and m.role == "user"
+                )
+                text = prompt if kind == "regenerate" else f"edited {next(labels)}"
+                origin = BranchOrigin(kind, asked.turn_id, text)
+            request = ForkRequest(
+                source,
+                target.turn_id if target is not None else None,
+                target.boundary_sequence if target is not None else 0,
+                targets.generation,
+                origin=origin,
+            )
+            child = fork(first, request, f"op-{next(labels)}").child_session_id
+            if origin is not None:  # the fork started the turn with its prompt: answer it
+                opened = first.read(child).projection.turns[-1].turn_id
+                with first.open_writer(child) as writer:
+                    label = next(labels)
+                    writer.commit(
+                        [*_turn_events(label, own[0], prompt=False), turn_end(opened, "completed")]
+                    )
+                own = own[1:]
+            for calls in own:
+                _commit_turn(first, child, next(labels), calls)
+            sessions.append(child)
+        exported = export_chatgpt(first, root)
+        out = Path(folder) / "conversations.json"
+        out.write_bytes(orjson.dumps(exported))
+        second = SessionStore(Path(folder) / "second")
+        again = import_path(second, out)
+        assert again.warnings == ()
+        originals = [n.manifest.session_id for n in _walk(tree(first, root))]
+        assert _transcripts(second, [c.session_id for c in again.conversations]) == _transcripts(
+            first, originals
+        )
+
+
+def _walk(node: object) -> list[object]:
+    found, pending = [], [node]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        pending.extend(current.children)  # type: ignore[attr-defined]
+    return found

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from branchwise.core.conversation.names import branch_title, new_branch_title
+from branchwise.core.conversation.names import branch_title, new_branch_title, title_from_texts
 from branchwise.core.i18n.language import current_language, set_language
 from branchwise.core.store.manifest import Manifest, ParentLink, save_manifest
 from branchwise.core.store.store import SessionStore
@@ -68,3 +68,28 @@ def test_the_suffix_is_in_the_language_asked_for_or_the_active_one(
         assert branch_title("旅行", ["fork"]) == expected
     finally:
         set_language(previous)
+
+
+@pytest.mark.parametrize(
+    ("parent", "language", "expected"),
+    [
+        ("Trip (branch 1)", "en", "Trip (branch 1.2)"),
+        ("Trip (branch 1.2)", "en", "Trip (branch 1.2.2)"),
+        ("旅行（分支 3）", "en", "旅行 (branch 3.2)"),  # made in Chinese, named in English
+        ("Trip (branch 1)", "zh_Hans", "Trip（分支 1.2）"),
+        ("(branch 1)", "en", "(branch 1) (branch 2)"),  # a title that is only a suffix is a title
+        ("Trip (branch one)", "en", "Trip (branch one) (branch 2)"),
+    ],
+)
+def test_a_branch_of_a_branch_never_stacks_suffixes(
+    parent: str, language: str, expected: str
+) -> None:
+    assert branch_title(parent, 1, language=language) == expected
+
+
+def test_an_untitled_conversation_takes_its_first_words_or_a_localized_name() -> None:
+    assert title_from_texts(["  ", "Bonjour,\n  je suis là"]) == "Bonjour, je suis là"
+    assert title_from_texts(["word " * 30]).endswith("…")
+    assert title_from_texts([]) == "Untitled conversation"
+    assert title_from_texts(["", " \n"], language="zh_Hans") == "未命名对话"
+    assert title_from_texts([], language="zh_Hant") == "未命名對話"

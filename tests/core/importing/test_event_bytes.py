@@ -25,7 +25,8 @@ LOG_DIGESTS = {
         "37424b7ffa5550768b300435e470c9c0dcd82a585148cc77760796a40bb41615"
     ),
     "librechat/menu-flat.json": "115a2fffaf600ac76d8071544322dd784c7d5420dab2ad5bd41473ca89cd4f5b",
-    "librechat/kyoto-tree.json": "1d5d9ef37b88425aa52db0d153818777101c61b864e3bfac0e72750eeece3519",
+    # moved on purpose: its branch of a branch is "(branch 1.1)", no longer two suffixes
+    "librechat/kyoto-tree.json": "64d99027b7234c713f792574253d37265d4bb62e6ce12a6f355336944a3df963",
     "claude_code": "0b84c5597bb08e07a61f1f23f8591764e8b4f3eed87022c73a3ff03807425caf",
 }
 

@@ -85,7 +85,7 @@ def test_output_lists_system_prompts_dangling_parents_and_cycles() -> None:
 
 def test_a_chat_without_a_tree_is_skipped_and_bad_bytes_warn_for_their_chat() -> None:
     records = list(open_webui.read(EXPORT))
-    assert SourceSkip(source=f"{EXPORT}#2", reason="no message tree") in records
+    assert SourceSkip(source=f"{EXPORT}#2", reason=open_webui.NO_TREE) in records
     assert [r for r in records if isinstance(r, SourceWarning)] == [
         SourceWarning(f"{EXPORT}#3: non-UTF-8 bytes replaced")
     ]
