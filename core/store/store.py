@@ -45,6 +45,7 @@ from branchwise.core.log.segment_writer import SegmentWriter
 from branchwise.core.log.segments import (
     LEGACY_LOG,
     ROLL_BYTES,
+    Piece,
     SessionLog,
     log_pieces,
     parse_segment_name,
@@ -515,7 +516,7 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
     if session_log is not None:
         scan = session_log.scan
         report["commits"], report["lastSeq"] = len(scan.frames), scan.last_seq
-        report["files"] = _file_report(session_log)
+        report["files"] = _file_report(directory, session_log)
         if (torn := scan.torn_tail) is not None:
             piece, offset = session_log.locate(torn.offset)
             report["tornTail"] = {"offset": offset, "length": torn.length}
@@ -540,13 +541,18 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
     return report
 
 
-def _file_report(session_log: SessionLog) -> list[dict[str, Any]]:
+def _file_report(directory: Path, session_log: SessionLog) -> list[dict[str, Any]]:
     """One entry per file of the log: its kind, bytes read, links and commits verified in it.
 
     ``links`` above 1 means the bytes are shared with other sessions (a seed,
     or a segment a fork linked): damage to them shows in every such session.
+    A log that could not be read (a seed missing or shorter than its entry)
+    has no pieces in ``session_log``: its files are listed from the layout
+    with the bytes they hold on disk and no commit verified.
     """
     frames, files = session_log.scan.frames, []
+    if not session_log.pieces:
+        return [_unread_file(piece) for piece in log_pieces(directory, session_log.manifest)]
     ends = [*session_log.starts[1:], len(session_log.data)]
     for piece, start, end in zip(session_log.pieces, session_log.starts, ends, strict=True):
         try:
@@ -566,6 +572,24 @@ def _file_report(session_log: SessionLog) -> list[dict[str, Any]]:
             }
         )
     return files
+
+
+def _unread_file(piece: Piece) -> dict[str, Any]:
+    """A :func:`_file_report` entry for a file of a log that could not be read."""
+    try:
+        status = os.lstat(piece.path)
+        size, links = status.st_size, status.st_nlink
+    except FileNotFoundError:
+        size, links = 0, 0
+    return {
+        "file": piece.name,
+        "kind": "seed" if piece.seed is not None else "segment",
+        "bytes": size if piece.seed is None else min(size, piece.seed.end),
+        "links": links,
+        "firstCommit": piece.first_commit,
+        "firstSeq": piece.first_seq,
+        "commits": 0,
+    }
 
 
 def _offset(frame: Frame) -> int:

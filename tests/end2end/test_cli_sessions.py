@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from helpers.cli import cli_command, run_cli
 from helpers.segmented import as_format_1
-from helpers.sessions import log_file
+from helpers.sessions import log_file, session_with_turns, tree_hashes
 
 from branchwise.core.store.store import SessionStore
 
@@ -123,3 +124,25 @@ def test_migrate_upgrades_format_1_sessions_and_show_reports_disk_usage(tmp_path
     assert code == 2
     code, error = run_cli(root, "session", "migrate", "nosuchsession", check=False)
     assert code == 1 and error["error"]["code"] == "session_not_found"
+
+
+def test_verify_names_a_seed_shorter_than_its_entry(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    parent = session_with_turns(SessionStore(root), 3)
+    _, forked = run_cli(root, "session", "fork", parent, "--turn", "t2")
+    child = forked["childSessionId"]
+    seed = root / "sessions" / child / "log" / "seed-000.seg"
+    os.truncate(seed, 100)
+    before = tree_hashes(root / "sessions" / child)
+    code, report = run_cli(root, "session", "verify", child, check=False)
+    assert code == 1 and report["ok"] is False
+    assert report["corruption"]["code"] == "corrupt_log"
+    assert report["corruption"]["file"] == "log/seed-000.seg"
+    assert [(f["file"], f["kind"], f["bytes"]) for f in report["files"]][0] == (
+        "log/seed-000.seg",
+        "seed",
+        100,
+    )
+    _, shown = run_cli(root, "session", "show", child)
+    assert shown["corruption"]["file"] == "log/seed-000.seg"
+    assert tree_hashes(root / "sessions" / child) == before
