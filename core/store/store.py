@@ -515,6 +515,10 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
         session_log = None
     if session_log is not None:
         scan = session_log.scan
+        if scan.corruption is None:
+            scan.corruption = _lost_under_seeds(store, session_id, session_log)
+            if scan.corruption is not None:
+                scan.torn_tail = None  # bytes a seed vouches for: lost, not an unfinished write
         report["commits"], report["lastSeq"] = len(scan.frames), scan.last_seq
         report["files"] = _file_report(directory, session_log)
         if (torn := scan.torn_tail) is not None:
@@ -539,6 +543,58 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
     findings.extend(_cut_copies(directory, directory))
     findings.extend(_cut_copies(directory / manifest.log_dir, directory))
     return report
+
+
+def _lost_under_seeds(
+    store: SessionStore, session_id: str, session_log: SessionLog
+) -> CorruptLog | None:
+    """Commits of the active segment that another session's seed entry vouches for, if missing.
+
+    A fork links the segment it inherits and records its ``end`` and
+    ``endCommit``, so a child proves the parent's bytes existed even when the
+    parent's own ``.idx`` (a cache) is gone. Only a file with more than one
+    link can be another session's seed, so an unshared segment costs one
+    ``lstat``; otherwise every manifest is read once (``verify`` only).
+    """
+    active = session_log.active
+    if active is None or not session_log.manifest.segmented:
+        return None
+    try:
+        status = os.lstat(active.path)
+    except OSError:
+        return None
+    if status.st_nlink < 2:
+        return None
+    scan = session_log.scan
+    held = scan.end - session_log.active_start
+    vouching: tuple[int, str] | None = None
+    for manifest in store.iter_manifests():
+        if not isinstance(manifest, Manifest) or manifest.session_id == session_id:
+            continue
+        folder = store.sessions_dir / manifest.session_id / manifest.log_dir
+        for seed in manifest.seed:
+            try:
+                linked = os.lstat(folder / seed.file)
+            except OSError:
+                continue
+            if (linked.st_dev, linked.st_ino) != (status.st_dev, status.st_ino):
+                continue
+            if seed.end > held and (vouching is None or seed.end_commit > vouching[0]):
+                vouching = (seed.end_commit, manifest.session_id)
+    if vouching is None or vouching[0] <= scan.last_commit:
+        return None
+    last, child = vouching
+    first = scan.last_commit + 1
+    return CorruptLog(
+        f"commits {first} to {last} were acknowledged (the seed entry of session {child} "
+        f"vouches for them) and are missing: {active.name} was cut short at byte {held}",
+        file=active.name,
+        offset=held,
+        afterSeq=scan.last_seq,
+        firstMissingCommit=first,
+        lastMissingCommit=last,
+        vouchedBy=child,
+    )
 
 
 def _file_report(directory: Path, session_log: SessionLog) -> list[dict[str, Any]]:

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from helpers.cli import cli_command, run_cli
-from helpers.segmented import as_format_1
-from helpers.sessions import log_file, session_with_turns, tree_hashes
+from helpers.segmented import as_format_1, scan_log
+from helpers.sessions import log_file, session_with_turns, tear_log, tree_hashes
 
 from branchwise.core.store.store import SessionStore
 
@@ -70,7 +70,7 @@ def test_verify_reports_torn_tail_and_corruption_without_changing_the_file(tmp_p
     run_cli(root, "session", "say", session_id, "one")
     log = log_file(root / "sessions" / session_id)
     whole = log.read_bytes()
-    log.write_bytes(whole[:-7])
+    tear_log(log, whole[:-7])
     code, report = run_cli(root, "session", "verify", session_id, check=False)
     assert code == 0 and report["ok"] and report["tornTail"]["length"] > 0
     assert log.read_bytes() == whole[:-7]
@@ -146,3 +146,60 @@ def test_verify_names_a_seed_shorter_than_its_entry(tmp_path: Path) -> None:
     _, shown = run_cli(root, "session", "show", child)
     assert shown["corruption"]["file"] == "log/seed-000.seg"
     assert tree_hashes(root / "sessions" / child) == before
+
+
+def _cut_parent(root: Path, turns_kept: int) -> tuple[str, str, Path, list[int]]:
+    """A parent of 4 turns and a fork at ``t1``; the parent's segment cut after ``turns_kept``."""
+    store = SessionStore(root)
+    parent = session_with_turns(store, 4)
+    _, forked = run_cli(root, "session", "fork", parent, "--turn", "t1")
+    log = log_file(root / "sessions" / parent)
+    frames = scan_log(log).frames
+    commits = [f.commit for f in frames]
+    cut = frames[-1 - 2 * (4 - turns_kept)].end  # a frame end: no torn tail to see
+    os.truncate(log, cut)
+    return parent, forked["childSessionId"], log, commits
+
+
+def test_a_parent_segment_cut_on_a_frame_end_is_lost_commits_not_a_shorter_history(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    parent, child, log, commits = _cut_parent(root, 2)
+    before = tree_hashes(log.parent)
+    code, report = run_cli(root, "session", "verify", parent, check=False)
+    assert code == 1 and report["ok"] is False and report["tornTail"] is None
+    corruption = report["corruption"]
+    assert corruption["code"] == "corrupt_log" and corruption["file"] == log.relative_to(
+        root / "sessions" / parent
+    ).as_posix()
+    assert (corruption["firstMissingCommit"], corruption["lastMissingCommit"]) == (
+        commits[-4],
+        commits[-1],
+    )
+    assert f"commits {commits[-4]} to {commits[-1]}" in corruption["message"]
+    code, refused = run_cli(root, "session", "say", parent, "more", check=False)
+    assert code == 1 and refused["error"]["code"] == "corrupt_log"
+    assert tree_hashes(log.parent) == before
+    _, shown = run_cli(root, "session", "show", parent)
+    assert shown["corruption"]["code"] == "corrupt_log"
+    _, fine = run_cli(root, "session", "verify", child)  # its seed ends before the cut
+    assert fine["ok"]
+
+
+def test_a_childs_seed_entry_names_lost_commits_when_the_parents_index_is_gone(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    parent, child, log, commits = _cut_parent(root, 1)  # the fork at t1 vouches for t1
+    log.with_suffix(".idx").unlink()  # a cache: no evidence left in the parent itself
+    code, report = run_cli(root, "session", "verify", parent, check=False)
+    assert code == 1 and report["ok"] is False
+    corruption = report["corruption"]
+    assert corruption["vouchedBy"] == child
+    assert (corruption["firstMissingCommit"], corruption["lastMissingCommit"]) == (
+        commits[-6],
+        commits[-5],
+    )
+    code, report = run_cli(root, "session", "verify", child, check=False)
+    assert code == 1 and report["corruption"]["file"] == "log/seed-000.seg"
