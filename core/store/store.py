@@ -77,7 +77,11 @@ from branchwise.core.store.manifest import (
     load_manifest,
     save_manifest,
 )
-from branchwise.core.store.migrate import migrate_locked, remove_leftovers
+from branchwise.core.store.migrate import (
+    migrate_locked,
+    remove_leftovers,
+    unfinished_migration,
+)
 
 TEMP_PREFIX = ".tmp-"
 
@@ -357,10 +361,13 @@ class SessionStore:
         return writer
 
     def migrate(self, session_id: str) -> bool:
-        """Upgrade a format-1 session to format 2 under its lease; whether it was format 1.
+        """Upgrade a format-1 session to format 2 under its lease; whether anything was done.
 
-        Crash-safe at every step (see :mod:`~branchwise.core.store.migrate`);
-        a format-2 session is left as it is.
+        Crash-safe at every step (see :mod:`~branchwise.core.store.migrate`).
+        A format-2 session whose migration a crash stopped after its manifest
+        gets its last step now (its stray ``events.log``, a second link of the
+        first segment, is removed) and counts as migrated; any other format-2
+        session is left as it is.
 
         Raises:
             LeaseHeld: a writer holds the session.
@@ -373,7 +380,8 @@ class SessionStore:
         try:
             manifest = load_manifest(directory)
             if manifest.segmented:
-                return False
+                with refusing_read_only(directory):
+                    return remove_leftovers(directory, manifest)
             with (
                 refusing_read_only(directory),
                 disk_full_as_typed(
@@ -540,6 +548,8 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
             problem(scan.corruption, str(scan.corruption.details.get("file", "events.log")))
         elif (note := snapshot_note(session_log)) is not None:
             findings.append(note)  # a cache: noted, never blocking
+    if (leftover := unfinished_migration(directory, manifest)) is not None:
+        findings.append(leftover)  # readers ignore it: noted, never blocking
     findings.extend(_cut_copies(directory, directory))
     findings.extend(_cut_copies(directory / manifest.log_dir, directory))
     return report

@@ -203,3 +203,29 @@ def test_a_childs_seed_entry_names_lost_commits_when_the_parents_index_is_gone(
     )
     code, report = run_cli(root, "session", "verify", child, check=False)
     assert code == 1 and report["corruption"]["file"] == "log/seed-000.seg"
+
+
+def test_a_migration_killed_after_its_manifest_is_named_by_verify_and_finished_by_migrate(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    session_id = session_with_turns(SessionStore(root), 2)
+    directory = root / "sessions" / session_id
+    as_format_1(SessionStore(root), session_id)
+    run_cli(root, "session", "migrate", session_id)
+    segment = directory / "log" / "000000000001-000000000001.seg"
+    os.link(segment, directory / "events.log")  # what a kill before the last unlink leaves
+    _, report = run_cli(root, "session", "verify", session_id)
+    assert report["ok"] and report["files"][0]["links"] == 2
+    assert [(f["code"], f["file"]) for f in report["findings"]] == [
+        ("migration_unfinished", "events.log")
+    ]
+    assert "second link of log/000000000001-000000000001.seg" in report["findings"][0]["message"]
+    assert (directory / "events.log").exists()  # verify changes nothing
+    _, migrated = run_cli(root, "session", "migrate", "--all")
+    assert migrated == {"migrated": [session_id], "alreadyCurrent": [], "failed": []}
+    assert not (directory / "events.log").exists() and segment.stat().st_nlink == 1
+    _, report = run_cli(root, "session", "verify", session_id)
+    assert report["findings"] == [] and report["files"][0]["links"] == 1
+    _, again = run_cli(root, "session", "migrate", session_id)
+    assert again == {"migrated": [], "alreadyCurrent": [session_id], "failed": []}
