@@ -170,9 +170,10 @@ def test_a_parent_segment_cut_on_a_frame_end_is_lost_commits_not_a_shorter_histo
     code, report = run_cli(root, "session", "verify", parent, check=False)
     assert code == 1 and report["ok"] is False and report["tornTail"] is None
     corruption = report["corruption"]
-    assert corruption["code"] == "corrupt_log" and corruption["file"] == log.relative_to(
-        root / "sessions" / parent
-    ).as_posix()
+    assert (
+        corruption["code"] == "corrupt_log"
+        and corruption["file"] == log.relative_to(root / "sessions" / parent).as_posix()
+    )
     assert (corruption["firstMissingCommit"], corruption["lastMissingCommit"]) == (
         commits[-4],
         commits[-1],
