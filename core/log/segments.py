@@ -35,6 +35,7 @@ from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log import scan as log_scan
 from branchwise.core.log.frames import HEADER, Frame, Incomplete, decode_frame
 from branchwise.core.log.scan import LogScan, ResumePoint, gc_paused
+from branchwise.core.log.sidecars import INDEX_SUFFIX, RECORD_SIZE, IndexRecord, index_header
 
 LEGACY_LOG = "events.log"
 """The one log file of a format-1 session."""
@@ -397,6 +398,75 @@ def _check_pieces(log: SessionLog, resumed_at: int = 0) -> None:
             if scan.corruption is not None:
                 return
     _name_scan_damage(log)
+    if scan.corruption is None:
+        _check_vouched(log)
+
+
+def _check_vouched(log: SessionLog) -> None:
+    """Commits the log's own files vouch for must be in it (acknowledged data lost otherwise).
+
+    An ``.idx`` record is written only after its commit's fsync returned (and
+    a rebuilt ``.idx`` only after the segment's fsync), so a record of the
+    active segment whose frame ends past the whole frames read proves that
+    acknowledged commits were on disk and are gone: the file was cut short
+    since. So does the active segment's name, which says which commit came
+    before it (a roll creates it after the last frame of the sealed one is
+    durable). Either way it is corruption, never a torn tail to cut: a writer
+    would otherwise rebuild the ``.idx`` from the short file and the loss
+    would leave no trace. The message and details name the missing commits.
+    """
+    active, scan = log.active, log.scan
+    if active is None:
+        return
+    start = log.active_start
+    vouched_commit, vouched_end = active.first_commit - 1, 0
+    record = _last_index_record(active.path)
+    if record is not None and record.commit > vouched_commit:
+        vouched_commit, vouched_end = record.commit, record.end
+    held = scan.end - start
+    if scan.last_commit >= vouched_commit and held >= vouched_end:
+        return
+    if held > 0 or len(log.pieces) == 1:
+        where = (active, max(held, 0))
+    else:  # nothing of the active segment: the loss is at the end of the piece before it
+        piece, offset = log.locate(max(scan.end - 1, 0))
+        where = (piece, offset + 1 if scan.end else 0)
+    first_missing = scan.last_commit + 1
+    _corrupt_at(
+        log,
+        scan.end,
+        f"commits {first_missing} to {vouched_commit} were acknowledged "
+        f"({active.name} and its index vouch for them) and are missing: the file was cut short",
+        where,
+        firstMissingCommit=first_missing,
+        lastMissingCommit=vouched_commit,
+    )
+
+
+def _last_index_record(segment: Path) -> IndexRecord | None:
+    """The last whole record of a segment's ``.idx`` that passes its checksum (of the last two).
+
+    Reads the header and one or two fixed-size records from the end, never the
+    whole file. ``None`` when there is no usable index (a cache: missing or of
+    another layout means no evidence, not damage).
+    """
+    try:
+        fd = open_no_follow(segment.with_suffix(INDEX_SUFFIX), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        header = index_header()
+        if os.pread(fd, len(header), 0) != header:
+            return None
+        count = (os.fstat(fd).st_size - len(header)) // RECORD_SIZE
+        for position in range(count - 1, max(count - 3, -1), -1):
+            at = len(header) + position * RECORD_SIZE
+            record = IndexRecord.from_bytes(os.pread(fd, RECORD_SIZE, at))
+            if record is not None:
+                return record
+        return None
+    finally:
+        os.close(fd)
 
 
 def _check_seed_end(log: SessionLog, piece: Piece, end: int) -> None:
@@ -417,12 +487,17 @@ def _check_seed_end(log: SessionLog, piece: Piece, end: int) -> None:
 
 
 def _corrupt_at(
-    log: SessionLog, virtual: int, reason: str, where: tuple[Piece, int] | None = None
+    log: SessionLog,
+    virtual: int,
+    reason: str,
+    where: tuple[Piece, int] | None = None,
+    **details: int,
 ) -> None:
     """Corruption at a virtual offset: history ends at the last frame before it.
 
     ``where`` names the file and offset when the virtual offset is ambiguous
-    (the end of a seed is also the start of the next piece).
+    (the end of a seed is also the start of the next piece); ``details`` are
+    added to the error's.
     """
     scan = log.scan
     keep = bisect.bisect_right(scan.frames, virtual, key=lambda f: f.end)
@@ -436,6 +511,7 @@ def _corrupt_at(
         file=piece.name,
         offset=offset,
         afterSeq=after,
+        **details,
     )
 
 

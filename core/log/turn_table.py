@@ -6,10 +6,18 @@ query does. The writer therefore keeps ``<log>/turns.cache``: the columns of
 those records (turn id, message id, boundary seq, commit, flags), already
 checked (turn numbers dense, no turn twice, seeds cut at their bound), with a
 key naming the ``.tix`` bytes they were read from: per piece of the log its
-name, its seed bound (``endCommit``), and the length and CRC32 of the
-``.tix`` prefix read. A ``.tix`` only grows, so a key that matches stays
+name, its seed bound (``endCommit``), the length of the ``.tix`` prefix read
+and the CRC32 of that prefix *without its last four bytes* (the last
+record's chained CRC). A ``.tix`` only grows, so a key that matches stays
 true: a reader checksums each prefix, decodes the table once and parses only
 the records after the prefixes.
+
+Why not the CRC32 of the whole prefix: a prefix that ends on a record ends
+with the CRC32 of everything before it, and the CRC32 of any bytes followed by
+their own CRC32 is one constant (the CRC residue). Such a key would match the
+``.tix`` of every session of the same length and segment names, so another
+session's table would be taken for this one's. The CRC32 before the last
+record's chained CRC covers the turn and message ids, which differ per session.
 
 It is a cache (docs/storage.md, "Invariants" 5): missing, cut short, any byte
 flipped (the body's CRC32), another layout or tracker version, a piece
@@ -52,8 +60,10 @@ from branchwise.core.log.sidecars import (
 
 TABLE_FILE = "turns.cache"
 _MAGIC = b"BWTT"
-_VERSION = 1
+_VERSION = 2
+"""2: the key's CRC32 stops before the last chained CRC (1 keyed on the CRC residue)."""
 _HEAD = struct.Struct("<4sHHQII")
+_CHAINED = struct.Struct("<I")
 _MIN_RECORD = TURN_RECORD_MIN
 MIN_NEW_ROWS = 1024
 """A close rewrites the table only when at least this many turn records are not in it yet."""
@@ -158,7 +168,8 @@ def turn_columns(pieces: list[Piece], *, use_table: bool = True) -> TurnColumns 
             entry = covered[number]
             if not _matches(entry, piece.name, bound, data):
                 return turn_columns(pieces, use_table=False)
-            start, chain, count = entry[2], entry[3], entry[4]
+            start, count = entry[2], entry[4]
+            chain = _chain_through(data, start, entry[3])
             if count:
                 last_piece = number
         rows, end, end_chain = parse_turn_rows(data, start, chain)
@@ -183,7 +194,7 @@ def turn_columns(pieces: list[Piece], *, use_table: bool = True) -> TurnColumns 
                 flags.append(row.flags)
             last_piece = number
             count += len(rows)
-        key.append((piece.name, bound, end, end_chain, count))
+        key.append((piece.name, bound, end, _key_crc(data, end, end_chain), count))
         count = 0
     return TurnColumns(
         tuple(ids),
@@ -203,6 +214,24 @@ def _rows_of(entry: Any) -> int:
     return rows if isinstance(rows, int) and rows >= 0 else -(10**9)
 
 
+def _key_crc(data: bytes, end: int, chain: int) -> int:
+    """The key's CRC32 of ``data[:end]`` (a verified record end): the bytes before its last CRC.
+
+    ``chain`` is the CRC32 of the whole prefix. Past the header, the last
+    four bytes are the CRC32 of the bytes before them, already verified.
+    """
+    if end <= 16:
+        return chain
+    return int(_CHAINED.unpack_from(data, end - 4)[0])
+
+
+def _chain_through(data: bytes, end: int, key_crc: int) -> int:
+    """The CRC32 of ``data[:end]`` from a key's CRC (see :func:`_key_crc`), to parse on from."""
+    if end <= 16:
+        return key_crc
+    return zlib.crc32(data[end - 4 : end], key_crc)
+
+
 def _matches(entry: Any, name: str, bound: int | None, data: bytes) -> bool:
     """Whether a table key entry describes this piece and a prefix of its ``.tix``."""
     try:
@@ -215,7 +244,7 @@ def _matches(entry: Any, name: str, bound: int | None, data: bytes) -> bool:
         and isinstance(length, int)
         and isinstance(rows, int)
         and 16 <= length <= len(data)
-        and zlib.crc32(data[:length]) == crc
+        and zlib.crc32(data[: length if length <= 16 else length - 4]) == crc
     )
 
 

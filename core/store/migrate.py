@@ -17,6 +17,7 @@ import contextlib
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from branchwise.core.fs.atomic import fsync_dir
 from branchwise.core.fs.safe_open import open_no_follow, refuse_link
@@ -66,18 +67,20 @@ def migrate_locked(directory: Path, manifest: Manifest) -> Manifest:
     return upgraded
 
 
-def remove_leftovers(directory: Path, manifest: Manifest) -> None:
+def remove_leftovers(directory: Path, manifest: Manifest) -> bool:
     """Remove what a crash left beside a format-2 session's log (best effort).
 
     A stray ``events.log`` (a migration killed after its manifest), an
     unfinished ``log.tmp``, and log folders a replace no longer points at.
+    Returns whether a stray ``events.log`` was removed: the last step of a
+    migration, finished now.
     """
     if not manifest.segmented:
-        return
-    removed = False
+        return False
+    removed = finished = False
     with contextlib.suppress(FileNotFoundError):
         os.unlink(directory / LEGACY_LOG)
-        removed = True
+        removed = finished = True
     with os.scandir(directory) as entries:
         for entry in entries:
             name = entry.name
@@ -89,3 +92,32 @@ def remove_leftovers(directory: Path, manifest: Manifest) -> None:
     if removed:
         with contextlib.suppress(OSError):
             fsync_dir(directory)
+    return finished
+
+
+def unfinished_migration(directory: Path, manifest: Manifest) -> dict[str, Any] | None:
+    """A ``verify`` finding for a stray ``events.log`` beside a format-2 log (``None``: none).
+
+    A migration killed after its manifest leaves ``events.log`` as a second
+    link of the first segment: every reader ignores it, but link counts see a
+    shared segment that is not shared. Verify names the step instead of taking it.
+    """
+    if not manifest.segmented:
+        return None
+    try:
+        stray = os.lstat(directory / LEGACY_LOG)
+    except FileNotFoundError:
+        return None
+    first = directory / manifest.log_dir / segment_name(1, 1)
+    try:
+        segment = os.lstat(first)
+        linked = (segment.st_dev, segment.st_ino) == (stray.st_dev, stray.st_ino)
+    except FileNotFoundError:
+        linked = False
+    how = f"a second link of {manifest.log_dir}/{first.name}" if linked else "left beside the log"
+    return {
+        "code": "migration_unfinished",
+        "message": f"a migration to format 2 stopped before its last step: {LEGACY_LOG} is "
+        f"{how}; `session migrate` or the next writer removes it",
+        "file": LEGACY_LOG,
+    }

@@ -45,6 +45,7 @@ from branchwise.core.log.segment_writer import SegmentWriter
 from branchwise.core.log.segments import (
     LEGACY_LOG,
     ROLL_BYTES,
+    Piece,
     SessionLog,
     log_pieces,
     parse_segment_name,
@@ -76,7 +77,11 @@ from branchwise.core.store.manifest import (
     load_manifest,
     save_manifest,
 )
-from branchwise.core.store.migrate import migrate_locked, remove_leftovers
+from branchwise.core.store.migrate import (
+    migrate_locked,
+    remove_leftovers,
+    unfinished_migration,
+)
 
 TEMP_PREFIX = ".tmp-"
 
@@ -356,10 +361,13 @@ class SessionStore:
         return writer
 
     def migrate(self, session_id: str) -> bool:
-        """Upgrade a format-1 session to format 2 under its lease; whether it was format 1.
+        """Upgrade a format-1 session to format 2 under its lease; whether anything was done.
 
-        Crash-safe at every step (see :mod:`~branchwise.core.store.migrate`);
-        a format-2 session is left as it is.
+        Crash-safe at every step (see :mod:`~branchwise.core.store.migrate`).
+        A format-2 session whose migration a crash stopped after its manifest
+        gets its last step now (its stray ``events.log``, a second link of the
+        first segment, is removed) and counts as migrated; any other format-2
+        session is left as it is.
 
         Raises:
             LeaseHeld: a writer holds the session.
@@ -372,7 +380,8 @@ class SessionStore:
         try:
             manifest = load_manifest(directory)
             if manifest.segmented:
-                return False
+                with refusing_read_only(directory):
+                    return remove_leftovers(directory, manifest)
             with (
                 refusing_read_only(directory),
                 disk_full_as_typed(
@@ -514,8 +523,12 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
         session_log = None
     if session_log is not None:
         scan = session_log.scan
+        if scan.corruption is None:
+            scan.corruption = _lost_under_seeds(store, session_id, session_log)
+            if scan.corruption is not None:
+                scan.torn_tail = None  # bytes a seed vouches for: lost, not an unfinished write
         report["commits"], report["lastSeq"] = len(scan.frames), scan.last_seq
-        report["files"] = _file_report(session_log)
+        report["files"] = _file_report(directory, session_log)
         if (torn := scan.torn_tail) is not None:
             piece, offset = session_log.locate(torn.offset)
             report["tornTail"] = {"offset": offset, "length": torn.length}
@@ -535,18 +548,77 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
             problem(scan.corruption, str(scan.corruption.details.get("file", "events.log")))
         elif (note := snapshot_note(session_log)) is not None:
             findings.append(note)  # a cache: noted, never blocking
+    if (leftover := unfinished_migration(directory, manifest)) is not None:
+        findings.append(leftover)  # readers ignore it: noted, never blocking
     findings.extend(_cut_copies(directory, directory))
     findings.extend(_cut_copies(directory / manifest.log_dir, directory))
     return report
 
 
-def _file_report(session_log: SessionLog) -> list[dict[str, Any]]:
+def _lost_under_seeds(
+    store: SessionStore, session_id: str, session_log: SessionLog
+) -> CorruptLog | None:
+    """Commits of the active segment that another session's seed entry vouches for, if missing.
+
+    A fork links the segment it inherits and records its ``end`` and
+    ``endCommit``, so a child proves the parent's bytes existed even when the
+    parent's own ``.idx`` (a cache) is gone. Only a file with more than one
+    link can be another session's seed, so an unshared segment costs one
+    ``lstat``; otherwise every manifest is read once (``verify`` only).
+    """
+    active = session_log.active
+    if active is None or not session_log.manifest.segmented:
+        return None
+    try:
+        status = os.lstat(active.path)
+    except OSError:
+        return None
+    if status.st_nlink < 2:
+        return None
+    scan = session_log.scan
+    held = scan.end - session_log.active_start
+    vouching: tuple[int, str] | None = None
+    for manifest in store.iter_manifests():
+        if not isinstance(manifest, Manifest) or manifest.session_id == session_id:
+            continue
+        folder = store.sessions_dir / manifest.session_id / manifest.log_dir
+        for seed in manifest.seed:
+            try:
+                linked = os.lstat(folder / seed.file)
+            except OSError:
+                continue
+            if (linked.st_dev, linked.st_ino) != (status.st_dev, status.st_ino):
+                continue
+            if seed.end > held and (vouching is None or seed.end_commit > vouching[0]):
+                vouching = (seed.end_commit, manifest.session_id)
+    if vouching is None or vouching[0] <= scan.last_commit:
+        return None
+    last, child = vouching
+    first = scan.last_commit + 1
+    return CorruptLog(
+        f"commits {first} to {last} were acknowledged (the seed entry of session {child} "
+        f"vouches for them) and are missing: {active.name} was cut short at byte {held}",
+        file=active.name,
+        offset=held,
+        afterSeq=scan.last_seq,
+        firstMissingCommit=first,
+        lastMissingCommit=last,
+        vouchedBy=child,
+    )
+
+
+def _file_report(directory: Path, session_log: SessionLog) -> list[dict[str, Any]]:
     """One entry per file of the log: its kind, bytes read, links and commits verified in it.
 
     ``links`` above 1 means the bytes are shared with other sessions (a seed,
     or a segment a fork linked): damage to them shows in every such session.
+    A log that could not be read (a seed missing or shorter than its entry)
+    has no pieces in ``session_log``: its files are listed from the layout
+    with the bytes they hold on disk and no commit verified.
     """
     frames, files = session_log.scan.frames, []
+    if not session_log.pieces:
+        return [_unread_file(piece) for piece in log_pieces(directory, session_log.manifest)]
     ends = [*session_log.starts[1:], len(session_log.data)]
     for piece, start, end in zip(session_log.pieces, session_log.starts, ends, strict=True):
         try:
@@ -566,6 +638,24 @@ def _file_report(session_log: SessionLog) -> list[dict[str, Any]]:
             }
         )
     return files
+
+
+def _unread_file(piece: Piece) -> dict[str, Any]:
+    """A :func:`_file_report` entry for a file of a log that could not be read."""
+    try:
+        status = os.lstat(piece.path)
+        size, links = status.st_size, status.st_nlink
+    except FileNotFoundError:
+        size, links = 0, 0
+    return {
+        "file": piece.name,
+        "kind": "seed" if piece.seed is not None else "segment",
+        "bytes": size if piece.seed is None else min(size, piece.seed.end),
+        "links": links,
+        "firstCommit": piece.first_commit,
+        "firstSeq": piece.first_seq,
+        "commits": 0,
+    }
 
 
 def _offset(frame: Frame) -> int:

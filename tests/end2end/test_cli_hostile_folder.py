@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 from helpers.cli import cli_command, run_cli
-from helpers.sessions import cut_copies, log_file, tree_hashes
+from helpers.sessions import cut_copies, log_file, tear_log, tree_hashes
 
 from branchwise.core.log.scan import scan_bytes
 
@@ -341,7 +341,7 @@ def test_say_cuts_only_a_torn_write_keeps_its_bytes_and_verify_reports_both(
     assert report["tornTail"] is None
 
     # The same commit cut short by a crash: the next writer cuts it, keeping a copy.
-    log.write_bytes(whole[: last.end - 9])
+    tear_log(log, whole[: last.end - 9])
     code, report, _ = _run(root, "session", "verify", session_id, as_nobody=False)
     assert code == 0 and report["tornTail"] == {
         "offset": last.offset,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from helpers.cli import cli_command, run_cli
-from helpers.segmented import as_format_1
-from helpers.sessions import log_file
+from helpers.segmented import as_format_1, scan_log
+from helpers.sessions import log_file, session_with_turns, tear_log, tree_hashes
 
 from branchwise.core.store.store import SessionStore
 
@@ -69,7 +70,7 @@ def test_verify_reports_torn_tail_and_corruption_without_changing_the_file(tmp_p
     run_cli(root, "session", "say", session_id, "one")
     log = log_file(root / "sessions" / session_id)
     whole = log.read_bytes()
-    log.write_bytes(whole[:-7])
+    tear_log(log, whole[:-7])
     code, report = run_cli(root, "session", "verify", session_id, check=False)
     assert code == 0 and report["ok"] and report["tornTail"]["length"] > 0
     assert log.read_bytes() == whole[:-7]
@@ -123,3 +124,109 @@ def test_migrate_upgrades_format_1_sessions_and_show_reports_disk_usage(tmp_path
     assert code == 2
     code, error = run_cli(root, "session", "migrate", "nosuchsession", check=False)
     assert code == 1 and error["error"]["code"] == "session_not_found"
+
+
+def test_verify_names_a_seed_shorter_than_its_entry(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    parent = session_with_turns(SessionStore(root), 3)
+    _, forked = run_cli(root, "session", "fork", parent, "--turn", "t2")
+    child = forked["childSessionId"]
+    seed = root / "sessions" / child / "log" / "seed-000.seg"
+    os.truncate(seed, 100)
+    before = tree_hashes(root / "sessions" / child)
+    code, report = run_cli(root, "session", "verify", child, check=False)
+    assert code == 1 and report["ok"] is False
+    assert report["corruption"]["code"] == "corrupt_log"
+    assert report["corruption"]["file"] == "log/seed-000.seg"
+    assert [(f["file"], f["kind"], f["bytes"]) for f in report["files"]][0] == (
+        "log/seed-000.seg",
+        "seed",
+        100,
+    )
+    _, shown = run_cli(root, "session", "show", child)
+    assert shown["corruption"]["file"] == "log/seed-000.seg"
+    assert tree_hashes(root / "sessions" / child) == before
+
+
+def _cut_parent(root: Path, turns_kept: int) -> tuple[str, str, Path, list[int]]:
+    """A parent of 4 turns and a fork at ``t1``; the parent's segment cut after ``turns_kept``."""
+    store = SessionStore(root)
+    parent = session_with_turns(store, 4)
+    _, forked = run_cli(root, "session", "fork", parent, "--turn", "t1")
+    log = log_file(root / "sessions" / parent)
+    frames = scan_log(log).frames
+    commits = [f.commit for f in frames]
+    cut = frames[-1 - 2 * (4 - turns_kept)].end  # a frame end: no torn tail to see
+    os.truncate(log, cut)
+    return parent, forked["childSessionId"], log, commits
+
+
+def test_a_parent_segment_cut_on_a_frame_end_is_lost_commits_not_a_shorter_history(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    parent, child, log, commits = _cut_parent(root, 2)
+    before = tree_hashes(log.parent)
+    code, report = run_cli(root, "session", "verify", parent, check=False)
+    assert code == 1 and report["ok"] is False and report["tornTail"] is None
+    corruption = report["corruption"]
+    assert (
+        corruption["code"] == "corrupt_log"
+        and corruption["file"] == log.relative_to(root / "sessions" / parent).as_posix()
+    )
+    assert (corruption["firstMissingCommit"], corruption["lastMissingCommit"]) == (
+        commits[-4],
+        commits[-1],
+    )
+    assert f"commits {commits[-4]} to {commits[-1]}" in corruption["message"]
+    code, refused = run_cli(root, "session", "say", parent, "more", check=False)
+    assert code == 1 and refused["error"]["code"] == "corrupt_log"
+    assert tree_hashes(log.parent) == before
+    _, shown = run_cli(root, "session", "show", parent)
+    assert shown["corruption"]["code"] == "corrupt_log"
+    _, fine = run_cli(root, "session", "verify", child)  # its seed ends before the cut
+    assert fine["ok"]
+
+
+def test_a_childs_seed_entry_names_lost_commits_when_the_parents_index_is_gone(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    parent, child, log, commits = _cut_parent(root, 1)  # the fork at t1 vouches for t1
+    log.with_suffix(".idx").unlink()  # a cache: no evidence left in the parent itself
+    code, report = run_cli(root, "session", "verify", parent, check=False)
+    assert code == 1 and report["ok"] is False
+    corruption = report["corruption"]
+    assert corruption["vouchedBy"] == child
+    assert (corruption["firstMissingCommit"], corruption["lastMissingCommit"]) == (
+        commits[-6],
+        commits[-5],
+    )
+    code, report = run_cli(root, "session", "verify", child, check=False)
+    assert code == 1 and report["corruption"]["file"] == "log/seed-000.seg"
+
+
+def test_a_migration_killed_after_its_manifest_is_named_by_verify_and_finished_by_migrate(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    session_id = session_with_turns(SessionStore(root), 2)
+    directory = root / "sessions" / session_id
+    as_format_1(SessionStore(root), session_id)
+    run_cli(root, "session", "migrate", session_id)
+    segment = directory / "log" / "000000000001-000000000001.seg"
+    os.link(segment, directory / "events.log")  # what a kill before the last unlink leaves
+    _, report = run_cli(root, "session", "verify", session_id)
+    assert report["ok"] and report["files"][0]["links"] == 2
+    assert [(f["code"], f["file"]) for f in report["findings"]] == [
+        ("migration_unfinished", "events.log")
+    ]
+    assert "second link of log/000000000001-000000000001.seg" in report["findings"][0]["message"]
+    assert (directory / "events.log").exists()  # verify changes nothing
+    _, migrated = run_cli(root, "session", "migrate", "--all")
+    assert migrated == {"migrated": [session_id], "alreadyCurrent": [], "failed": []}
+    assert not (directory / "events.log").exists() and segment.stat().st_nlink == 1
+    _, report = run_cli(root, "session", "verify", session_id)
+    assert report["findings"] == [] and report["files"][0]["links"] == 1
+    _, again = run_cli(root, "session", "migrate", session_id)
+    assert again == {"migrated": [], "alreadyCurrent": [session_id], "failed": []}

@@ -16,7 +16,7 @@ import orjson
 import pytest
 from helpers import HELPERS_DIR
 from helpers.cli import cli_command
-from helpers.sessions import log_file, session_with_turns, tree_hashes
+from helpers.sessions import log_file, session_with_turns, tear_log, tree_hashes
 
 from branchwise.core.settings import Settings, save_settings
 from branchwise.core.store.store import SessionStore
@@ -55,7 +55,7 @@ def test_a_healthy_root_passes_every_check_and_nothing_changes(tmp_path: Path) -
     root, sessions = _healthy_root(tmp_path)
     # A torn last write is normal after a crash: reported, and not cut by the doctor.
     log = log_file(root / "sessions" / sessions[1])
-    log.write_bytes(log.read_bytes()[:-5])
+    tear_log(log, log.read_bytes()[:-5])
     before = _state(root)
     code, text = _doctor(root)
     assert code == 0, text

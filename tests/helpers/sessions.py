@@ -32,7 +32,13 @@ from branchwise.core.ids import new_session_id
 from branchwise.core.log.frames import encode_frame
 from branchwise.core.log.scan import LogScan, scan_bytes
 from branchwise.core.log.segments import log_pieces, scan_session_log, segment_name
-from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
+from branchwise.core.log.sidecars import (
+    INDEX_SUFFIX,
+    RECORD_SIZE,
+    IndexRecord,
+    sidecar_entries,
+    write_sidecars,
+)
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import TurnTracker
@@ -199,6 +205,28 @@ def rewrite_log(directory: Path, data: bytes) -> None:
     segment.write_bytes(data)
     frames = scan_bytes(data).frames
     write_sidecars(segment, list(sidecar_entries(frames, TurnTracker(), data, 0)))
+
+
+def tear_log(log: Path, data: bytes, durable: int | None = None) -> None:
+    """Leave ``data`` as the active log file, as a crash during a write would.
+
+    A crash before a commit's fsync returned leaves no ``.idx`` record of it
+    (records are written after the fsync), so the records whose frame ends
+    past ``durable`` (default: the end of ``data``) go too. Cutting the file
+    alone is not a torn write but lost acknowledged commits, which the index proves.
+    """
+    log.write_bytes(data)
+    index = log.with_suffix(INDEX_SUFFIX)
+    if not index.exists():
+        return
+    records = index.read_bytes()
+    keep = 16
+    while keep + RECORD_SIZE <= len(records):
+        record = IndexRecord.from_bytes(records, keep)
+        if record is None or record.end > (len(data) if durable is None else durable):
+            break
+        keep += RECORD_SIZE
+    index.write_bytes(records[:keep])
 
 
 def log_file(directory: Path) -> Path:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from helpers.segmented import scan_log
-from helpers.sessions import complete_turn, cut_copies, log_file, session_with_turns
+from helpers.sessions import complete_turn, cut_copies, log_file, session_with_turns, tear_log
 
 from branchwise.core.errors import CorruptLog
 from branchwise.core.log.frames import HEADER_SIZE
@@ -84,11 +84,14 @@ def test_a_truncated_last_commit_is_cut_and_its_bytes_kept(store: SessionStore) 
     directory = store.session_dir(session_id)
     log = log_file(directory)
     original = log.read_bytes()
+    index = log.with_suffix(".idx")
+    original_index = index.read_bytes()
     start, end = _last_frame(log)
     cuts = 0
     for length in (1, HEADER_SIZE - 1, HEADER_SIZE, HEADER_SIZE + 1, end - start - 1):
         torn = original[: start + length]
-        log.write_bytes(torn)
+        index.write_bytes(original_index)
+        tear_log(log, torn)
         for copy in _cut_files(directory):
             copy.unlink()
         before = verify_session(store, session_id)
@@ -142,7 +145,7 @@ def test_a_zero_filled_sector_in_the_last_commit_is_a_torn_write(store: SessionS
     start, end = _last_frame(log)
     sector = (start // SECTOR_SIZE + 1) * SECTOR_SIZE
     original[sector : sector + SECTOR_SIZE] = bytes(SECTOR_SIZE)
-    log.write_bytes(bytes(original))
+    tear_log(log, bytes(original), durable=start)
     scan = scan_log(log)
     assert scan.corruption is None and scan.torn_tail is not None
     assert scan.torn_tail.offset == start

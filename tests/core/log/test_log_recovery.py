@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.segmented import scan_log
-from helpers.sessions import log_file
+from helpers.sessions import log_file, tear_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -41,10 +41,13 @@ def _frame_ends(path: Path) -> list[int]:
 def test_truncation_at_every_offset_of_the_last_three_commits(store: SessionStore) -> None:
     session_id, log = _build(store, 3)
     original = log.read_bytes()
+    index = log.with_suffix(".idx")
+    original_index = index.read_bytes()
     ends = _frame_ends(log)
     start = ends[-4]
     for cut in range(start, len(original)):
-        log.write_bytes(original[:cut])
+        index.write_bytes(original_index)
+        tear_log(log, original[:cut])
         whole = [end for end in ends if end <= cut]
         writer = store.open_writer(session_id)
         try:
@@ -62,7 +65,7 @@ def test_reader_never_truncates_and_sees_only_whole_frames(store: SessionStore) 
     session_id, log = _build(store, 2)
     original = log.read_bytes()
     ends = _frame_ends(log)
-    log.write_bytes(original[: ends[-1] - 5])
+    tear_log(log, original[: ends[-1] - 5])
     snapshot = store.read(session_id)
     assert len(snapshot.scan.frames) == len(ends) - 1
     assert snapshot.scan.torn_tail is not None

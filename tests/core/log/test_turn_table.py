@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.cli import run_cli
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn, session_with_turns
 
@@ -200,3 +201,32 @@ def test_a_killed_writers_temporary_table_is_swept_by_the_next_write(
     assert saved(store, session)
     assert not leftover.exists() and mine.exists()
     assert fork_targets(store, session) == replayed(store, session)
+
+
+def test_tables_swapped_between_sessions_of_equal_shape_are_not_trusted(tmp_path: Path) -> None:
+    """Same turn count, id lengths, segment name and bound: only the ``.tix`` content differs.
+
+    Every ``.tix`` prefix that ends on a record ends with its chained CRC, so the
+    CRC32 of such a prefix is the same constant for every table; the key must
+    name bytes that differ per session.
+    """
+    root = tmp_path / "root"
+    store = SessionStore(root)
+    sessions = {}
+    for letter in "ab":
+        with store.create(letter) as writer:
+            for n in range(12):
+                complete_turn(writer, f"{letter}{n:02d}")
+            sessions[letter] = writer.session_id
+        assert saved(store, sessions[letter])
+    one, other = table_of(store, sessions["a"]), table_of(store, sessions["b"])
+    tables = one.read_bytes(), other.read_bytes()
+    one.write_bytes(tables[1])
+    other.write_bytes(tables[0])
+    for letter, session_id in sessions.items():
+        assert parsed(store, session_id) == 12
+        answer = fork_targets(store, session_id)
+        assert answer == replayed(store, session_id)
+        assert [t.turn_id for t in answer.targets] == [f"{letter}{n:02d}" for n in range(12)]
+        _, listed = run_cli(root, "session", "targets", session_id)
+        assert [t["turnId"] for t in listed["targets"]] == [f"{letter}{n:02d}" for n in range(12)]

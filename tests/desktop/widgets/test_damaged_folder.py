@@ -13,7 +13,7 @@ from pathlib import Path
 
 from helpers.gui import WAIT_MS, App, seed_session
 from helpers.segmented import scan_log
-from helpers.sessions import cut_copies, log_file
+from helpers.sessions import cut_copies, log_file, tear_log
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.i18n.reasons import reason_text
@@ -50,7 +50,7 @@ def test_opening_a_conversation_with_a_torn_write_says_where_the_cut_bytes_are(
     log = log_file(store.session_dir(session_id))
     whole = log.read_bytes()
     last = scan_log(log).frames[-1]
-    log.write_bytes(whole[:-20])
+    tear_log(log, whole[:-20])
 
     app = make_app(root=root)
     app.window.open_session(session_id)
