@@ -63,6 +63,9 @@ async def open_once(
         whole = time.perf_counter() - start
     finally:
         await host.shutdown()
+        # Let the cancelled long-polls close their connections, or the server waits for them.
+        others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+        await asyncio.gather(*others, return_exceptions=True)
     return first, whole
 
 
