@@ -55,6 +55,7 @@ from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
+from branchwise.desktop.host.server_operations import ServerOperations
 from branchwise.desktop.host.session import OpenSession
 from branchwise.desktop.host.sources import (
     LocalSource,
@@ -158,6 +159,8 @@ class Host:
         """Branch clicks, and the ones being carried out."""
         self.servers = Servers(self.root, self.notices, self.spawn)
         """The ``branchwise serve`` servers this app connects to."""
+        self.server_operations = ServerOperations(self)
+        """Create, rename, delete, restore and search servers' conversations, off the UI thread."""
         self._remote: dict[ConversationRef, RemoteConversation] = {}
         self._following: dict[ConversationRef, asyncio.Task[None]] = {}
         self._heard_servers: set[int] = set()

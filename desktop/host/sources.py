@@ -69,7 +69,7 @@ from branchwise.desktop.host.connections import (
     read_token,
     save_connection,
 )
-from branchwise.desktop.host.conversation import Conversation
+from branchwise.desktop.host.conversation import Conversation, ConversationRef
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
     PAGE_SIZE,
@@ -528,6 +528,10 @@ class RemoteSource:
     def name(self) -> str:
         """The server's name in the sidebar."""
         return self.connection.name
+
+    def ref(self, session_id: str) -> ConversationRef:
+        """How the host and the window name one of this server's conversations."""
+        return ConversationRef(session_id, self.connection.url)
 
     def title(self, session_id: str) -> str:
         """A conversation's title from the list ("" when not listed)."""
