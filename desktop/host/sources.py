@@ -340,7 +340,9 @@ class RemoteConversation(Conversation):
         commits: list[Commit] = page["commits"]
         after = int(page["after"])
         earlier = self._turns_before(Projection.replay(commits)) if after else 0
-        if earlier is None:  # the targets cannot number the page's turns: read them all
+        if after and not earlier:
+            # The targets cannot number the page's turns, or only turnless history
+            # (imported messages) precedes them: read every commit, as without the page.
             await self._pull(wait=0)
             return
         self.commits_fetched += len(commits)

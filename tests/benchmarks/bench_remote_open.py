@@ -58,7 +58,9 @@ async def open_once(
         while not (conversation.rows and host.branch_state_at(ref, conversation.rows[-1]).enabled):
             await asyncio.sleep(POLL)
         first = time.perf_counter() - start
-        await host.load_earlier(ref)  # what scrolling up asks (nothing when it is all there)
+        earlier = getattr(host, "load_earlier", None)  # a build before it read it all at once
+        if earlier is not None:
+            await earlier(ref)  # what scrolling up asks (nothing when it is all there)
         while len(conversation.rows) < turns:
             await asyncio.sleep(POLL)
         whole = time.perf_counter() - start
