@@ -250,7 +250,7 @@ class CommitTooLarge(BranchwiseError):
     http_status = 413
 
 
-# -- Forks (§3.1, §3.2): a target's unavailable ``reason`` and the refused fork share one code -----
+# -- Forks: a target's unavailable ``reason`` and the refused fork share one code -----
 
 
 class SourceNotFound(SessionNotFound):
@@ -347,7 +347,7 @@ class InvalidForkRequest(BranchwiseError):
     definitive = True
 
 
-# -- Lineage and child sessions (§3.3) -------------------------------------------------------------
+# -- Lineage and child sessions --------------------------------------------------------------------
 
 
 class LineageCycle(BranchwiseError):

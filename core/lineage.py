@@ -1,4 +1,4 @@
-"""Child sessions, lineage, tree and forest, and the host's lineage index (§3.3).
+"""Child sessions, lineage, tree and forest, and the host's lineage index.
 
 A child does not inherit history: it starts empty and is tied to its parent
 by one ``session/child`` link event written, identically, into both logs.

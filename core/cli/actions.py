@@ -1,4 +1,4 @@
-"""``branchwise session edit|regenerate|retry``: ask a turn's question again (issue 13).
+"""``branchwise session edit|regenerate|retry``: ask a turn's question again.
 
 ``edit`` and ``regenerate`` branch (:mod:`~branchwise.core.conversation.ask_again`): the
 fork publishes the branch with its prompt, then this process answers it,

@@ -18,7 +18,7 @@ from branchwise.core.store.store import SessionStore
 
 def register(session_sub: argparse._SubParsersAction) -> None:
     """Add the fork and lineage subcommands under ``session``."""
-    targets = session_sub.add_parser("targets", help="fork targets of every turn (§3.1)")
+    targets = session_sub.add_parser("targets", help="fork targets of every turn")
     targets.add_argument("session_id")
     targets.set_defaults(func=cmd_targets)
 
@@ -68,7 +68,7 @@ def register(session_sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_targets(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
-    """The §3.1 answer for one session."""
+    """The fork-targets answer for one session."""
     return session_targets(store, args.session_id)
 
 

@@ -1,4 +1,4 @@
-"""Asking a turn's question again: edit and regenerate as a branch, retry in place (issue 13).
+"""Asking a turn's question again: edit and regenerate as a branch, retry in place.
 
 Nothing is overwritten. Editing the prompt of turn N, or regenerating its
 answer, is a fork at the end of turn N-1 (at the start for N = 1) whose

@@ -97,7 +97,7 @@ def session_show(
 def session_targets(
     store: SessionStore, session_id: str, cache: TargetsCache | None = None
 ) -> dict[str, Any]:
-    """The §3.1 fork-targets answer for one session."""
+    """The fork-targets answer for one session."""
     return fork_targets(store, validate_session_id(session_id), cache=cache).to_json()
 
 

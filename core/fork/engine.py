@@ -1,4 +1,4 @@
-"""Forking a session at a finished turn into an independent child (§3.2).
+"""Forking a session at a finished turn into an independent child (docs/storage.md, "Forks").
 
 A fork reads the source without any lease and never writes it. The child
 inherits the prefix *verbatim* (docs/storage.md, "Seeds"; format 1 renumbered

@@ -1,4 +1,6 @@
-"""Fork targets: which turns of a session can be branched, answered from the log (§3.1).
+"""Fork targets: which turns of a session can be branched, answered from the log.
+
+The answer's shape is in docs/cli.md, "session targets".
 
 The answer is computed from whole committed frames only, never from a
 writer's memory or its lease, so a live session, a session whose writer is
@@ -86,7 +88,7 @@ class ForkTarget:
     reason: str | None
 
     def to_json(self) -> dict[str, Any]:
-        """The §3.1 camelCase form."""
+        """The camelCase form ``session targets`` prints and serve answers."""
         return {
             "turnId": self.turn_id,
             "messageId": self.message_id,
@@ -120,7 +122,7 @@ class ForkTargetSet:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """The §3.1 answer."""
+        """The fork-targets answer (docs/cli.md, "session targets")."""
         return {
             "source": {"sessionId": self.session_id, "generation": self.generation},
             "verifiable": self.verifiable,
@@ -427,7 +429,7 @@ def _indexed_targets(directory: Path, manifest: Manifest) -> ForkTargetSet | Non
 def fork_targets(
     store: SessionStore, session_id: str, *, cache: TargetsCache | None = None
 ) -> ForkTargetSet:
-    """Every turn of a session as a fork target (§3.1), from committed frames only.
+    """Every turn of a session as a fork target, from committed frames only.
 
     Takes no lease and writes nothing. The manifest is read before and after
     the log: if a log replacement (a generation bump) raced the read, the

@@ -1,7 +1,7 @@
 """The import planner: one source tree in, the Branchwise conversations it becomes out.
 
 Every format's reader hands over a :class:`~branchwise.core.importing.source.SourceTree`;
-this module applies issue 16's rules to it once, for all formats, so the
+this module applies the import rules to it once, for all formats, so the
 repairs, the main path and the fork points never differ by format:
 
 1. Hidden items (``kind=None``) are dropped; a visible item's parent becomes

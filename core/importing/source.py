@@ -3,8 +3,8 @@
 Every importer (ChatGPT, Claude Code, Open WebUI, LibreChat) reads its own
 format into :class:`SourceTree` values and nothing else; the import planner
 turns any such tree into Branchwise conversations (a root, its forks at their
-fork points, and children for sub-agents) by one set of rules. So the rules of
-issue 16 — hidden material dropped, the main path, fork points, fork at start —
+fork points, and children for sub-agents) by one set of rules. So the import rules
+(docs/cli.md, "import") — hidden material dropped, the main path, fork points, fork at start —
 live in one place, and an importer only answers "what did the source say".
 
 An importer hands over what the source holds, including hidden material

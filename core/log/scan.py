@@ -24,10 +24,8 @@ import gc
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from branchwise.core.errors import CommitTooLarge, CorruptLog, InvalidFrame
-from branchwise.core.fs.safe_open import read_no_follow
 from branchwise.core.log.frames import (
     HEADER,
     HEADER_SIZE,
@@ -242,15 +240,3 @@ def _check_sequence(frame: Frame, commit: int, seq: int) -> None:
         and last.get("seq") == seq + len(events) - 1
     ):
         raise InvalidFrame(f"event seq out of order (expected {seq})", offset=frame.offset)
-
-
-def read_log_bytes(path: Path) -> bytes:
-    """The whole log file (a missing log is an empty one).
-
-    Raises:
-        UnsafePath: ``events.log`` is a symbolic link (never followed).
-    """
-    try:
-        return read_no_follow(path)
-    except FileNotFoundError:
-        return b""

@@ -544,15 +544,6 @@ class TurnRow(NamedTuple):
     flags: int
 
 
-def read_turn_rows(segment: Path) -> list[TurnRow] | None:
-    """The records of a segment's ``.tix`` up to the first that is not whole and verified.
-
-    ``None``: no usable file (missing, or not this layout).
-    """
-    data = read_turn_file(segment)
-    return None if data is None else parse_turn_rows(data)[0]
-
-
 def read_turn_file(segment: Path) -> bytes | None:
     """The bytes of a segment's ``.tix`` if it is of this layout (``None``: missing or not)."""
     data = _read(segment.with_suffix(TURNS_SUFFIX))

@@ -47,7 +47,7 @@ UNTIMED_EVENTS = frozenset({EventType.MESSAGE_DELTA.value})
 
 Hundreds of partial commits store a few hundred bytes of text each; a
 timestamp nobody reads (the answer's time is its closing commit's) would be a
-fifth of them (issue 11: a streamed answer costs at most 2.5× its size).
+fifth of them (a streamed answer costs at most 2.5× its size; docs/performance.md).
 """
 
 

@@ -1,4 +1,4 @@
-"""A projection as plain data and back: what the projection snapshot stores (issue 11 item 3).
+"""A projection as plain data and back: what the projection snapshot stores (docs/storage.md).
 
 Opening a big session should not replay every commit, so the writer keeps a
 snapshot of its projection beside the log (:mod:`~branchwise.core.projection.snapshot_cache`

@@ -120,7 +120,7 @@ class RemoteStore:
         return capabilities
 
     async def fork_targets(self, session_id: str) -> dict[str, Any]:
-        """The §3.1 answer for a remote session."""
+        """The fork-targets answer for a remote session."""
         session_id = validate_session_id(session_id)
         body = await self._request(
             "GET",

@@ -111,7 +111,10 @@ class ForkCoordinator:
     # -- public API ----------------------------------------------------------
 
     async def branch(self, request: ForkRequest) -> BranchOutcome:
-        """Run the whole §4 protocol for one click (or join the one in flight)."""
+        """Run the whole branch-click protocol for one click (or join the one in flight).
+
+        The steps are in docs/architecture.md, "A branch click".
+        """
         return await asyncio.shield(self._start(request, recovering=False))
 
     def is_in_flight(self, request: ForkRequest) -> bool:

@@ -467,10 +467,6 @@ class Host:
             row, in_flight=self.branches.in_flight, server_supported=self.server_supported
         )
 
-    def branch_in_flight(self, request: ForkRequest) -> bool:
-        """A branch from this turn is being created right now."""
-        return self.branches.is_in_flight(request)
-
     async def request_branch(self, request: ForkRequest) -> str | None:
         """Create a new conversation from a finished turn and open it in a new tab.
 

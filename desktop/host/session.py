@@ -181,11 +181,6 @@ class OpenSession(Conversation, TurnListener):
         """A turn is running: its question is committed and its closing commit is not."""
         return self._running_turn is not None
 
-    @property
-    def running_turn_id(self) -> str | None:
-        """The running turn, if any."""
-        return self._running_turn
-
     async def wait_loaded(self) -> None:
         """Until the whole history is read (raises what loading raised)."""
         await asyncio.shield(self._loaded)

@@ -100,10 +100,6 @@ class LanguageBridge(QObject):
         if not any(ref() is widget for ref in self._widgets):
             self._widgets.append(weakref.ref(widget))
 
-    def unregister(self, widget: Retranslatable) -> None:
-        """Stop retranslating ``widget``."""
-        self._widgets = [ref for ref in self._widgets if ref() not in (None, widget)]
-
     def registered(self) -> list[Retranslatable]:
         """The registered widgets still alive (dead ones are forgotten here too)."""
         self._widgets = [ref for ref in self._widgets if _alive(ref())]

@@ -128,15 +128,6 @@ class TranscriptView(QScrollArea):
                 found.append(widget)
         return found
 
-    def widget_for(self, row_id: str) -> TurnWidget | None:
-        """The widget of one row, if it is built."""
-        return self._widgets.get(row_id)
-
-    @property
-    def window_rows(self) -> Window:
-        """Which rows are in the window (widgets are built for them, last first)."""
-        return self._window
-
     @property
     def complete(self) -> bool:
         """Every row of the window has its widget."""

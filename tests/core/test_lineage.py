@@ -1,4 +1,4 @@
-"""Child sessions, lineage walks and the one-scan tree (§3.3)."""
+"""Child sessions, lineage walks and the one-scan tree."""
 
 from __future__ import annotations
 

@@ -12,15 +12,22 @@ import shutil
 from pathlib import Path
 
 from branchwise.core.log.frames import HEADER, encode_frame
-from branchwise.core.log.scan import LogScan, read_log_bytes, scan_bytes
+from branchwise.core.log.scan import LogScan, scan_bytes
 from branchwise.core.log.segments import read_session_log, segment_name
+from branchwise.core.log.sidecars import TurnRow, parse_turn_rows, read_turn_file
 from branchwise.core.store.manifest import Manifest, ParentLink, Seed, load_manifest, save_manifest
 from branchwise.core.store.store import SessionStore
 
 
+def read_turn_rows(segment: Path) -> list[TurnRow] | None:
+    """The verified records of a segment's ``.tix`` (``None``: no usable file)."""
+    data = read_turn_file(segment)
+    return None if data is None else parse_turn_rows(data)[0]
+
+
 def scan_log(path: Path) -> LogScan:
     """Read and scan the single log file at ``path`` (a missing file is an empty log)."""
-    return scan_bytes(read_log_bytes(path))
+    return scan_bytes(path.read_bytes() if path.exists() else b"")
 
 
 def split_log(store: SessionStore, session_id: str, before_commits: list[int]) -> list[Path]:

@@ -1,4 +1,4 @@
-"""Fork (§3.2): whole-commit cuts, idempotency, untouched sources."""
+"""Fork: whole-commit cuts, idempotency, untouched sources."""
 
 from __future__ import annotations
 

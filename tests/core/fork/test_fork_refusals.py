@@ -1,4 +1,4 @@
-"""Fork (§3.2) typed refusals: each one names its reason and leaves no trace."""
+"""Fork typed refusals: each one names its reason and leaves no trace."""
 
 from __future__ import annotations
 

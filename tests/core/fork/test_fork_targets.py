@@ -1,4 +1,4 @@
-"""Fork targets (§3.1): one answer from committed frames, whoever holds the writer."""
+"""Fork targets: one answer from committed frames, whoever holds the writer."""
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.segmented import read_turn_rows
 from helpers.sessions import complete_turn, cut_copies, log_file, session_with_turns
 
 from branchwise.core.fork.targets import fork_targets
@@ -17,7 +18,6 @@ from branchwise.core.log.sidecars import (
     find_record,
     read_blob_entries,
     read_index,
-    read_turn_rows,
 )
 from branchwise.core.projection import events as ev
 from branchwise.core.store.store import SessionStore, verify_session

@@ -15,12 +15,13 @@ import sys
 from pathlib import Path
 
 from helpers.segment_worker import HELPER
+from helpers.segmented import read_turn_rows
 from helpers.sessions import complete_turn, session_with_turns
 
 from branchwise.core.fork.seeding import plan_from_index
 from branchwise.core.fork.targets import ForkTargetSet, fork_targets, targets_from_projection
 from branchwise.core.log.segments import log_pieces
-from branchwise.core.log.sidecars import TURNS_BUFFERED, read_index, read_turn_rows
+from branchwise.core.log.sidecars import TURNS_BUFFERED, read_index
 from branchwise.core.store.store import SessionStore
 
 

@@ -10,12 +10,13 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers.segmented import read_turn_rows
 from helpers.sessions import complete_turn
 
 from branchwise.core.fork.targets import fork_targets, targets_from_projection
 from branchwise.core.log.frames import encode_record
 from branchwise.core.log.segments import log_pieces
-from branchwise.core.log.sidecars import TURNS_SUFFIX, read_turn_rows
+from branchwise.core.log.sidecars import TURNS_SUFFIX
 from branchwise.core.store.store import SessionStore
 
 

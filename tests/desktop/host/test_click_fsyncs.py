@@ -2,7 +2,8 @@
 
 Counts, never times: every ``os.fsync`` of one click (journal, reservation,
 child, publish, acknowledgement) and of one streamed turn. What each
-remaining fsync of a click is for is written down in ``docs/storage-fsyncs.md``.
+remaining fsync of a click is for is written down in ``docs/storage.md``,
+"Fsyncs of a branch click".
 """
 
 from __future__ import annotations
