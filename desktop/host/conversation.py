@@ -74,6 +74,12 @@ class Conversation:
         raise NotImplementedError
 
     @property
+    def earlier_turns(self) -> int:
+        """How many turns precede :attr:`rows` and are not read yet (a server's big
+        conversation opens on its last page); 0 when every turn has its row."""
+        return 0
+
+    @property
     def running(self) -> bool:
         """A turn runs in this conversation."""
         raise NotImplementedError

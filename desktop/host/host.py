@@ -55,6 +55,7 @@ from branchwise.desktop.host.journal import journalled_operation_ids
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
+from branchwise.desktop.host.server_operations import ServerOperations
 from branchwise.desktop.host.session import OpenSession
 from branchwise.desktop.host.sources import (
     LocalSource,
@@ -158,6 +159,8 @@ class Host:
         """Branch clicks, and the ones being carried out."""
         self.servers = Servers(self.root, self.notices, self.spawn)
         """The ``branchwise serve`` servers this app connects to."""
+        self.server_operations = ServerOperations(self)
+        """Create, rename, delete, restore and search servers' conversations, off the UI thread."""
         self._remote: dict[ConversationRef, RemoteConversation] = {}
         self._following: dict[ConversationRef, asyncio.Task[None]] = {}
         self._heard_servers: set[int] = set()
@@ -559,9 +562,10 @@ class Host:
     async def open(self, ref: ConversationRef) -> Conversation:
         """Open a conversation of this machine or of a server (idempotent).
 
-        A server's conversation is read whole, then followed (a turn that runs
-        there streams in); a branch published with an edit's or a
-        regenerate's question is asked at once, as a local one is.
+        A server's conversation is read (a big one's last page only, when the
+        server can send it: :meth:`load_earlier` reads the rest), then followed
+        (a turn that runs there streams in); a branch published with an edit's
+        or a regenerate's question is asked at once, as a local one is.
 
         Raises:
             SessionNotFound, InvalidManifest, UnsupportedFormat: a local one cannot be opened.
@@ -589,6 +593,24 @@ class Host:
         if conversation.unasked is not None and server.connected:
             self.spawn(self._answer(server, sid), "answer a branch on a server")
         return conversation
+
+    async def load_earlier(self, ref: ConversationRef, *, initiator: object = None) -> Changes:
+        """Read the turns a conversation opened without (its tab scrolled up to them).
+
+        Only a server's big conversation opens on its last page; a local one
+        has nothing to read here. A failure is a notice; what changed reaches
+        every view (with ``initiator``) when the turns are there.
+        """
+        conversation = self._remote.get(ref)
+        if conversation is None or not conversation.earlier_turns:
+            return Changes(initiator=initiator)
+        try:
+            await conversation.load_earlier()
+        except BranchwiseError as exc:
+            conversation.server.report(exc)
+            return Changes(initiator=initiator)
+        sid = ref.session_id
+        return Changes(transcripts=frozenset({sid}), initiator=initiator)
 
     def _broadcast(self, changes: Changes) -> None:
         self.emit(changes)

@@ -11,7 +11,11 @@ when the server stops answering (one notice each way).
 A server's conversation opens as a :class:`RemoteConversation`: the commits
 the server sends are replayed into the same :class:`Projection` a local
 conversation has, so its rows, fork targets and branch actions come from the
-same functions (:func:`rows_from_projection`, :func:`branch_state`). Branching
+same functions (:func:`rows_from_projection`, :func:`branch_state`). A server
+with ``session-events-last-turns-v1`` sends a big conversation's last page
+first (``events?lastTurns=PAGE_SIZE``), as the local preview reads it from the
+end of the log; the earlier history is asked for when the user scrolls up to
+it (:meth:`RemoteConversation.load_earlier`). Branching
 goes through the server's own operations journal
 (``<root>/servers/<slug>/fork-operations.json``) and ``POST /fork-session``: a
 timeout or a dropped connection leaves the pending record, and the next click
@@ -26,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -46,6 +50,7 @@ from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore
 from branchwise.core.remote.protocol import (
+    CAP_EVENTS_LAST_TURNS,
     CAP_FORK_ORIGIN,
     CAP_FORK_TARGETS,
     CAP_RENAME,
@@ -64,9 +69,10 @@ from branchwise.desktop.host.connections import (
     read_token,
     save_connection,
 )
-from branchwise.desktop.host.conversation import Conversation
+from branchwise.desktop.host.conversation import Conversation, ConversationRef
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.rows import (
+    PAGE_SIZE,
     BranchState,
     Row,
     TargetTable,
@@ -214,6 +220,9 @@ def targets_from_json(answer: dict[str, Any]) -> ForkTargetSet:
         raise RemoteUnavailable("the server sent malformed fork targets") from exc
 
 
+Commit = list[dict[str, Any]]
+
+
 class RemoteConversation(Conversation):
     """One server conversation: its projection, rows and fork targets, kept up to date.
 
@@ -223,9 +232,20 @@ class RemoteConversation(Conversation):
     told to listeners as the host's :class:`Changes`, so a tab refreshes a
     server conversation as it refreshes a local one.
 
+    A big conversation on a server with ``session-events-last-turns-v1``
+    opens on its last page only: the projection then holds the page's commits
+    (and those followed since), which is all a shown turn's branch action,
+    edit, regenerate and retry need; :attr:`earlier_turns` says how many turns
+    precede it, and :meth:`load_earlier` reads them when the user scrolls up.
+
     Args:
         server: the server it lives on.
         session_id: the conversation.
+
+    Attributes:
+        last_seq: the seq of the last commit applied (the next poll asks after it).
+        commits_fetched: how many commits the server sent this conversation (a
+            count the tests and benchmarks read).
     """
 
     def __init__(self, server: RemoteSource, session_id: str) -> None:
@@ -233,13 +253,23 @@ class RemoteConversation(Conversation):
         self.server = server
         self._projection = Projection.replay([])
         self.last_seq = 0
+        self.commits_fetched = 0
         self._running = False
         self._listeners: list[ChangeListener] = []
+        self._earlier_turns = 0
+        self._page_after = 0
+        self._kept: list[Commit] = []
+        self._earlier: asyncio.Task[None] | None = None
 
     @property
     def projection(self) -> Projection:
-        """The server's committed commits, replayed."""
+        """The server's commits replayed (only the last page's while :attr:`earlier_turns`)."""
         return self._projection
+
+    @property
+    def earlier_turns(self) -> int:
+        """How many turns precede the rows, not read yet (0: the whole history is here)."""
+        return self._earlier_turns
 
     @property
     def title(self) -> str:
@@ -258,7 +288,10 @@ class RemoteConversation(Conversation):
 
     @property
     def unasked(self) -> str | None:
-        """The turn an edit or a regenerate published and nobody asked yet (see core)."""
+        """The turn an edit or a regenerate published and nobody asked yet (see core).
+
+        That turn is the last one, so the last page answers it as the whole would.
+        """
         manifest = self.manifest
         return unasked_turn(manifest, self.projection) if manifest is not None else None
 
@@ -288,14 +321,69 @@ class RemoteConversation(Conversation):
         return edit_of(self.projection, generation, self.session_id, turn_id, prompt)
 
     async def load(self) -> None:
-        """Read every committed commit and the fork targets: enough to show the tab.
+        """Read enough to show the tab: the last page (or every commit) and the fork targets.
+
+        A server without ``session-events-last-turns-v1`` sends every commit.
 
         Raises:
             RemoteRefusal: the server refused (e.g. the conversation is gone).
             RemoteUnavailable: it could not be asked.
         """
-        await self._pull(wait=0)
-        await self.refresh_targets()
+        if CAP_EVENTS_LAST_TURNS not in self.server.capabilities:
+            await self._pull(wait=0)
+            await self.refresh_targets()
+            return
+        page, _ = await asyncio.gather(
+            self.server.remote.last_turns_events(self.session_id, PAGE_SIZE),
+            self.refresh_targets(),
+        )
+        commits: list[Commit] = page["commits"]
+        after = int(page["after"])
+        earlier = self._turns_before(Projection.replay(commits)) if after else 0
+        if after and not earlier:
+            # The targets cannot number the page's turns, or only turnless history
+            # (imported messages) precedes them: read every commit, as without the page.
+            await self._pull(wait=0)
+            return
+        self.commits_fetched += len(commits)
+        if earlier:
+            self._earlier_turns, self._page_after = earlier, after
+            self._kept = list(commits)
+        self.apply_commits(commits, running=page.get("running") is True, fetched=False)
+
+    def _turns_before(self, page: Projection) -> int | None:
+        """How many turns precede the page's first, from the fork targets (one per turn)."""
+        if self.targets is None or not page.turns:
+            return None
+        first = page.turns[0].turn_id
+        turns = [target.turn_id for target in self.targets.answer.targets]
+        return turns.index(first) if first in turns else None
+
+    async def load_earlier(self) -> None:
+        """Read the turns before the last page (the user scrolled up to them); once.
+
+        Raises:
+            RemoteRefusal, RemoteUnavailable: as :meth:`load`.
+        """
+        if not self._earlier_turns:
+            return
+        task = self._earlier
+        if task is None or (task.done() and (task.cancelled() or task.exception() is not None)):
+            task = self._earlier = asyncio.ensure_future(self._read_earlier())
+        await asyncio.shield(task)
+
+    async def _read_earlier(self) -> None:
+        answer = await self.server.remote.events(self.session_id, 0, wait=0)
+        before = [c for c in answer["commits"] if int(c[-1]["seq"]) <= self._page_after]
+        self.commits_fetched += len(answer["commits"])
+        # The page and what was followed since are kept: the history is those after these.
+        self._projection = Projection.replay([*before, *self._kept])
+        self._earlier_turns, self._kept = 0, []
+        self._set_rows(rows_from_projection(self.projection))
+        self._changed(Changes(sessions=frozenset({self.session_id})) | self._whole())
+
+    def _whole(self) -> Changes:
+        return Changes(transcripts=frozenset({self.session_id}))
 
     async def refresh_targets(self) -> None:
         """Ask the server for this conversation's fork targets again."""
@@ -324,24 +412,30 @@ class RemoteConversation(Conversation):
         answer = await self.server.remote.events(self.session_id, self.last_seq, wait=wait)
         return self.apply_commits(answer["commits"], running=answer.get("running") is True)
 
-    def apply_commits(self, commits: list[list[dict[str, Any]]], *, running: bool = False) -> bool:
+    def apply_commits(
+        self, commits: list[Commit], *, running: bool = False, fetched: bool = True
+    ) -> bool:
         """Apply commits as the events route gives them; whether one of them ended a turn.
 
         Listeners hear the rows that changed (``turns``), or the whole
         transcript when more than one row is new (a first read, a catch-up).
         """
         ended_before = _ended_turns(self.projection)
+        if fetched:
+            self.commits_fetched += len(commits)
         for commit in commits:
             self._projection.apply(commit)
             self.last_seq = int(commit[-1]["seq"])
+        if self._earlier_turns:
+            self._kept.extend(commits)
         sid = self.session_id
         changes = Changes()
         if commits:
             before = {row.row_id: row for row in self.rows}
-            self._set_rows(rows_from_projection(self.projection))
+            self._set_rows(self._shown_rows())
             new = [row for row in self.rows if row.row_id not in before]
             if len(new) > 1 or len(before) + len(new) != len(self.rows):
-                changes = Changes(transcripts=frozenset({sid}))
+                changes = self._whole()
             else:
                 changed = frozenset((sid, r.row_id) for r in self.rows if before.get(r.row_id) != r)
                 changes = Changes(turns=changed)
@@ -349,6 +443,14 @@ class RemoteConversation(Conversation):
             self._running = running
             self._changed(changes | Changes(sessions=frozenset({sid})))
         return _ended_turns(self.projection) > ended_before
+
+    def _shown_rows(self) -> list[Row]:
+        """The projection's rows, numbered as turns of the whole conversation."""
+        rows = rows_from_projection(self.projection)
+        if not self._earlier_turns:
+            return rows
+        shift = self._earlier_turns
+        return [replace(r, index=r.index + shift) if r.index is not None else r for r in rows]
 
     def _changed(self, changes: Changes) -> None:
         for listener in list(self._listeners):
@@ -428,6 +530,10 @@ class RemoteSource:
     def name(self) -> str:
         """The server's name in the sidebar."""
         return self.connection.name
+
+    def ref(self, session_id: str) -> ConversationRef:
+        """How the host and the window name one of this server's conversations."""
+        return ConversationRef(session_id, self.connection.url)
 
     def title(self, session_id: str) -> str:
         """A conversation's title from the list ("" when not listed)."""

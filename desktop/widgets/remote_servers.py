@@ -7,12 +7,15 @@ servers at start. A server's conversation opens in the window's own
 :class:`~branchwise.desktop.widgets.conversation_tab.ConversationTab`, through
 the host (:meth:`~branchwise.desktop.host.host.Host.open`); this module only
 shows what is about servers: their connection state, their conversation
-lists, and what can be done to a conversation there (new, rename, delete).
+lists, and what can be done to a conversation there (new, rename, delete),
+which the host's :class:`~branchwise.desktop.host.server_operations.ServerOperations`
+carry out.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 import shiboken6
@@ -33,15 +36,14 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.errors import BranchwiseError, RemoteUnavailable
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.notices import Level, NoticeAction
+from branchwise.desktop.host.notices import Level
 from branchwise.desktop.host.sources import ConnectionState, RemoteSource
-from branchwise.desktop.host.trashing import RESTORE_ACTION
 from branchwise.desktop.host.window_state import RemoteTab
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.search import RemoteResults, SearchPanel
@@ -282,8 +284,7 @@ class RemoteServers(QObject):
         return dialog
 
     def _stop_all(self) -> None:
-        for server in self.servers:
-            self.host.spawn(server.stop(), "disconnect from a server")
+        self.host.spawn(self.host.servers.stop_all(), "disconnect from the servers")
 
     # -- the sidebar section ------------------------------------------------------------------
 
@@ -331,40 +332,26 @@ class RemoteServers(QObject):
         session_id = item.data(0, SESSION_ROLE)
         server = self._server_of(item.data(0, SERVER_ROLE))
         if session_id and server is not None:
-            self.window.open_ref(ref_of(server, session_id))
+            self.window.open_ref(server.ref(session_id))
 
     def _server_of(self, url: str | None) -> RemoteSource | None:
         return self.host.servers.of(url)
 
     async def search(self, query: str, limit: int) -> list[RemoteResults]:
-        """Every connected server's hits that can search (asked at once), in sidebar order.
-
-        A server that stops answering is marked lost (one notice; it reconnects);
-        a refusal is a notice. Neither hides the other servers' hits.
-        """
-        servers = [server for server in self.servers if server.can("search")]
-
-        async def ask(server: RemoteSource) -> RemoteResults | None:
-            try:
-                result = await server.search(query, limit)
-            except RemoteUnavailable:
-                await server.lost()
-                return None
-            except BranchwiseError as exc:
-                server.report(exc)
-                return None
-            return RemoteResults(
-                server.name,
-                result,
-                server.title,
-                lambda session_id, _message_id: self._open_hit(server, session_id),
+        """Every connected server's hits that can search, in sidebar order (the host asks)."""
+        answers = await self.host.server_operations.search(query, limit)
+        return [
+            RemoteResults(
+                hits.server.name, hits.result, hits.server.title, self._opener(hits.server)
             )
+            for hits in answers
+        ]
 
-        answers = await asyncio.gather(*(ask(server) for server in servers))
-        return [answer for answer in answers if answer is not None]
+    def _opener(self, server: RemoteSource) -> Callable[[str, str], None]:
+        return lambda session_id, _message_id: self._open_hit(server, session_id)
 
     def _open_hit(self, server: RemoteSource, session_id: str) -> None:
-        self.window.open_ref(ref_of(server, session_id))
+        self.window.open_ref(server.ref(session_id))
 
     # -- managing a server's conversations ----------------------------------------------------
 
@@ -396,12 +383,9 @@ class RemoteServers(QObject):
         self.host.spawn(self._create(server), "start a server conversation")
 
     async def _create(self, server: RemoteSource) -> None:
-        try:
-            session_id = await server.create_session()
-        except BranchwiseError as exc:
-            server.report(exc)
-            return
-        self.window.open_ref(ref_of(server, session_id))
+        ref = await self.host.server_operations.create(server.connection.url, initiator=self)
+        if ref is not None:
+            self.window.open_ref(ref)
 
     def ask_rename(self, server: RemoteSource, session_id: str) -> QInputDialog:
         """Ask for a new title (non-blocking) and rename the conversation on its server."""
@@ -418,47 +402,28 @@ class RemoteServers(QObject):
 
     def rename_remote(self, server: RemoteSource, session_id: str, title: str) -> None:
         """Rename on the server; a refusal (busy, a bad title) is a notice."""
-        self.host.spawn(self._rename(server, session_id, title), "rename a server conversation")
-
-    async def _rename(self, server: RemoteSource, session_id: str, title: str) -> None:
-        try:
-            await server.rename(session_id, title)
-        except BranchwiseError as exc:
-            server.report(exc)
+        self.host.spawn(
+            self.host.server_operations.rename(server.ref(session_id), title, initiator=self),
+            "rename a server conversation",
+        )
 
     def delete_remote(self, server: RemoteSource, session_id: str) -> None:
         """Move a server conversation to the server's Trash; its tab closes; Undo restores it."""
         self.host.spawn(self._delete(server, session_id), "delete a server conversation")
 
     async def _delete(self, server: RemoteSource, session_id: str) -> None:
-        title = untitled(server.title(session_id))
-        try:
-            await server.trash(session_id)
-        except BranchwiseError as exc:
-            server.report(exc)
-            return
-        tab = self.tab_for(server, session_id)
-        if tab is not None:
+        ref = server.ref(session_id)
+        changes = await self.host.server_operations.trash(ref, initiator=self)
+        tab = self.window.tab_for_ref(ref)
+        if changes.touches(session_id) and tab is not None:
             self.window.tabs.tabCloseRequested.emit(self.window.tabs.indexOf(tab))
-        self.host.notices.post(
-            "remote_conversation_trashed",
-            Level.SUCCESS,
-            title=title,
-            server=server.name,
-            action=NoticeAction(RESTORE_ACTION, session_id, server.connection.url),
-        )
 
     def restore(self, url: str, session_id: str) -> None:
         """A deletion's Undo: move the conversation back from its server's Trash."""
-        server = self._server_of(url)
-        if server is not None:
-            self.host.spawn(self._restore(server, session_id), "restore a server conversation")
-
-    async def _restore(self, server: RemoteSource, session_id: str) -> None:
-        try:
-            await server.restore(session_id)
-        except BranchwiseError as exc:
-            server.report(exc)
+        self.host.spawn(
+            self.host.server_operations.restore(ConversationRef(session_id, url), initiator=self),
+            "restore a server conversation",
+        )
 
     # -- tabs ---------------------------------------------------------------------------------
 
@@ -523,22 +488,15 @@ class RemoteServers(QObject):
         self._waiting[waiting] = task
 
     async def _open_when_answering(self, waiting: WaitingRemoteTab) -> None:
-        """Wait for the server, open the conversation, and put its tab where the waiting one is."""
-        server = waiting.server
-        ref = ref_of(server, waiting.session_id)
+        """Have the host open the conversation when its server answers, and put its tab
+        where the waiting one is."""
+        ref = waiting.server.ref(waiting.session_id)
         tabs = self.window.tabs
-        while True:
-            await server.wait_connected()
-            waiting.retranslate_ui()
-            try:
-                await self.host.open(ref)
-            except RemoteUnavailable:
-                await server.lost()
-                continue
-            except BranchwiseError as exc:
-                waiting.show_problem(exc.code)
-                return
-            break
+        try:
+            await self.host.server_operations.open_when_answering(ref)
+        except BranchwiseError as exc:
+            waiting.show_problem(exc.code)
+            return
         index = tabs.indexOf(waiting)
         if index < 0:
             return  # closed meanwhile
@@ -553,19 +511,19 @@ class RemoteServers(QObject):
 
     def tab_for(self, server: RemoteSource, session_id: str) -> ConversationTab | None:
         """The open tab of a server's conversation."""
-        return self.window.tab_for_ref(ref_of(server, session_id))
+        return self.window.tab_for_ref(server.ref(session_id))
 
     async def open_remote(self, server: RemoteSource, session_id: str) -> ConversationTab:
         """Open (or bring forward) a server conversation's tab; a failure is a notice."""
         try:
-            return await self.window.open_remote(ref_of(server, session_id))
+            return await self.window.open_remote(server.ref(session_id))
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
             raise
 
     async def _navigate(self, server: RemoteSource, session_id: str) -> None:
         """The server's navigator: a new branch opens in a tab (raises if it cannot)."""
-        await self.window.open_remote(ref_of(server, session_id))
+        await self.window.open_remote(server.ref(session_id))
 
     def _close_tab_at(self, index: int) -> None:
         tab = self.window.tabs.widget(index)
@@ -586,8 +544,3 @@ class RemoteServers(QObject):
             waiting.retranslate_ui()
         if self.dialog is not None:
             self.dialog.retranslate_ui()
-
-
-def ref_of(server: RemoteSource, session_id: str) -> ConversationRef:
-    """How the host and the window name a conversation of ``server``."""
-    return ConversationRef(session_id, server.connection.url)

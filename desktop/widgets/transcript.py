@@ -3,7 +3,10 @@
 Only a window of rows has widgets — the last page when a conversation opens,
 extended a page at a time when the user scrolls to the top (or clicks "Show
 earlier turns") — so a 10,000-turn conversation opens with about fifty turn
-widgets, and every visible turn still has a real, findable branch button.
+widgets, and every visible turn still has a real, findable branch button. A
+server's big conversation may hold only its last page of rows; scrolling up
+past them asks the host for the earlier turns, and the window grows by a page
+once they are there.
 
 Laying out word-wrapped Markdown is the expensive part of a turn widget, so
 only the last few rows are built before the first paint; the rest of the
@@ -80,6 +83,7 @@ class TranscriptView(QScrollArea):
         self._stick = True
         self._keep_bottom_distance: int | None = None
         self._loading_earlier = False
+        self._earlier_asked = False
         self._filling = False
         self._pinned: TurnWidget | None = None
         self._unpin = QTimer(self)
@@ -216,6 +220,12 @@ class TranscriptView(QScrollArea):
         self.refresh_branch_states()
         self.refresh_branches()
         self._update_earlier_button()
+        if self._earlier_asked and self._window.start > 0:
+            # The earlier turns the user scrolled up to arrived: show their last page
+            # above what they were reading, as a page already held is shown.
+            self._earlier_asked = False
+            self.load_earlier()
+            return
         self._stick = True
         self._scroll_to_bottom()
         self._schedule_fill()
@@ -350,8 +360,15 @@ class TranscriptView(QScrollArea):
     # -- paging ----------------------------------------------------------------
 
     def load_earlier(self) -> int:
-        """Extend the window by the previous page; returns how many rows it added."""
+        """Extend the window by the previous page; returns how many rows it added.
+
+        Rows the conversation does not hold yet (a server's, opened on its last
+        page) are asked of the host; the window grows when they arrive.
+        """
         if self._window.start == 0:
+            if self._unread_turns() and not self._earlier_asked:
+                self._earlier_asked = True
+                self.host.spawn(self._ask_earlier(), "load earlier turns")
             return 0
         earlier = self._window.earlier(self.page_size)
         added = self._window.start - earlier.start
@@ -361,8 +378,17 @@ class TranscriptView(QScrollArea):
         self._schedule_fill()
         return added
 
+    async def _ask_earlier(self) -> None:
+        changes = await self.host.load_earlier(self.ref, initiator=self)
+        if not changes.transcripts and shiboken6.isValid(self):
+            self._earlier_asked = False  # refused (a notice says why): scrolling up asks again
+
+    def _unread_turns(self) -> int:
+        conversation = self.host.conversation(self.ref)
+        return conversation.earlier_turns if conversation is not None else 0
+
     def _update_earlier_button(self) -> None:
-        hidden = self._window.start
+        hidden = self._window.start + self._unread_turns()
         self.earlier_button.setVisible(hidden > 0)
         self.earlier_button.setText(
             fill(_("Show earlier turns ({n} more)"), {"n": format_number(hidden)})
@@ -372,7 +398,8 @@ class TranscriptView(QScrollArea):
         bar = self.verticalScrollBar()
         self._stick = value >= bar.maximum() - STICK_SLACK
         at_top = value == bar.minimum() and bar.maximum() > 0
-        if at_top and self._pinned is None and self._window.start > 0 and not self._loading_earlier:
+        more = self._window.start > 0 or (self._unread_turns() > 0 and not self._earlier_asked)
+        if at_top and self._pinned is None and more and not self._loading_earlier:
             self._loading_earlier = True
             QTimer.singleShot(0, self, self._load_earlier_from_scroll)
 

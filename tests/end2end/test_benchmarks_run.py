@@ -45,6 +45,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             "zero errors, one child per operation",
         ),
         ("bench_serve_events.py", ["--turns", "30", "--repeat", "1"], "last 50 turns"),
+        ("bench_remote_open.py", ["--turns", "60", "--runs", "1"], "first view"),
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
         (

@@ -2,12 +2,15 @@
 
 The window, sidebar, transcript and settings dialog only show what the
 host's operations answer; no widget module reaches for a file, a log or the
-network itself.
+network itself, neither by importing what does nor by calling a server's
+methods through an object it holds.
 """
 
 from __future__ import annotations
 
 import ast
+import inspect
+import re
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +20,8 @@ from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.providers.detect import choose_provider
+from branchwise.core.remote.client import RemoteStore
+from branchwise.desktop.host.sources import RemoteConversation, RemoteSource, Servers
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
 
 WIDGETS = Path(__file__).resolve().parents[3] / "desktop" / "widgets"
@@ -51,6 +56,78 @@ def test_no_widget_module_imports_what_reads_logs_writes_files_or_calls_the_netw
                     f"{path.name}: {alias.name}" for alias in node.names if alias.name in HOST_WORK
                 ]
     assert found == []
+
+
+def _network_methods() -> set[str]:
+    """The public coroutine methods of what talks to a server: each one calls the network."""
+    found = set()
+    for cls in (RemoteStore, RemoteSource, RemoteConversation, Servers):
+        for name, _method in inspect.getmembers(cls, inspect.iscoroutinefunction):
+            if not name.startswith("_"):
+                found.add(name)
+    return found
+
+
+HELD = re.compile(r"_?(server|source|remote|client|conversation|store)s?", re.IGNORECASE)
+"""How a widget names an object it holds that talks to a server (a ``RemoteSource``,
+its ``RemoteStore``, a ``RemoteConversation``)."""
+
+
+def _receiver(node: ast.expr) -> list[str]:
+    """The names of ``a.b.c`` (``self.host.servers`` is ``["self", "host", "servers"]``)."""
+    names: list[str] = []
+    while isinstance(node, ast.Attribute | ast.Call | ast.Subscript):
+        if isinstance(node, ast.Attribute):
+            names.append(node.attr)
+            node = node.value
+        else:
+            node = node.func if isinstance(node, ast.Call) else node.value
+    if isinstance(node, ast.Name):
+        names.append(node.id)
+    return names[::-1]
+
+
+def network_calls(source: str) -> list[str]:
+    """Calls of a server's network methods on an object the code holds (not asked of the host)."""
+    network = _network_methods()
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        names = _receiver(node.func.value)
+        if (
+            node.func.attr in network
+            and names
+            and "host" not in names
+            and HELD.fullmatch(names[-1])
+        ):
+            found.append(f"{node.lineno}: {'.'.join(names)}.{node.func.attr}()")
+    return found
+
+
+def test_no_widget_calls_a_server_through_an_object_it_holds() -> None:
+    found = [
+        f"{path.name}:{call}"
+        for path in sorted(WIDGETS.glob("*.py"))
+        for call in network_calls(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_the_network_call_check_catches_a_held_server() -> None:
+    planted = (
+        "async def rename(self, server, remote, conversation):\n"
+        "    await server.rename('id', 'title')\n"
+        "    await self.server.remote.events('id', 0)\n"
+        "    await conversation.load_earlier()\n"
+        "    await self.host.server_operations.rename(ref, 'title')\n"
+        "    self._timer.stop()\n"
+    )
+    assert network_calls(planted) == [
+        "2: server.rename()",
+        "3: self.server.remote.events()",
+        "4: conversation.load_earlier()",
+    ]
 
 
 def _closed_url() -> str:

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import orjson
 from helpers.forking import children_per_operation, make_source
-from helpers.gui import BRANCH, WAIT_MS, App, run, seed_session
+from helpers.gui import BRANCH, WAIT_MS, App, run, seed_long_session, seed_session, user_texts
 from helpers.serve import serve_process, server_without_capabilities
 from helpers.sessions import commits_of
 from PySide6.QtWidgets import QLineEdit, QTreeWidgetItem
@@ -24,6 +24,8 @@ from pytestqt.qtbot import QtBot
 
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.connections import TOKENS_DIR, Connection
+from branchwise.desktop.host.rows import PAGE_SIZE
+from branchwise.desktop.host.sources import RemoteConversation
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 
 
@@ -243,4 +245,63 @@ def test_a_long_remote_conversation_shows_its_last_page_then_earlier_ones(
         earlier.click()
         qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 120, timeout=WAIT_MS)
         assert not earlier.isVisibleTo(tab)
+        run(qtbot, server.stop())
+
+
+def test_a_big_server_conversation_shows_working_branches_before_its_whole_history(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    turns = 2000
+    served_root = tmp_path / "served"
+    served_store = SessionStore(served_root)
+    sid = seed_long_session(served_store, turns, title="Big")
+    every_commit = len(commits_of(served_store, sid))
+    app = make_app()
+    with serve_process(served_root) as served:
+        servers = app.window.remote_servers
+        server = servers.add(Connection("workstation", served.url), served.token, **FAST)
+        qtbot.waitUntil(lambda: _tree_texts(app) == ["workstation", "  Big"], timeout=WAIT_MS)
+        servers._activated(_item(app, "Big"))
+        qtbot.waitUntil(lambda: _is_remote_tab(app.window.tabs.currentWidget()), timeout=WAIT_MS)
+        tab = _remote_tab(app)
+        qtbot.waitUntil(
+            lambda: (
+                len(tab.turn_widgets()) == PAGE_SIZE
+                and all(w.branch_button.isEnabled() for w in tab.turn_widgets())
+            ),
+            timeout=WAIT_MS,
+        )
+        conversation = app.host.conversation(tab.ref)
+        assert isinstance(conversation, RemoteConversation)
+        # Only the last page came from the server: about one commit per turn shown.
+        assert conversation.commits_fetched <= PAGE_SIZE + 1 < every_commit
+        widgets = tab.turn_widgets()
+        assert user_texts(widgets)[0] == f"Question number {turns - PAGE_SIZE + 1}?"
+        assert widgets[-1].number_label.text() == "Turn 2,000"
+        assert widgets[-1].branch_button.toolTip() == BRANCH
+        earlier = tab.transcript.earlier_button
+        assert earlier.isVisibleTo(tab)
+        assert earlier.text() == "Show earlier turns (1,950 more)"
+
+        # A shown turn branches on the server, with the history still unread.
+        widgets[-2].branch_button.click()
+        qtbot.waitUntil(lambda: _remote_tab(app) is not tab, timeout=WAIT_MS)
+        child_tab = _remote_tab(app)
+        qtbot.waitUntil(lambda: len(child_tab.turn_widgets()) == PAGE_SIZE, timeout=WAIT_MS)
+        assert user_texts(child_tab.turn_widgets())[-1] == f"Question number {turns - 1}?"
+        assert children_per_operation(served_store).total() == 1
+        assert conversation.commits_fetched < every_commit
+
+        # Scrolling up reads the earlier history and shows the page before.
+        app.window.tabs.setCurrentWidget(tab)
+        bar = tab.transcript.verticalScrollBar()
+        qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=WAIT_MS)
+        bar.setValue(bar.minimum())
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 2 * PAGE_SIZE, timeout=WAIT_MS)
+        assert conversation.commits_fetched >= every_commit
+        shown = tab.turn_widgets()
+        assert user_texts(shown)[0] == f"Question number {turns - 2 * PAGE_SIZE + 1}?"
+        assert shown[0].number_label.text() == "Turn 1,901"
+        qtbot.waitUntil(lambda: all(w.branch_button.isEnabled() for w in shown), timeout=WAIT_MS)
+        assert earlier.text() == "Show earlier turns (1,900 more)"
         run(qtbot, server.stop())
