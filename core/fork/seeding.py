@@ -35,13 +35,12 @@ from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_fra
 from branchwise.core.log.sidecars import (
     CLOSES_TURN,
     HOLDS_CHECKPOINT,
-    SEALS_SEGMENT,
     SIDECAR_SUFFIXES,
     entries_for,
     find_record,
     frame_crc,
     read_blob_entries,
-    read_index,
+    read_seal,
     sidecar_bytes,
     write_sidecars,
 )
@@ -111,10 +110,9 @@ class ForkPlan:
 
 def _bounded_by_seal(piece: Piece) -> SeedSource | None:
     """A sealed own segment's bound from its seal record, checked against the frame."""
-    records = read_index(piece.path)
-    if not records or records[-1].flags != SEALS_SEGMENT:
+    seal = read_seal(piece.path)
+    if seal is None:
         return None
-    seal = records[-1]
     try:
         size = os.lstat(piece.path).st_size
     except OSError:
