@@ -31,6 +31,7 @@ from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.fs.atomic import copy_durably, fsync_dir, write_durably, write_new
 from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
+from branchwise.core.log.range_check import check_linked_range
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (
     CLOSES_TURN,
@@ -180,10 +181,17 @@ def plan_from_index(
 ) -> ForkPlan | None:
     """The plan, from the ``.idx`` of the segment holding the boundary and one frame read.
 
+    The bytes every seed links are checked by checksum
+    (:func:`~branchwise.core.log.range_check.check_linked_range`, once per
+    file and size in a process).
+
     ``None`` when the index cannot vouch for an available target at exactly
     this boundary (no index, no record, a flag that makes it unavailable, a
     frame that does not match): the caller then replays, which either finds
     it acceptable after all or explains the refusal precisely.
+
+    Raises:
+        CorruptLog: a frame in the bytes a seed would link is damaged.
     """
     pieces = [p for p in log_pieces(directory, manifest) if p.first_seq <= boundary]
     if not pieces:
@@ -218,6 +226,8 @@ def plan_from_index(
     seeds.append(
         SeedSource(piece.path, piece.first_commit, piece.first_seq, record.end, record.commit, crc)
     )
+    for seed in seeds:  # once per file and size: a damaged source makes no child damaged from birth
+        check_linked_range(seed.path, seed.end)
     # The record is the proof the bound is durable: a writer appends an index
     # record only after its frame's fsync, and rebuilds one only after an fsync
     # of the segment (SegmentWriter's open), so the child needs no fsync of its own.

@@ -277,7 +277,9 @@ def _part_i(args: argparse.Namespace, root: Path, store: SessionStore, fork_smal
     t_long, t_copy = side_by_side(
         args.repeat, fork_long, copying_with_fsync(files, root / "copies-i"), remove
     )
-    report(f"(i) fork at last of {args.long} ({size / 1e6:.0f} MB) / copy+fsync", t_long, t_copy, 0.2)
+    report(
+        f"(i) fork at last of {args.long} ({size / 1e6:.0f} MB) / copy+fsync", t_long, t_copy, 0.2
+    )
 
 
 def _part_f(store: SessionStore, small: str, repeat: int) -> None:
