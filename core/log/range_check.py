@@ -18,7 +18,9 @@ without growing (written in place) is checked again from its start.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import threading
 import zlib
 from dataclasses import dataclass
@@ -88,6 +90,17 @@ def check_linked_range(path: Path, end: int, name: str | None = None) -> None:
             missing or shorter than ``end``.
     """
     label = name or path.name
+    with contextlib.suppress(OSError):
+        status = os.lstat(path)  # the common case, a file checked before: one system call
+        with _lock:
+            known = _checked.get((status.st_dev, status.st_ino))
+        if (
+            known is not None
+            and stat.S_ISREG(status.st_mode)
+            and (known.size, known.mtime_ns) == (status.st_size, status.st_mtime_ns)
+            and known.end >= end
+        ):
+            return
     try:
         fd = open_no_follow(path, os.O_RDONLY)
     except OSError as exc:

@@ -266,7 +266,9 @@ def _part_i(args: argparse.Namespace, root: Path, store: SessionStore, fork_smal
         f"in {time.perf_counter() - started:.1f} s"
     )
     remove = removing(store)
-    fork_long = Forker(store, long)
+    started = time.perf_counter()
+    fork_long = Forker(store, long)  # its first targets query checks every frame's CRC once
+    print(f"(i) first targets query of {args.long} turns: {time.perf_counter() - started:.3f} s")
     t_long, t_small = side_by_side(args.repeat, fork_long, fork_small, remove)
     report(
         f"(i) fork at last of {args.long} ({len(pieces)} segments) / of {args.small}",
