@@ -487,6 +487,20 @@ def snapshot_bytes(
 
 _pending: list[threading.Thread] = []
 _pending_lock = threading.Lock()
+_scheduled: dict[str, int] = {}
+"""The history each snapshot path was last scheduled to cover (a write may still be running)."""
+
+
+def _note_scheduled(path: Path, end: int) -> None:
+    with _pending_lock:
+        if len(_scheduled) >= 1024:
+            _scheduled.clear()
+        _scheduled[str(path)] = end
+
+
+def _scheduled_end(path: Path) -> int:
+    with _pending_lock:
+        return _scheduled.get(str(path), 0)
 
 
 def schedule_snapshot(
@@ -507,6 +521,7 @@ def schedule_snapshot(
     key = snapshot_key(log, before, projection.seed_length) if path is not None else None
     if path is None or key is None:
         return False
+    _note_scheduled(path, int(key["bytes"]))
     state = capture(projection)
     last = len(key["pieces"]) - 1
     base = previous.sidecar_base if previous is not None else None
@@ -562,17 +577,24 @@ def schedule_close_snapshot(
     turns); reading the log for the key and writing happen on a background
     thread, off every commit's path and after the lease is released. The
     thread writes nothing unless the log it reads ends exactly where the
-    projection does (a writer that opened since has moved on). Returns
+    projection does (a writer that opened since has moved on). A close
+    writes one only for a big session: ``min_bytes`` or
+    :data:`SNAPSHOT_MIN_BYTES`, whichever is more, so a store whose every
+    open snapshots (tests) does not also write one at every close. Returns
     whether a write was started.
     """
     if not layout.segmented:
         return False
     log_dir = directory / layout.log_dir
-    uncovered = _log_bytes(directory, layout) - covered_bytes(log_dir)
-    if uncovered <= 0 or uncovered < min_bytes:
-        return False
+    size = _log_bytes(directory, layout)
+    covered = max(covered_bytes(log_dir), _scheduled_end(log_dir / SNAPSHOT_FILE))
+    if size - covered < max(min_bytes, SNAPSHOT_MIN_BYTES):
+        return False  # a small session: its replay costs less than a snapshot
+    _note_scheduled(log_dir / SNAPSHOT_FILE, size)
     state = capture(projection)
     last_seq, seed_length = projection.last_seq, projection.seed_length
+    # Read now, under the lease: as the close synced them, before another writer adds to them.
+    active = _active_sidecars(directory, layout)
 
     def work() -> None:
         with contextlib.suppress(OSError, TypeError, ValueError, KeyError, BranchwiseError):
@@ -586,7 +608,9 @@ def schedule_close_snapshot(
             if key is None:
                 return
             last = len(key["pieces"]) - 1
-            sidecars = _active_sidecars(log) if last == len(log.pieces) - 1 else None
+            sidecars = None
+            if active is not None and log.active is not None and last == len(log.pieces) - 1:
+                sidecars = active[1] if active[0] == log.active.path else None
             write_cache_file(path, snapshot_bytes(key, state, None, None, last, sidecars))
 
     thread = threading.Thread(target=work, name="projection-snapshot-at-close", daemon=False)
@@ -597,17 +621,19 @@ def schedule_close_snapshot(
     return True
 
 
-def _active_sidecars(log: SessionLog) -> dict[str, bytes] | None:
-    """The active segment's sidecar files as a closed writer left them (exact, synced)."""
-    if log.active is None:
+def _active_sidecars(directory: Path, layout: LogLayout) -> tuple[Path, dict[str, bytes]] | None:
+    """The active segment and its sidecar files as a closing writer left them (exact, synced)."""
+    pieces = log_pieces(directory, layout)
+    if not pieces or pieces[-1].seed is not None:
         return None
+    segment = pieces[-1].path
     files = {}
     for suffix in SIDECAR_SUFFIXES:
         try:
-            files[suffix] = log.active.path.with_suffix(suffix).read_bytes()
+            files[suffix] = segment.with_suffix(suffix).read_bytes()
         except OSError:
             return None
-    return files
+    return segment, files
 
 
 def wait_for_snapshots(timeout: float | None = None) -> None:

@@ -319,8 +319,11 @@ def test_a_closing_writer_leaves_a_snapshot_the_first_cold_read_resumes_after(
 ) -> None:
     """A session written turn by turn by one writer had no open that replayed enough to
     leave a snapshot: its close leaves one, so the first cold read decodes no frame."""
-    store = SessionStore(tmp_path, roll_bytes=4096, snapshot_bytes=8192)
-    session_id = _session(store, 60)
+    store = SessionStore(tmp_path, roll_bytes=256 * 1024)
+    with store.create("big") as writer:
+        for n in range(20):  # 20 turns of 30 KB: more than a close's 512 KiB threshold
+            complete_turn(writer, f"t{n}", f"question {n} " * 2500)
+        session_id = writer.session_id
     wait_for_snapshots()
     assert _snapshot(store, session_id).exists()
     quick, full, used = _both(store, session_id)
@@ -336,7 +339,7 @@ def test_a_closing_writer_leaves_a_snapshot_the_first_cold_read_resumes_after(
 
 
 def test_a_close_below_the_threshold_leaves_no_snapshot(tmp_path: Path) -> None:
-    store = SessionStore(tmp_path, snapshot_bytes=1024 * 1024)
+    store = SessionStore(tmp_path, snapshot_bytes=0)  # every open snapshots; a small close not
     session_id = _session(store, 5)
     wait_for_snapshots()
     assert not _snapshot(store, session_id).exists()
