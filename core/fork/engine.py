@@ -200,6 +200,13 @@ _REFUSALS: Mapping[TargetReason, type[BranchwiseError]] = {
 }
 
 
+def _before_damage(cut: _Replay, turn_id: str, boundary: int) -> bool:
+    """Whether a cut is judged whole from the frames before damage: its turn closed there
+    at exactly ``boundary`` (only the bytes up to it are linked)."""
+    turn = cut.tracker.turn(turn_id)
+    return turn is not None and not turn.is_open and turn.boundary_sequence == boundary
+
+
 def _check_cut(cut: _Replay, source_id: str, turn_id: str, boundary: int) -> None:
     """Refuse, with the target's own reason, anything but an available target's boundary."""
     tracker = cut.tracker
@@ -347,6 +354,9 @@ def _read_and_plan(
     # was read reads as an empty log, which must refuse as source_not_found, not unknown_turn.
     _fence(source_dir, source_id, before)
     if replay is not None and log is not None:
+        damage = log.scan.corruption
+        if damage is not None and not _before_damage(replay, request.turn_id, boundary):
+            raise damage  # the turn is in, or past, damaged bytes: not unknown_turn or turn_open
         _check_cut(replay, source_id, request.turn_id, boundary)
         assert replay.boundary_frame is not None  # an available target has its closing frame
         plan = plan_from_log(log, replay.boundary_frame, boundary)

@@ -22,6 +22,7 @@ import bisect
 import contextlib
 import errno
 import os
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,17 +32,17 @@ from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.fs.atomic import copy_durably, fsync_dir, write_durably, write_new
 from branchwise.core.fs.safe_open import open_no_follow, refuse_link
 from branchwise.core.log.frames import Frame, encode_frame, iter_frames
+from branchwise.core.log.range_check import check_linked_range
 from branchwise.core.log.segments import Piece, SessionLog, log_pieces, read_frame, segment_name
 from branchwise.core.log.sidecars import (
     CLOSES_TURN,
     HOLDS_CHECKPOINT,
-    SEALS_SEGMENT,
     SIDECAR_SUFFIXES,
     entries_for,
     find_record,
     frame_crc,
     read_blob_entries,
-    read_index,
+    read_seal,
     sidecar_bytes,
     write_sidecars,
 )
@@ -111,10 +112,9 @@ class ForkPlan:
 
 def _bounded_by_seal(piece: Piece) -> SeedSource | None:
     """A sealed own segment's bound from its seal record, checked against the frame."""
-    records = read_index(piece.path)
-    if not records or records[-1].flags != SEALS_SEGMENT:
+    seal = read_seal(piece.path)
+    if seal is None:
         return None
-    seal = records[-1]
     try:
         size = os.lstat(piece.path).st_size
     except OSError:
@@ -154,14 +154,51 @@ def _bounded_by_scan(piece: Piece) -> SeedSource | None:
     )
 
 
-def _whole_piece(piece: Piece) -> SeedSource | None:
-    """A piece before the one holding the boundary, inherited whole (a seed keeps its bound)."""
+_FileKey = tuple[str, int, int, int, int]
+_sealed: dict[_FileKey, tuple[SeedSource, tuple[str, ...] | None]] = {}
+_sealed_lock = threading.Lock()
+_SEALED_KEPT = 4096
+
+
+def _file_key(path: Path) -> _FileKey | None:
+    """A file's path, identity, size and mtime: what a sealed segment's facts are kept by."""
+    try:
+        status = os.lstat(path)
+    except OSError:
+        return None
+    return (str(path), status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+
+
+def _whole_piece(piece: Piece) -> tuple[SeedSource, tuple[str, ...] | None] | None:
+    """A piece before the one holding the boundary, inherited whole, and its blob names.
+
+    A seed keeps its bound. A sealed own segment never changes, so what was
+    worked out for it (its bound, the blobs its ``.blobs`` lists) is kept for
+    the process by path, inode, size and mtime: a fork then costs one
+    ``lstat`` per sealed segment it links, not a read of its sidecars.
+    """
     if piece.seed is not None:
         seed = piece.seed
-        return SeedSource(
+        source = SeedSource(
             piece.path, seed.first_commit, seed.first_seq, seed.end, seed.end_commit, seed.last_crc
         )
-    return _bounded_by_seal(piece) or _bounded_by_scan(piece)
+        return source, _blob_names((source,))
+    key = _file_key(piece.path)
+    if key is not None:
+        with _sealed_lock:
+            kept = _sealed.get(key)
+        if kept is not None:
+            return kept
+    found = _bounded_by_seal(piece) or _bounded_by_scan(piece)
+    if found is None:
+        return None
+    facts = found, _blob_names((found,))
+    if key is not None and key == _file_key(piece.path):
+        with _sealed_lock:
+            if len(_sealed) >= _SEALED_KEPT:
+                _sealed.clear()
+            _sealed[key] = facts
+    return facts
 
 
 # -- plans ---------------------------------------------------------------------------
@@ -182,10 +219,17 @@ def plan_from_index(
 ) -> ForkPlan | None:
     """The plan, from the ``.idx`` of the segment holding the boundary and one frame read.
 
+    The bytes every seed links are checked by checksum
+    (:func:`~branchwise.core.log.range_check.check_linked_range`, once per
+    file and size in a process).
+
     ``None`` when the index cannot vouch for an available target at exactly
     this boundary (no index, no record, a flag that makes it unavailable, a
     frame that does not match): the caller then replays, which either finds
     it acceptable after all or explains the refusal precisely.
+
+    Raises:
+        CorruptLog: a frame in the bytes a seed would link is damaged.
     """
     pieces = [p for p in log_pieces(directory, manifest) if p.first_seq <= boundary]
     if not pieces:
@@ -212,18 +256,28 @@ def plan_from_index(
     ):
         return None
     seeds: list[SeedSource] = []
+    blobs: list[str] | None = []
     for earlier in pieces[:-1]:
         whole = _whole_piece(earlier)
         if whole is None:
             return None
-        seeds.append(whole)
-    seeds.append(
-        SeedSource(piece.path, piece.first_commit, piece.first_seq, record.end, record.commit, crc)
+        seeds.append(whole[0])
+        if blobs is not None and whole[1] is not None:
+            blobs.extend(whole[1])
+        else:
+            blobs = None
+    last = SeedSource(
+        piece.path, piece.first_commit, piece.first_seq, record.end, record.commit, crc
     )
+    seeds.append(last)
+    listed = _blob_names((last,))
+    names = None if blobs is None or listed is None else tuple(dict.fromkeys([*blobs, *listed]))
+    for seed in seeds:  # once per file and size: a damaged source makes no child damaged from birth
+        check_linked_range(seed.path, seed.end)
     # The record is the proof the bound is durable: a writer appends an index
     # record only after its frame's fsync, and rebuilds one only after an fsync
     # of the segment (SegmentWriter's open), so the child needs no fsync of its own.
-    return ForkPlan(tuple(seeds), boundary, record.commit, _blob_names(seeds), bound_durable=True)
+    return ForkPlan(tuple(seeds), boundary, record.commit, names, bound_durable=True)
 
 
 def plan_from_log(log: SessionLog, boundary_frame: Frame, boundary: int) -> ForkPlan:

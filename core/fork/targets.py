@@ -28,8 +28,10 @@ from itertools import repeat
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.errors import SessionNotFound, SourceNotFound, StaleSource
+from branchwise.core.errors import CorruptLog, SessionNotFound, SourceNotFound, StaleSource
 from branchwise.core.log.frames import iter_frames
+from branchwise.core.log.range_check import check_linked_range
+from branchwise.core.log.scan import scan_bytes
 from branchwise.core.log.segments import (
     SessionLog,
     log_identity,
@@ -426,6 +428,38 @@ def _indexed_targets(directory: Path, manifest: Manifest) -> ForkTargetSet | Non
     return ForkTargetSet(manifest.session_id, manifest.generation, True, tuple(targets))
 
 
+def check_log_whole(directory: Path, manifest: Manifest) -> None:
+    """Refuse ``corrupt_log`` when any byte the targets stand on is damaged.
+
+    Targets come from turn records, not from the frames, so the frames are
+    checked by checksum (once per file and size, see
+    :mod:`~branchwise.core.log.range_check`): every seed up to its bound and
+    every sealed segment whole. In the active segment only damage followed
+    by good commits is corruption (as for a scan); a torn tail is not.
+
+    Raises:
+        CorruptLog: damage, naming the file and byte.
+    """
+    pieces = log_pieces(directory, manifest)
+    for number, piece in enumerate(pieces):
+        if piece.seed is not None:
+            check_linked_range(piece.path, piece.seed.end, piece.name)
+            continue
+        try:
+            size = piece.path.lstat().st_size
+        except OSError as exc:
+            raise CorruptLog(f"{piece.name} is missing", file=piece.name, offset=0) from exc
+        try:
+            check_linked_range(piece.path, size, piece.name)
+        except CorruptLog:
+            if number != len(pieces) - 1:
+                raise
+            scan = scan_bytes(read_piece(piece), 0, piece.first_commit, piece.first_seq)
+            if scan.corruption is not None:
+                details = {**scan.corruption.details, "file": piece.name}
+                raise CorruptLog(f"{piece.name}: {scan.corruption.message}", **details) from None
+
+
 def fork_targets(
     store: SessionStore, session_id: str, *, cache: TargetsCache | None = None
 ) -> ForkTargetSet:
@@ -440,10 +474,17 @@ def fork_targets(
     Raises:
         SourceNotFound: no such session.
         StaleSource: the log kept being replaced while it was read.
+        CorruptLog: the log is damaged (see :func:`check_log_whole`).
     """
     directory = store.session_dir(session_id)
     for _ in range(_STABLE_READ_ATTEMPTS):
         before = load_source_manifest(directory, session_id)
+        try:
+            check_log_whole(directory, before)
+        except CorruptLog:
+            if load_source_manifest(directory, session_id).generation == before.generation:
+                raise
+            continue  # the log was replaced while it was checked: check the new one
         indexed = _indexed_targets(directory, before) if cache is None else None
         answer = indexed if indexed is not None else _log_targets(directory, before, cache)
         after = load_source_manifest(directory, session_id)

@@ -493,6 +493,36 @@ def read_index(segment: Path) -> list[IndexRecord] | None:
     return records
 
 
+def read_seal(segment: Path) -> IndexRecord | None:
+    """A sealed segment's seal record: the ``.idx``'s last record, and nothing else read.
+
+    Records are fixed-size, so the last one is found by the file's size: a
+    fork reads one record per sealed segment it links, whatever the number of
+    turns in it (reading the whole index made a fork's cost grow with the
+    session). ``None`` when the header, the record's checksum or its flags
+    do not say it is a seal (no index, a torn or damaged one, an unsealed
+    segment); the caller then finds the bound by other means.
+    """
+    try:
+        fd = open_no_follow(segment.with_suffix(INDEX_SUFFIX), os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        if size < 16 + RECORD_SIZE or (size - 16) % RECORD_SIZE:
+            return None
+        if os.pread(fd, 16, 0) != index_header():
+            return None
+        record = IndexRecord.from_bytes(os.pread(fd, RECORD_SIZE, size - RECORD_SIZE))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if record is None or record.flags != SEALS_SEGMENT:
+        return None
+    return record
+
+
 def find_record(segment: Path, last_seq: int) -> tuple[IndexRecord, int] | None:
     """Binary-search a segment's ``.idx`` for the record with this ``lastSeq``.
 

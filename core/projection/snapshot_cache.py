@@ -55,12 +55,14 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.fs.atomic import write_cache_file
 from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.log.frames import Frame
 from branchwise.core.log.scan import ResumePoint
-from branchwise.core.log.segments import SessionLog
+from branchwise.core.log.segments import LogLayout, SessionLog, log_pieces, scan_session_log
 from branchwise.core.log.sidecars import (
+    SIDECAR_SUFFIXES,
     CommitEntries,
     frame_crc,
     sidecar_bytes,
@@ -241,14 +243,8 @@ def read_snapshot(path: Path, *, whole: bool = True) -> Snapshot | None:
     return Snapshot(key, tracker, rest, text)
 
 
-def inheritable_snapshot(source_log_dir: Path, seed_bytes: int, seed_count: int) -> Path | None:
-    """The source's snapshot file, if it covers only what a fork's seeds inherit.
-
-    Read from the key alone (a fork stays O(1)); whether the child can use it
-    is decided, as always, when the child is read. ``seed_bytes``: the
-    length of the child's seeds laid end to end; ``seed_count``: how many.
-    """
-    path = source_log_dir / SNAPSHOT_FILE
+def _read_key(path: Path) -> dict[str, Any] | None:
+    """A snapshot file's key section alone, if it is whole (nothing else is read)."""
     try:
         fd = open_no_follow(path, os.O_RDONLY)
     except OSError:
@@ -269,8 +265,25 @@ def inheritable_snapshot(source_log_dir: Path, seed_bytes: int, seed_count: int)
         return None
     try:
         key = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+    return key if isinstance(key, dict) else None
+
+
+def inheritable_snapshot(source_log_dir: Path, seed_bytes: int, seed_count: int) -> Path | None:
+    """The source's snapshot file, if it covers only what a fork's seeds inherit.
+
+    Read from the key alone (a fork stays O(1)); whether the child can use it
+    is decided, as always, when the child is read. ``seed_bytes``: the
+    length of the child's seeds laid end to end; ``seed_count``: how many.
+    """
+    path = source_log_dir / SNAPSHOT_FILE
+    key = _read_key(path)
+    if key is None:
+        return None
+    try:
         fits = int(key["bytes"]) <= seed_bytes and len(key["pieces"]) <= seed_count
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError):
         return None
     return path if fits and key.get("schema") == schema() else None
 
@@ -439,6 +452,7 @@ def snapshot_bytes(
     entries: list[tuple[CommitEntries, int]] | None,
     sidecar_base: Mapping[str, bytes] | None,
     entries_piece: int,
+    sidecar_files: Mapping[str, bytes] | None = None,
 ) -> bytes:
     """The whole snapshot file for a key, a captured state and the active segment's sidecars.
 
@@ -446,10 +460,14 @@ def snapshot_bytes(
     ``entries_piece`` when it is the writer's active segment: the snapshot
     keeps the length and CRC32 of those sidecar bytes, so a writer resuming
     after it checks its files instead of replaying the segment.
+    ``sidecar_files``: those bytes themselves, read from the files a closed
+    writer left (instead of ``entries``).
     """
     sidecars = None
+    files: Mapping[str, bytes] | None = sidecar_files
     if entries is not None:
         files = sidecar_bytes(entries, sidecar_base)
+    if files is not None:
         sidecars = {
             "piece": entries_piece,
             "files": {suffix: [len(data), zlib.crc32(data)] for suffix, data in files.items()},
@@ -469,6 +487,20 @@ def snapshot_bytes(
 
 _pending: list[threading.Thread] = []
 _pending_lock = threading.Lock()
+_scheduled: dict[str, int] = {}
+"""The history each snapshot path was last scheduled to cover (a write may still be running)."""
+
+
+def _note_scheduled(path: Path, end: int) -> None:
+    with _pending_lock:
+        if len(_scheduled) >= 1024:
+            _scheduled.clear()
+        _scheduled[str(path)] = end
+
+
+def _scheduled_end(path: Path) -> int:
+    with _pending_lock:
+        return _scheduled.get(str(path), 0)
 
 
 def schedule_snapshot(
@@ -489,6 +521,7 @@ def schedule_snapshot(
     key = snapshot_key(log, before, projection.seed_length) if path is not None else None
     if path is None or key is None:
         return False
+    _note_scheduled(path, int(key["bytes"]))
     state = capture(projection)
     last = len(key["pieces"]) - 1
     base = previous.sidecar_base if previous is not None else None
@@ -507,6 +540,100 @@ def schedule_snapshot(
         _pending.append(thread)
     thread.start()
     return True
+
+
+def covered_bytes(log_dir: Path) -> int:
+    """How many bytes of history the snapshot in ``log_dir`` says it covers (0: none).
+
+    Reads the key alone; whether the snapshot is usable is decided when it is read.
+    """
+    key = _read_key(log_dir / SNAPSHOT_FILE)
+    if key is None or key.get("schema") != schema():
+        return 0  # none, or one no reader would use
+    try:
+        return int(key["bytes"])
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def _log_bytes(directory: Path, layout: LogLayout) -> int:
+    """The length of a session's virtual log, from the files' sizes (nothing is read)."""
+    total = 0
+    for piece in log_pieces(directory, layout):
+        total += piece.seed.end if piece.seed is not None else os.lstat(piece.path).st_size
+    return total
+
+
+def schedule_close_snapshot(
+    directory: Path, layout: LogLayout, projection: Projection, min_bytes: int
+) -> bool:
+    """At a writer's close, write a snapshot of its projection if the log outgrew the last one.
+
+    A session a writer wrote itself (from empty, turn by turn) had no replay
+    big enough to leave a snapshot at open, so its first cold read after the
+    close replayed everything (2.9x reading and decoding its payloads, at
+    20,000 turns). When at least ``min_bytes`` of the log are not covered,
+    the projection is captured here (a few milliseconds per ten thousand
+    turns); reading the log for the key and writing happen on a background
+    thread, off every commit's path and after the lease is released. The
+    thread writes nothing unless the log it reads ends exactly where the
+    projection does (a writer that opened since has moved on). A close
+    writes one only for a big session: ``min_bytes`` or
+    :data:`SNAPSHOT_MIN_BYTES`, whichever is more, so a store whose every
+    open snapshots (tests) does not also write one at every close. Returns
+    whether a write was started.
+    """
+    if not layout.segmented:
+        return False
+    log_dir = directory / layout.log_dir
+    size = _log_bytes(directory, layout)
+    covered = max(covered_bytes(log_dir), _scheduled_end(log_dir / SNAPSHOT_FILE))
+    if size - covered < max(min_bytes, SNAPSHOT_MIN_BYTES):
+        return False  # a small session: its replay costs less than a snapshot
+    _note_scheduled(log_dir / SNAPSHOT_FILE, size)
+    state = capture(projection)
+    last_seq, seed_length = projection.last_seq, projection.seed_length
+    # Read now, under the lease: as the close synced them, before another writer adds to them.
+    active = _active_sidecars(directory, layout)
+
+    def work() -> None:
+        with contextlib.suppress(OSError, TypeError, ValueError, KeyError, BranchwiseError):
+            used: list[Resumed] = []
+            log = scan_session_log(directory, layout, resuming(used, whole=False))
+            path = snapshot_path(log)
+            if path is None or log.scan.corruption is not None or log.scan.last_seq != last_seq:
+                return
+            previous = used[0].snapshot if used else None
+            key = snapshot_key(log, previous, seed_length)
+            if key is None:
+                return
+            last = len(key["pieces"]) - 1
+            sidecars = None
+            if active is not None and log.active is not None and last == len(log.pieces) - 1:
+                sidecars = active[1] if active[0] == log.active.path else None
+            write_cache_file(path, snapshot_bytes(key, state, None, None, last, sidecars))
+
+    thread = threading.Thread(target=work, name="projection-snapshot-at-close", daemon=False)
+    with _pending_lock:
+        _pending[:] = [t for t in _pending if t.is_alive()]
+        _pending.append(thread)
+    thread.start()
+    return True
+
+
+def _active_sidecars(directory: Path, layout: LogLayout) -> tuple[Path, dict[str, bytes]] | None:
+    """The active segment and its sidecar files as a closing writer left them (exact, synced)."""
+    pieces = log_pieces(directory, layout)
+    if not pieces or pieces[-1].seed is not None:
+        return None
+    segment = pieces[-1].path
+    files = {}
+    for suffix in SIDECAR_SUFFIXES:
+        try:
+            files[suffix] = segment.with_suffix(suffix).read_bytes()
+        except OSError:
+            return None
+    return segment, files
 
 
 def wait_for_snapshots(timeout: float | None = None) -> None:

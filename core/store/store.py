@@ -67,6 +67,7 @@ from branchwise.core.projection.snapshot_cache import (
     SNAPSHOT_MIN_BYTES,
     Resumed,
     resuming,
+    schedule_close_snapshot,
     schedule_snapshot,
     snapshot_note,
 )
@@ -898,11 +899,22 @@ class SessionWriter:
         The turn table (:mod:`~branchwise.core.log.turn_table`) is a cache
         only the lease holder writes; it is refreshed here, after the
         sidecars are synced, and only when many turns are missing from it.
+        A projection snapshot is left the same way when the store's snapshot
+        threshold of bytes is not covered by the last one (its key is read
+        and it is written on a background thread:
+        :func:`~branchwise.core.projection.snapshot_cache.schedule_close_snapshot`),
+        so the first cold read after a close does not replay the session.
         """
         self._log.close()
         if self._lease.held:
             with contextlib.suppress(OSError, BranchwiseError, ValueError):
-                save_turn_table(log_pieces(self.directory, load_manifest(self.directory)))
+                manifest = load_manifest(self.directory)
+                with contextlib.suppress(OSError, BranchwiseError, ValueError):
+                    save_turn_table(log_pieces(self.directory, manifest))
+                if self.store.snapshot_bytes is not None:
+                    schedule_close_snapshot(
+                        self.directory, manifest, self.projection, self.store.snapshot_bytes
+                    )
             self._lease.release()
 
     def __enter__(self) -> SessionWriter:

@@ -1,7 +1,7 @@
 """Segmented-log benchmarks (issue 11), each ratio measured side by side in one run.
 
     python tests/benchmarks/bench_segments.py [--big 80000] [--small 1000] [--mid 20000]
-        [--disk-turns 25000] [--repeat 5] [--only fg]
+        [--disk-turns 25000] [--long 80000] [--repeat 5] [--only fg]
 
 (a) fork at the last turn of ``--big`` turns / of ``--small`` turns (target <= 1.5),
     and / creating an empty session (<= 3);
@@ -13,7 +13,11 @@
     same commits in one ``events.log`` (<= 1.05);
 (f) a turn's commits with sidecars / without (<= 1.05);
 (g) cold ``fork_targets`` of ``--big`` turns / a full replay (<= 0.1);
-(h) ``branchwise session fork`` as a process / ``branchwise session lineage`` (<= 1.2).
+(h) ``branchwise session fork`` as a process / ``branchwise session lineage`` (<= 1.2);
+(i) long answers in many sealed segments: ``--long`` turns of 300-word answers (80,000:
+    about 245 MB, 15 segments of 16 MiB, every one but the last sealed as a writer's roll
+    leaves it), fork at its last turn / at the last turn of ``--small`` turns (<= 1.5),
+    and / copying its files + fsync (<= 0.2).
 
 Each number is the best of ``--repeat`` runs, ours and the baseline alternating.
 """
@@ -111,9 +115,10 @@ def main() -> None:
     parser.add_argument("--small", type=int, default=1_000)
     parser.add_argument("--mid", type=int, default=20_000)
     parser.add_argument("--disk-turns", type=int, default=25_000)
+    parser.add_argument("--long", type=int, default=80_000, help="turns of part (i)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--roll-bytes", type=int, default=ROLL_BYTES)
-    parser.add_argument("--only", default="abcdefgh", help="the parts to run, e.g. fg")
+    parser.add_argument("--only", default="abcdefghi", help="the parts to run, e.g. fg")
     args = parser.parse_args()
     repeat = args.repeat
     parts = set(args.only)
@@ -121,16 +126,23 @@ def main() -> None:
         root = Path(tmp)
         store = SessionStore(root / "data", roll_bytes=args.roll_bytes)
         started = time.perf_counter()
-        big = write_big_session(store, args.big, answer_words=40)
+        big = write_big_session(store, args.big, answer_words=40) if parts - {"i"} else None
         small = write_big_session(store, args.small, answer_words=40)
-        print(f"built {args.big} + {args.small} turns in {time.perf_counter() - started:.1f} s")
+        built = f"{args.big} + {args.small}" if big is not None else f"{args.small}"
+        print(f"built {built} turns in {time.perf_counter() - started:.1f} s")
         # The sessions are written as frames, not by a writer: leave the turn table a
         # writer's close leaves (it writes one when 1,024 or more turns are not in it).
         for session_id in (big, small):
+            if session_id is None:
+                continue
             save_turn_table(log_pieces(store.session_dir(session_id), store.manifest(session_id)))
         remove = removing(store)
 
         fork_small = Forker(store, small)
+        if "i" in parts:
+            _part_i(args, root, store, fork_small)
+        if big is None:
+            return
         if "a" in parts:
             fork_big = Forker(store, big)
             t_big, t_small = side_by_side(repeat, fork_big, fork_small, remove)
@@ -183,17 +195,7 @@ def _parts_b_to_e(
         mid = write_big_session(store, args.mid, answer_words=300)
         mid_files = [p.path for p in log_pieces(store.session_dir(mid), store.manifest(mid))]
         size = sum(p.stat().st_size for p in mid_files)
-        copies = root / "copies"
-
-        def copy_fsync() -> Path:
-            copies.mkdir()
-            for path in mid_files:
-                shutil.copyfile(path, copies / path.name)
-                fd = os.open(copies / path.name, os.O_RDONLY)
-                os.fsync(fd)
-                os.close(fd)
-            return copies
-
+        copy_fsync = copying_with_fsync(mid_files, root / "copies")
         fork_mid = Forker(store, mid)
         t_mid, t_copy = side_by_side(repeat, fork_mid, copy_fsync, remove)
         report(
@@ -232,6 +234,54 @@ def _parts_b_to_e(
             repeat, lambda: seg_store.read(segmented), lambda: one_store.read(single)
         )
         report(f"(e) replay {len(pieces)} segments / one events.log", t_seg, t_one, 1.05)
+
+
+def copying_with_fsync(files: list[Path], into: Path) -> Callable[[], Path]:
+    """The baseline of a fork: copy every file of the session's log and fsync each copy."""
+
+    def copy_fsync() -> Path:
+        into.mkdir()
+        for path in files:
+            shutil.copyfile(path, into / path.name)
+            fd = os.open(into / path.name, os.O_RDONLY)
+            os.fsync(fd)
+            os.close(fd)
+        return into
+
+    return copy_fsync
+
+
+def _part_i(args: argparse.Namespace, root: Path, store: SessionStore, fork_small: Forker) -> None:
+    # (i) long answers, many sealed segments: a fork links every sealed segment whole and
+    # must find each one's bound from its seal record alone.
+    started = time.perf_counter()
+    long = write_big_session(store, args.long, answer_words=300)
+    _resegment(store, long, args.roll_bytes)
+    pieces = log_pieces(store.session_dir(long), store.manifest(long))
+    save_turn_table(pieces)
+    files = [p.path for p in pieces]
+    size = sum(p.stat().st_size for p in files)
+    print(
+        f"built {args.long} turns of 300 words ({size / 1e6:.0f} MB, {len(pieces)} segments) "
+        f"in {time.perf_counter() - started:.1f} s"
+    )
+    remove = removing(store)
+    started = time.perf_counter()
+    fork_long = Forker(store, long)  # its first targets query checks every frame's CRC once
+    print(f"(i) first targets query of {args.long} turns: {time.perf_counter() - started:.3f} s")
+    t_long, t_small = side_by_side(args.repeat, fork_long, fork_small, remove)
+    report(
+        f"(i) fork at last of {args.long} ({len(pieces)} segments) / of {args.small}",
+        t_long,
+        t_small,
+        1.5,
+    )
+    t_long, t_copy = side_by_side(
+        args.repeat, fork_long, copying_with_fsync(files, root / "copies-i"), remove
+    )
+    report(
+        f"(i) fork at last of {args.long} ({size / 1e6:.0f} MB) / copy+fsync", t_long, t_copy, 0.2
+    )
 
 
 def _part_f(store: SessionStore, small: str, repeat: int) -> None:
@@ -280,10 +330,20 @@ def _part_h(store: SessionStore, small: str, fork_small: Forker, repeat: int) ->
 
 
 def _resegment(store: SessionStore, session_id: str, roll_bytes: int) -> None:
-    """Split a session's one segment at ``roll_bytes`` (what a writer's rolls would give)."""
+    """Split a session's one segment at ``roll_bytes`` (what a writer's rolls would give).
+
+    Every segment but the last gets the seal record a roll appends to its ``.idx``.
+    """
     from branchwise.core.log.scan import scan_bytes
     from branchwise.core.log.segments import read_session_log, segment_name
-    from branchwise.core.log.sidecars import sidecar_entries, write_sidecars
+    from branchwise.core.log.sidecars import (
+        INDEX_SUFFIX,
+        SEALS_SEGMENT,
+        IndexRecord,
+        frame_crc,
+        sidecar_entries,
+        write_sidecars,
+    )
     from branchwise.core.projection.turns import TurnTracker
 
     directory = store.session_dir(session_id)
@@ -301,13 +361,24 @@ def _resegment(store: SessionStore, session_id: str, roll_bytes: int) -> None:
             start = frame.offset
         groups[-1].append(frame)
     tracker = TurnTracker()
-    for group in groups:
+    for number, group in enumerate(groups):
         first, last = group[0], group[-1]
         seq = first.events[0]["seq"]
         path = log_dir / segment_name(first.commit, seq)
         path.write_bytes(data[first.offset : last.end])
         entries = list(sidecar_entries(group, tracker, data, first.offset))
         write_sidecars(path, entries)
+        if number < len(groups) - 1:
+            seal = IndexRecord(
+                last.events[-1]["seq"],
+                last.commit,
+                last.offset - first.offset,
+                last.end - first.offset,
+                frame_crc(data, last.offset),
+                SEALS_SEGMENT,
+            )
+            with open(path.with_suffix(INDEX_SUFFIX), "ab") as index:
+                index.write(seal.to_bytes())
 
 
 if __name__ == "__main__":

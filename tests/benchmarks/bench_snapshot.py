@@ -1,6 +1,7 @@
 """Projection snapshot benchmarks (issue 11 item 3), side by side in one run.
 
     python tests/benchmarks/bench_snapshot.py [--big 10000] [--small 10] [--runs 3]
+        [--closed-turns 20000] [--only-closed]
 
 (a) Opening a conversation the way the desktop does (``Host.open_session``:
     the preview, the writer open, the rows) until its branch buttons work
@@ -13,6 +14,11 @@
     of every payload (``bench_log`` (b)'s floor). The README's cold-replay
     ratio is the full one.
 (c) A writer open of the big session with its snapshot vs without.
+(d) The first cold read (``store.read`` for the projection) of a session of
+    ``--closed-turns`` turns that one writer wrote turn by turn from empty and
+    closed (its open replayed nothing, so only its close can leave a
+    snapshot) vs reading the log and ``orjson.loads`` of every payload
+    (target <= 1.3); and the same read with no snapshot, as before.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import build_session, report  # noqa: E402
+from common import ANSWER, build_session, report  # noqa: E402
 
 from branchwise.core.log.frames import HEADER, HEADER_SIZE  # noqa: E402
 from branchwise.core.log.segments import log_pieces, read_session_log  # noqa: E402
@@ -277,6 +283,98 @@ def bench_read(base: Path, turns: int, runs: int) -> None:
     )
 
 
+class _NoFsync:
+    """The writer's system calls without the fsync: builds a big session at memory speed.
+
+    What is on disk is what a real writer leaves; only durability is skipped.
+    """
+
+    write = staticmethod(os.write)
+    ftruncate = staticmethod(os.ftruncate)
+
+    @staticmethod
+    def fsync(fd: int) -> None:
+        del fd
+
+
+def bench_closed(base: Path, turns: int, runs: int) -> None:
+    root = base / "closed"
+    store = SessionStore(root, _NoFsync())
+    started = time.perf_counter()
+    with store.create("written turn by turn") as writer:
+        session_id = writer.session_id
+        for n in range(turns):
+            writer.commit(
+                [
+                    {"type": "turn/start", "turnId": f"t{n}"},
+                    {"type": "message/user", "messageId": f"u{n}", "content": f"Question {n}?"},
+                ]
+            )
+            writer.commit(
+                [
+                    {
+                        "type": "message/assistant",
+                        "messageId": f"a{n}",
+                        "content": ANSWER,
+                        "model": "demo",
+                    },
+                    {"type": "usage", "inputTokens": 10, "outputTokens": 300, "model": "demo"},
+                    {"type": "turn/end", "turnId": f"t{n}", "reason": "completed"},
+                ]
+            )
+    wait_for_snapshots()  # what the close left, if anything
+    directory = root / "sessions" / session_id
+    manifest = load_manifest(directory)
+    size = sum(p.path.stat().st_size for p in log_pieces(directory, manifest))
+    took = time.perf_counter() - started
+    print(f"wrote {turns} turns ({size / 1e6:.0f} MB) by a writer in {took:.1f} s")
+    snap = directory / "log" / SNAPSHOT_FILE
+    kept = snap.read_bytes() if snap.exists() else None
+    aside = snap.with_name("aside")
+
+    def floor() -> None:
+        gc.disable()
+        buf = read_session_log(directory, manifest).data
+        payloads, offset = [], 0
+        while offset < len(buf):
+            _, _, length, _, _ = HEADER.unpack_from(buf, offset)
+            start = offset + HEADER_SIZE
+            payloads.append(orjson.loads(buf[start : start + length]))
+            offset = start + length
+        gc.enable()
+
+    def first_read() -> None:
+        snapshot = SessionStore(root).read(session_id, every_frame=False)
+        assert len(snapshot.projection.turns) == turns
+
+    def without_snapshot() -> None:
+        if kept is not None:
+            snap.rename(aside)
+        try:
+            first_read()
+        finally:
+            if kept is not None:
+                aside.rename(snap)
+
+    times: dict[str, list[float]] = {}
+    for _ in range(runs):
+        for name, call in (("floor", floor), ("read", first_read), ("bare", without_snapshot)):
+            start = time.perf_counter()
+            call()
+            times.setdefault(name, []).append(time.perf_counter() - start)
+    best = {name: min(values) for name, values in times.items()}
+    label = "with the close's snapshot" if kept is not None else "NO SNAPSHOT LEFT"
+    report(
+        f"(d) first cold read after a writer's close ({label}) / read + orjson.loads",
+        best["read"],
+        best["floor"],
+        1.3,
+    )
+    report(
+        "(d') the same without a snapshot / read + orjson.loads", best["bare"], best["floor"], 1.3
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--big", type=int, default=10_000)
@@ -286,6 +384,8 @@ def main() -> None:
     parser.add_argument("--child-open", nargs=2, metavar=("ROOT", "SESSION"))
     parser.add_argument("--child-window", nargs=2, metavar=("ROOT", "SESSION"))
     parser.add_argument("--no-window", action="store_true", help="skip the Qt window run")
+    parser.add_argument("--closed-turns", type=int, default=20_000)
+    parser.add_argument("--only-closed", action="store_true", help="run (d) alone")
     args = parser.parse_args()
     if args.child_open:
         child_open(Path(args.child_open[0]), args.child_open[1])
@@ -294,10 +394,14 @@ def main() -> None:
         child_window(Path(args.child_window[0]), args.child_window[1])
         return
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+        if args.only_closed:
+            bench_closed(Path(tmp), args.closed_turns, max(args.runs, 3))
+            return
         bench_open(Path(tmp), args.big, args.small, args.runs, "--child-open")
         if not args.no_window:
             bench_open(Path(tmp), args.big, args.small, args.runs, "--child-window")
         bench_read(Path(tmp), args.read_turns, max(args.runs, 3))
+        bench_closed(Path(tmp), args.closed_turns, max(args.runs, 3))
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from branchwise.core.fork import engine
 from branchwise.core.fork.seeding import plan_from_index
 from branchwise.core.fork.targets import fork_targets
 from branchwise.core.log.segments import log_pieces
-from branchwise.core.log.sidecars import SIDECAR_SUFFIXES
+from branchwise.core.log.sidecars import SIDECAR_SUFFIXES, IndexRecord
 from branchwise.core.store.store import SessionStore, verify_session
 from branchwise.core.store.trash import Trash
 
@@ -238,3 +238,29 @@ def test_a_plan_read_from_the_turn_index_needs_no_fsync_of_its_bound(
     assert boundary is not None
     plan = plan_from_index(directory, store.manifest(parent), boundary, turn.turn_id)
     assert plan is not None and plan.bound_durable
+
+
+def test_a_fork_reads_one_index_record_per_sealed_segment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sealed segment's bound is its seal record, found by the index's size: the fork reads
+    that record and not the turns before it, so its cost does not grow with long answers."""
+    store = SessionStore(tmp_path / "root", roll_bytes=6000)
+    parent = session_with_turns(store, 60)
+    segments = _files(store, parent)
+    assert len(segments) >= 4
+    reads = 0
+    real = IndexRecord.from_bytes.__func__  # type: ignore[attr-defined]
+
+    def counted(cls: type[IndexRecord], data: bytes, offset: int = 0) -> IndexRecord | None:
+        nonlocal reads
+        reads += 1
+        return real(cls, data, offset)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(IndexRecord, "from_bytes", classmethod(counted))
+    child = fork_at(store, parent, "t59").child_session_id
+    monkeypatch.undo()
+    # one seal per sealed segment, and a binary search of the last segment's index
+    assert reads <= len(segments) + 8, reads
+    assert _turns(store, child) == [f"t{n}" for n in range(60)]
+    assert verify_session(store, child)["ok"]

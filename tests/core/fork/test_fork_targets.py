@@ -23,7 +23,7 @@ from helpers.sessions import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from branchwise.core.errors import InvalidSessionId, SourceNotFound
+from branchwise.core.errors import CorruptLog, InvalidSessionId, SourceNotFound
 from branchwise.core.fork.targets import TargetsCache, fork_targets, targets_from_projection
 from branchwise.core.projection import events as ev
 from branchwise.core.store.publish import replace_log
@@ -174,8 +174,12 @@ def test_torn_tail_and_damage_are_not_committed_history(store: SessionStore) -> 
     data = bytearray(log.read_bytes())
     data[-40] ^= 0xFF  # damage inside the last whole commit (turn t1's closing)
     log.write_bytes(bytes(data))
-    damaged = fork_targets(store, session_id)
-    assert [t.reason for t in damaged.targets] == [None, "turn_open"]
+    # A commit written in full and damaged is corruption for the scan (``show``), so the
+    # targets refuse it too rather than list its turn as open.
+    with pytest.raises(CorruptLog) as damaged:
+        fork_targets(store, session_id)
+    assert damaged.value.code == "corrupt_log"
+    assert store.read(session_id).scan.corruption is not None
 
 
 def test_unknown_and_malformed_sessions_are_typed_errors(store: SessionStore) -> None:

@@ -12,7 +12,7 @@ from helpers.forking import fork_at
 from helpers.segmented import scan_log
 from helpers.sessions import complete_turn, log_file
 
-from branchwise.core.errors import CommitTooLarge, CorruptLog, UnknownTurn
+from branchwise.core.errors import CommitTooLarge, CorruptLog
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import TargetsCache, fork_targets
@@ -93,7 +93,8 @@ def test_an_oversized_commit_an_older_build_wrote_ends_history_alike_and_is_neve
     assert [t.turn_id for t in targets.targets] == ["t0"]
     child = store.read(fork_at(store, session_id, "t0").child_session_id)
     assert [t.turn_id for t in child.projection.turns] == ["t0"]
-    with pytest.raises(UnknownTurn):
+    # t1 is past the commit history ends at: the refusal names that, not an unknown turn.
+    with pytest.raises(CorruptLog):
         fork(store, ForkRequest(session_id, "t1", 9, 1), "op-t1")
     with pytest.raises(CorruptLog):
         store.open_writer(session_id)  # read-only, as for damage…

@@ -312,3 +312,34 @@ def test_damage_after_the_snapshot_is_named_as_without_it(tmp_path: Path) -> Non
     assert quick.scan.corruption.message == full.scan.corruption.message
     assert quick.scan.corruption.details == full.scan.corruption.details
     assert quick.projection == full.projection
+
+
+def test_a_closing_writer_leaves_a_snapshot_the_first_cold_read_resumes_after(
+    tmp_path: Path,
+) -> None:
+    """A session written turn by turn by one writer had no open that replayed enough to
+    leave a snapshot: its close leaves one, so the first cold read decodes no frame."""
+    store = SessionStore(tmp_path, roll_bytes=256 * 1024)
+    with store.create("big") as writer:
+        for n in range(20):  # 20 turns of 30 KB: more than a close's 512 KiB threshold
+            complete_turn(writer, f"t{n}", f"question {n} " * 2500)
+        session_id = writer.session_id
+    wait_for_snapshots()
+    assert _snapshot(store, session_id).exists()
+    quick, full, used = _both(store, session_id)
+    assert used and quick == full
+    assert store.read(session_id, every_frame=False).scan.frames == []  # nothing replayed
+    # A writer resumes after it too, sidecars exact, and its own close covers its turns.
+    with store.open_writer(session_id) as writer:
+        complete_turn(writer, "later", "more " * 2000)
+    wait_for_snapshots()
+    quick, full, used = _both(store, session_id)
+    assert used and quick == full and quick.turns[-1].turn_id == "later"
+    assert verify_session(store, session_id)["ok"]
+
+
+def test_a_close_below_the_threshold_leaves_no_snapshot(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path, snapshot_bytes=0)  # every open snapshots; a small close not
+    session_id = _session(store, 5)
+    wait_for_snapshots()
+    assert not _snapshot(store, session_id).exists()
