@@ -453,3 +453,22 @@ def test_searches_are_answered_while_a_catch_up_runs(
     index.catch_up_all(store, progress)
     assert answers[0].total == 1  # what was indexed so far
     assert index.search("tapir").total == 3
+
+
+def test_terms_with_symbols_match_literally(store: SessionStore, index: SearchIndex) -> None:
+    session_id = new_session(store, "languages")
+    say(store, session_id, "t1", "I write C# and F# daily", "ok")
+    say(store, session_id, "t2", "cats can climb curtains", "fine")
+    say(store, session_id, "t3", "C++ templates on .NET", "node.js too")
+    say(store, session_id, "t4", "the internet of nodes", "js files")
+    say(store, session_id, "t5", "a c-string in C", "fast")
+    index.catch_up_all(store)
+    assert found(index, "C#") == {"u-t1"}  # not every word beginning with "c"
+    assert found(index, "c#") == {"u-t1"}
+    assert found(index, "F#") == {"u-t1"}
+    assert found(index, "C++") == {"u-t3"}
+    assert found(index, ".NET") == {"u-t3"}  # not "internet"
+    assert found(index, "node.js") == {"a-t3"}  # not "nodes" and "js"
+    assert found(index, "c-") == {"u-t5"}
+    assert found(index, "C# daily") == {"u-t1"}
+    assert index.search("C#").hits[0].message_id == "u-t1"
