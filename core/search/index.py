@@ -10,11 +10,14 @@ that cannot be written the index is built in memory for the call instead.
 
 What is indexed, and how it stays current:
 
-* One row per **message id** (user and assistant texts, code included) and
-  one per session **title**. A fork copies its parent's prefix with the same
-  message ids, so a message inherited by ten branches is one row (keyed by
-  the lineage's root session and the message id: two unrelated sessions that
-  reuse an id, as imports may, stay two messages), and the
+* One row per **message id** (user and assistant texts, code included), one
+  per **tool call** (its tool's name and arguments, role ``tool_call``) and
+  per **tool result** (role ``tool_result``; a hit's ``messageId`` is the
+  call's id, the transcript's tool message), and one per session **title**.
+  A fork copies its parent's prefix with the same message ids, so a message
+  inherited by ten branches is one row (keyed by the lineage's root session
+  and the message id: two unrelated sessions that reuse an id, as imports
+  may, stay two messages), and the
   ``message_sessions`` table says which conversations contain it. A hit is
   shown in the session asked for (``session_id=``), else in the most recently
   created session containing it; the others are its ``also_in``.
@@ -85,7 +88,7 @@ from branchwise.core.store.store import SessionStore
 log = logging.getLogger(__name__)
 
 INDEX_NAME = "search.sqlite3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Kept in ``PRAGMA user_version``; an index of another version is emptied and refilled."""
 BUSY_TIMEOUT = 5.0
 """Seconds to wait for another process's write transaction before giving up."""
@@ -536,7 +539,7 @@ def _index_tail(
     if read.texts:
         rows = [
             (
-                lineage + text.message_id
+                lineage + (text.key or text.message_id)
                 if text.shared
                 else f"legacy/{session_id}/{text.message_id}",
                 text.message_id,

@@ -91,7 +91,7 @@ class SearchHit:
         title: that conversation's title.
         turn_id: the message's turn (``None`` for titles and imported history).
         message_id: the message's id (``""`` for a title hit).
-        role: ``user``, ``assistant`` or ``title``.
+        role: ``user``, ``assistant``, ``tool_call``, ``tool_result`` or ``title``.
         snippet: plain text around the first match (no markup).
         spans: ``(start, end)`` character offsets of the matches inside ``snippet``.
         also_in: the other conversations containing the same message, newest first.
