@@ -509,3 +509,10 @@ def test_tool_calls_and_results_are_found_with_their_kind(
     index.catch_up_all(store)
     (hit,) = index.search("roadmap", session_id=child).hits
     assert hit.session_id == child and hit.also_in == (session_id,)  # inherited: one hit
+
+
+def test_the_index_files_are_private(store: SessionStore, index: SearchIndex, mixed: str) -> None:
+    index.catch_up_all(store)
+    files = sorted(store.root.glob(f"{INDEX_NAME}*"))
+    assert {p.name for p in files} >= {INDEX_NAME, f"{INDEX_NAME}-wal", f"{INDEX_NAME}-shm"}
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {"0o600"}
