@@ -213,3 +213,19 @@ def test_a_search_on_a_nearly_full_disk_leaves_the_space_it_found(tmp_path: Path
         assert code == 0, created
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_serve_answers_a_turn_on_a_full_disk_with_json_507(tiny_disk: Path) -> None:
+    root = tiny_disk / "root"
+    source, _ = _source(root)
+    with serve_process(root) as server:
+        filler = _fill(tiny_disk)
+        auth = {"Authorization": f"Bearer {server.token}"}
+        with httpx.Client(base_url=server.url, headers=auth, timeout=30) as client:
+            full = client.post(f"/sessions/{source}/turns", json={"text": "no room"})
+            assert full.status_code == 507, full.text
+            assert full.json()["error"]["code"] == "disk_full"
+            filler.unlink()
+            ran = client.post(f"/sessions/{source}/turns", json={"text": "room again"})
+            assert ran.status_code == 200
+            assert '"type"' in ran.text
