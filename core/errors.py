@@ -607,6 +607,18 @@ class PortInUse(BranchwiseError):
     definitive = True
 
 
+class UnsafeTokenFile(BranchwiseError):
+    """``serve-token`` is not a private file of this user (a link, a folder, mode 0644, not text).
+
+    A token file anyone can read, or a link that points elsewhere, would hand
+    the server's key to someone else (or take theirs), so ``serve`` refuses
+    to start; the message says how to fix it.
+    """
+
+    code = "unsafe_token_file"
+    definitive = True
+
+
 class RequestTooLarge(BranchwiseError):
     """A request line or header over the server's limit (answered 414 or 431).
 
