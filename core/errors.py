@@ -405,6 +405,16 @@ class InvalidMerge(BranchwiseError):
     definitive = True
 
 
+class NotOwnTurn(BranchwiseError):
+    """A turn a branch inherited from its parent, asked for as one of the branch's own.
+
+    Bringing it back would copy the parent's own answer into the parent.
+    """
+
+    code = "not_own_turn"
+    definitive = True
+
+
 class InvalidConversationSettings(BranchwiseError):
     """A conversation's model, system prompt or temperature that cannot be used."""
 

@@ -52,6 +52,10 @@ REASONS: Mapping[str, str] = {
         "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
     ),
     "not_ancestor": N_("That conversation is not one this branch was made from."),
+    "not_own_turn": N_(
+        "That turn came from the conversation this branch was made from; "
+        "only the branch's own answers can be brought back."
+    ),
     "invalid_merge": N_(
         "There is nothing to bring back, or it is too long (at most 64,000 characters)."
     ),
