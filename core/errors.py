@@ -405,6 +405,16 @@ class InvalidMerge(BranchwiseError):
     definitive = True
 
 
+class NotOwnTurn(BranchwiseError):
+    """A turn a branch inherited from its parent, asked for as one of the branch's own.
+
+    Bringing it back would copy the parent's own answer into the parent.
+    """
+
+    code = "not_own_turn"
+    definitive = True
+
+
 class InvalidConversationSettings(BranchwiseError):
     """A conversation's model, system prompt or temperature that cannot be used."""
 
@@ -604,6 +614,18 @@ class PortInUse(BranchwiseError):
     """``branchwise serve`` could not listen: another program already uses the port."""
 
     code = "port_in_use"
+    definitive = True
+
+
+class UnsafeTokenFile(BranchwiseError):
+    """``serve-token`` is not a private file of this user (a link, a folder, mode 0644, not text).
+
+    A token file anyone can read, or a link that points elsewhere, would hand
+    the server's key to someone else (or take theirs), so ``serve`` refuses
+    to start; the message says how to fix it.
+    """
+
+    code = "unsafe_token_file"
     definitive = True
 
 

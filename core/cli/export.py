@@ -8,6 +8,12 @@ file is refused with ``output_exists`` unless ``--overwrite`` is given.
 ``--tree`` is JSON only. Markdown labels follow ``--lang``. ``chatgpt`` is
 always the whole lineage tree, as a ChatGPT ``conversations.json`` array
 that ``branchwise import`` reads back as the same tree.
+
+A session whose log is damaged (``corrupt_log``) is refused: its export would
+be silently short. ``--partial`` writes what precedes the damage instead,
+marked incomplete in the document (JSON ``"complete": false`` and the
+``corruption``; a Markdown note under the title). ChatGPT's format has no
+place for that mark, so ``--partial`` is Markdown and JSON only.
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     )
     export.add_argument("--out", type=Path, help="write this file (atomically) instead of stdout")
     export.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    export.add_argument(
+        "--partial",
+        action="store_true",
+        help="export a damaged session up to the damage, marked incomplete",
+    )
     export.set_defaults(func=cmd_export)
 
 
@@ -51,17 +62,25 @@ def cmd_export(store: SessionStore, args: argparse.Namespace) -> dict[str, Any] 
         raise InvalidArgument(
             "--tree exports JSON only", argument="--format", value=str(args.format)
         )
+    if args.partial and args.format == "chatgpt":
+        raise InvalidArgument(
+            "--partial exports Markdown or JSON only: a conversations.json cannot say "
+            "it is incomplete",
+            argument="--partial",
+            value="chatgpt",
+        )
     session_id = validate_session_id(args.session_id)
     fmt = args.format if args.format == "chatgpt" else "json" if args.tree else args.format
     fmt = fmt or "markdown"
+    partial = bool(args.partial)
     if fmt == "chatgpt":
         data = orjson.dumps(export_chatgpt(store, session_id)) + b"\n"
     elif args.tree:
-        data = encode_json(export_tree(store, session_id))
+        data = encode_json(export_tree(store, session_id, partial=partial))
     elif fmt == "json":
-        data = encode_json(export_document(store, session_id))
+        data = encode_json(export_document(store, session_id, partial=partial))
     else:
-        data = render_markdown(store, session_id).encode()
+        data = render_markdown(store, session_id, partial=partial).encode()
     if args.out is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()

@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.cli.output import printable
+from branchwise.core.errors import InvalidArgument
 from branchwise.core.i18n.language import format_number, ngettext
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.importing.formats import IMPORTERS
@@ -21,6 +23,16 @@ from branchwise.core.importing.run import ImportProgress, import_path
 from branchwise.core.store.store import SessionStore
 
 _PROGRESS_EVERY = 0.5
+
+EXPECTED_INPUT = {
+    "chatgpt": "a ChatGPT conversations.json or the export's .zip",
+    "claude-code": "a Claude Code .jsonl, a project folder or ~/.claude/projects",
+    "open-webui": "an Open WebUI .json export",
+    "librechat": "a LibreChat .json export",
+}
+"""What each ``--format`` reads, as a refusal names it."""
+FOLDER_FORMATS = frozenset({"claude-code"})
+"""The formats whose input may be a folder."""
 
 
 def register_top(top: argparse._SubParsersAction) -> None:
@@ -33,6 +45,23 @@ def register_top(top: argparse._SubParsersAction) -> None:
         "--format", choices=sorted(IMPORTERS), help="the export's format (detected when omitted)"
     )
     command.set_defaults(func=cmd_import)
+
+
+def _check_input(path: Path, format: str | None) -> None:
+    """Refuse a folder given to a format that reads one file, saying what it expects.
+
+    Raises:
+        InvalidArgument: ``path`` is a folder and ``format`` reads files only.
+    """
+    if format is None or format in FOLDER_FORMATS or not path.is_dir():
+        return
+    inside = path / "conversations.json"
+    hint = f"; use {inside}" if format == "chatgpt" and inside.is_file() else ""
+    raise InvalidArgument(
+        f"{path} is a folder; --format {format} reads {EXPECTED_INPUT.get(format, 'a file')}{hint}",
+        argument="path",
+        value=printable(str(path)),
+    )
 
 
 class _StderrProgress:
@@ -61,6 +90,7 @@ class _StderrProgress:
 
 def cmd_import(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Import ``args.path``; the report is the command's JSON."""
+    _check_input(args.path, args.format)
     progress = _StderrProgress()
     report = import_path(store, args.path, format=args.format, on_progress=progress)
     done = ngettext(

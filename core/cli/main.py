@@ -99,7 +99,9 @@ def parse_command_line(argv: Sequence[str] | None = None) -> argparse.Namespace:
                 argument=name,
                 value=printable(token),
             )
-    args = parser.parse_args(tokens)
+    args, leftover = parser.parse_known_args(tokens)
+    if leftover and not search.query_from_leftover(args, leftover):
+        args = parser.parse_args(tokens)  # the parser's own refusal of what it does not know
     for dest, value in vars(args).items():
         number = isinstance(value, int) and not isinstance(value, bool)
         if number and not 0 <= value <= MAX_SEQUENCE:

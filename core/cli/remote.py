@@ -15,10 +15,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.cli.output import printable
 from branchwise.core.conversation.names import branch_title
 from branchwise.core.errors import InvalidArgument, RemoteRefusal
 from branchwise.core.ids import new_id, validate_session_id
@@ -51,13 +53,7 @@ def server_token(args: argparse.Namespace) -> str:
         InvalidArgument: neither gives a token, or the file cannot be read.
     """
     if args.token_file is not None:
-        try:
-            token = Path(args.token_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InvalidArgument(
-                f"argument --token-file: cannot read {args.token_file}: {exc.__class__.__name__}",
-                argument="--token-file",
-            ) from None
+        token = _read_token_file(Path(args.token_file))
     else:
         token = os.environ.get(TOKEN_ENV, "").strip()
     if not token:
@@ -65,6 +61,43 @@ def server_token(args: argparse.Namespace) -> str:
             f"--server needs a token: --token-file PATH or ${TOKEN_ENV}", argument="--server"
         )
     return token
+
+
+def _read_token_file(path: Path) -> str:
+    """The text of ``--token-file``, which must be a regular file.
+
+    Opened without blocking and checked before it is read: a FIFO, a device
+    or a folder would hang the command or read something that is no token.
+
+    Raises:
+        InvalidArgument: not a regular file, unreadable, or not UTF-8 text.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _token_file_refused(path, f"cannot read it: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise _token_file_refused(path, "it is not a regular file")
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise _token_file_refused(path, f"cannot read it: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    try:
+        return b"".join(chunks).decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise _token_file_refused(path, "it is not UTF-8 text") from None
+
+
+def _token_file_refused(path: Path, problem: str) -> InvalidArgument:
+    return InvalidArgument(
+        f"argument --token-file: {path}: {problem}",
+        argument="--token-file",
+        value=printable(str(path)),
+    )
 
 
 def run_remote(args: argparse.Namespace) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any, Literal, get_args
 from branchwise.core.errors import (
     InvalidMerge,
     NotAncestor,
+    NotOwnTurn,
     OperationConflict,
     SessionNotFound,
     SessionTrashed,
@@ -177,14 +178,25 @@ def _commit(writer: SessionWriter, request: dict[str, Any]) -> MergeResult:
 def answers_of(store: SessionStore, child_id: str, turn_ids: list[str]) -> str:
     """The answers of the branch's chosen turns, in the order given, as one text.
 
+    Only the branch's own turns (after its fork point) count: an inherited
+    turn's answer is already the parent's own.
+
     Raises:
         UnknownTurn: a turn is not in the branch or has no answer.
+        NotOwnTurn: a turn the branch inherited from its parent.
     """
     projection = store.read(validate_session_id(child_id)).projection
     by_id = {t.turn_id: t for t in projection.turns}
     parts = []
     for turn_id in turn_ids:
         turn = by_id.get(turn_id)
+        if turn is not None and turn.start_seq <= projection.seed_length:
+            raise NotOwnTurn(
+                f"turn {turn_id} of {child_id} was inherited from its parent; "
+                "only the branch's own turns can be brought back",
+                sessionId=child_id,
+                turnId=turn_id,
+            )
         message = projection.message(turn.message_id) if turn and turn.message_id else None
         if message is None or not message.content.strip():
             raise UnknownTurn(

@@ -52,6 +52,10 @@ REASONS: Mapping[str, str] = {
         "That model, system prompt or temperature cannot be used (temperature is 0 to 2)."
     ),
     "not_ancestor": N_("That conversation is not one this branch was made from."),
+    "not_own_turn": N_(
+        "That turn came from the conversation this branch was made from; "
+        "only the branch's own answers can be brought back."
+    ),
     "invalid_merge": N_(
         "There is nothing to bring back, or it is too long (at most 64,000 characters)."
     ),
@@ -94,6 +98,10 @@ REASONS: Mapping[str, str] = {
     ),
     "request_too_large": N_("The request line or a header was too long for the Branchwise server."),
     "port_in_use": N_("Another program already uses this port. Choose another one with --port."),
+    "unsafe_token_file": N_(
+        "The server's token file must be a regular file of yours that only you can read. "
+        "Remove it to have a new token written, or make it private with chmod 600."
+    ),
     "invalid_server_url": N_("The server address must be an http:// or https:// URL."),
     "server_disconnected": N_("Lost the connection to {server}. Reconnecting…"),
     "server_reconnected": N_("Connected to {server} again."),

@@ -16,6 +16,14 @@ starts inside such an answer's turn continues it: the reader is asked which
 answer that turn was streaming and the text it holds for it (``streamed_before``
 and ``text_before``), and gets the whole text so far back, so an answer cut
 by a crash is found by words that only its deltas hold.
+
+Tool calls and their results are texts too, of role ``tool_call`` (the
+tool's name and its arguments as JSON) and ``tool_result`` (the output), so
+a search finds what a tool was asked and what it answered. Their message id
+is the call's id, as the transcript's ``tool`` message has it; as a call id
+may repeat in a log (some servers number calls per answer) and a call may
+have several results, each is named within the lineage by its turn, its call
+id and, for a result, its seq (``key``).
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from branchwise.core.log.frames import iter_frames
 from branchwise.core.projection.events import EventType
@@ -35,6 +45,8 @@ _TURN_START = EventType.TURN_START.value
 _TURN_END = EventType.TURN_END.value
 _LEGACY = EventType.LEGACY_IMPORT.value
 _MERGE = EventType.SESSION_MERGE.value
+_TOOL_CALL = EventType.TOOL_CALL.value
+_TOOL_RESULT = EventType.TOOL_RESULT.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +77,8 @@ class TailText:
         text: its text so far.
         shared: ``False`` for imported history, whose ids are made per log
             (``legacy-<seq>-<n>``) and so name different messages in two logs.
+        key: what names the text within its lineage when ``message_id`` does
+            not alone (a tool call or result); ``None``: the message id does.
     """
 
     message_id: str
@@ -72,6 +86,7 @@ class TailText:
     turn_id: str | None
     text: str
     shared: bool = True
+    key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +135,7 @@ def read_tail(
     """
     title, open_turn = start.title, start.open_turn
     commit, seq, consumed = start.next_commit, start.next_seq, 0
-    latest: dict[tuple[bool, str], list[Any]] = {}  # -> [id, role, turn, text, shared]
+    latest: dict[tuple[bool, str], list[Any]] = {}  # -> [id, role, turn, text, shared, key]
     growing: dict[tuple[bool, str], list[str]] = {}  # a streaming answer's text, in pieces
     streaming: str | None = None  # the answer the open turn streams, once seen in this tail
     merges: list[TailMerge] = []
@@ -137,7 +152,7 @@ def read_tail(
                     key = (True, message_id)
                     known = latest.get(key)
                     turn = known[2] if known is not None else open_turn
-                    latest[key] = [message_id, role, turn, content, True]
+                    latest[key] = [message_id, role, turn, content, True, None]
                     growing.pop(key, None)
                     if kind == _ASSISTANT and open_turn is not None:
                         streaming = message_id
@@ -159,8 +174,10 @@ def read_tail(
                         else:
                             base = ""  # its earlier text, if any, is in this tail
                         pieces = growing[key] = [base]
-                        latest[key] = [message_id, "assistant", open_turn, "", True]
+                        latest[key] = [message_id, "assistant", open_turn, "", True, None]
                     pieces.append(delta)
+            elif kind in (_TOOL_CALL, _TOOL_RESULT):
+                _tool_text(event, kind == _TOOL_CALL, open_turn, latest)
             elif kind == _TURN_START:
                 open_turn, streaming = event.get("turnId"), None
             elif kind == _TURN_END:
@@ -198,4 +215,41 @@ def _legacy_messages(event: dict[str, Any], latest: dict[tuple[bool, str], list[
         if role not in ("user", "assistant") or not isinstance(content, str):
             continue
         message_id = f"legacy-{event.get('seq')}-{number}"
-        latest[(False, message_id)] = [message_id, role, None, content, False]
+        latest[(False, message_id)] = [message_id, role, None, content, False, None]
+
+
+def _tool_text(
+    event: dict[str, Any],
+    call: bool,
+    turn_id: str | None,
+    latest: dict[tuple[bool, str], list[Any]],
+) -> None:
+    """A tool call (its name and arguments) or one of its results, as a searchable text."""
+    call_id = event.get("callId")
+    if not isinstance(call_id, str):
+        return
+    if call:
+        name = event.get("name")
+        text = " ".join(
+            part
+            for part in (name if isinstance(name, str) else "", _as_text(event.get("args")))
+            if part
+        )
+        key = f"tool/{turn_id or ''}/{call_id}"
+    else:
+        text = _as_text(event.get("output"))
+        key = f"tool/{turn_id or ''}/{call_id}/{event.get('seq')}"
+    role = "tool_call" if call else "tool_result"
+    latest[(True, key)] = [call_id, role, turn_id, text, True, key]
+
+
+def _as_text(value: Any) -> str:
+    """A tool's arguments or output as text: a string as it is, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:
+        return str(value)

@@ -26,7 +26,7 @@ import orjson
 from branchwise.core.conversation.ask_again import unasked_turn
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, TurnRunning, UnknownTurn
-from branchwise.core.fs.atomic import atomic_write_bytes
+from branchwise.core.fs.atomic import atomic_write_bytes, disk_full_as_typed
 from branchwise.core.ids import validate_session_id
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
@@ -116,6 +116,7 @@ class ServedTurns:
             LeaseHeld: another process (a desktop) writes the session.
             SessionNotFound: no such session.
             UnknownTurn: ``text`` is ``None`` and no question waits for its answer.
+            DiskFull: no room to note the turn as running (nothing was started).
         """
         session_id = validate_session_id(session_id)
         if session_id in self._running:
@@ -212,5 +213,12 @@ class ServedTurns:
         return recovered
 
     def _note_running(self) -> None:
+        """Note the running turns for :meth:`recover`.
+
+        Raises:
+            DiskFull: no room for the note (the turn is then not started).
+        """
         data = orjson.dumps(sorted(self._running))
-        atomic_write_bytes(self.store.root / RUNNING_FILE, data)
+        full = f"the disk is full: {RUNNING_FILE} could not be written; the turn was not started"
+        with disk_full_as_typed(full, path=RUNNING_FILE):
+            atomic_write_bytes(self.store.root / RUNNING_FILE, data)

@@ -10,11 +10,14 @@ that cannot be written the index is built in memory for the call instead.
 
 What is indexed, and how it stays current:
 
-* One row per **message id** (user and assistant texts, code included) and
-  one per session **title**. A fork copies its parent's prefix with the same
-  message ids, so a message inherited by ten branches is one row (keyed by
-  the lineage's root session and the message id: two unrelated sessions that
-  reuse an id, as imports may, stay two messages), and the
+* One row per **message id** (user and assistant texts, code included), one
+  per **tool call** (its tool's name and arguments, role ``tool_call``) and
+  per **tool result** (role ``tool_result``; a hit's ``messageId`` is the
+  call's id, the transcript's tool message), and one per session **title**.
+  A fork copies its parent's prefix with the same message ids, so a message
+  inherited by ten branches is one row (keyed by the lineage's root session
+  and the message id: two unrelated sessions that reuse an id, as imports
+  may, stay two messages), and the
   ``message_sessions`` table says which conversations contain it. A hit is
   shown in the session asked for (``session_id=``), else in the most recently
   created session containing it; the others are its ``also_in``.
@@ -85,10 +88,15 @@ from branchwise.core.store.store import SessionStore
 log = logging.getLogger(__name__)
 
 INDEX_NAME = "search.sqlite3"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """Kept in ``PRAGMA user_version``; an index of another version is emptied and refilled."""
 BUSY_TIMEOUT = 5.0
 """Seconds to wait for another process's write transaction before giving up."""
+BATCH_BYTES = 256 * 1024
+"""Log bytes indexed per transaction (a frame longer than this is one batch)."""
+WAL_LIMIT_PAGES = 256
+"""The WAL is checkpointed past this many pages and cut back to their size (1 MiB)."""
+_SQLITE_FULL = 13
 
 _T = TypeVar("_T")
 # SQLite's primary result codes (the low byte of an extended code).
@@ -334,8 +342,47 @@ class SearchIndex:
                     log.warning("search index %s is damaged (%s); rebuilding it", self.path, exc)
                     self._set_aside()
                     continue
+                if attempt == 1 and _primary(exc) == _SQLITE_FULL and not self.in_memory:
+                    self._give_back_space()
+                    log.warning("search index %s: the disk is full; kept in memory", self.path)
+                    self.in_memory = self._needs_rebuild = True
+                    continue
                 raise _unavailable(self.path, exc) from exc
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _give_back_space(self) -> None:
+        """After a full disk: leave no write-ahead log behind, so other commands have room.
+
+        The failed transaction is already rolled back. What the WAL still holds
+        is checkpointed into the index (``TRUNCATE`` empties the file) and the
+        connection closed. When even the checkpoint finds no room, the index is
+        only a cache: it is deleted, WAL and all, if no other process has it
+        open (an exclusive lock says so), and rebuilt by a later search.
+        """
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+        with contextlib.suppress(OSError):
+            if os.stat(f"{self.path}-wal").st_size == 0:
+                return
+        try:
+            probe = sqlite3.connect(str(self.path), timeout=0, isolation_level=None)
+        except sqlite3.Error:
+            return
+        try:
+            probe.execute("PRAGMA locking_mode=EXCLUSIVE")
+            probe.execute("BEGIN EXCLUSIVE")  # refused while any other connection uses it
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{self.path}{suffix}")
+            log.warning("search index %s: no room to keep it; deleted", self.path)
+        except sqlite3.Error:
+            pass
+        finally:
+            probe.close()
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is not None:
@@ -348,6 +395,11 @@ class SearchIndex:
                 if attempt == 1 and _is_corrupt(exc):
                     log.warning("search index %s is damaged (%s); rebuilding it", self.path, exc)
                     self._set_aside()
+                    continue
+                if _primary(exc) == _SQLITE_FULL and not self.in_memory:
+                    log.warning("search index %s: the disk is full; kept in memory", self.path)
+                    self._give_back_space()
+                    self.in_memory = True
                     continue
                 if _primary(exc) in (_SQLITE_READONLY, _SQLITE_CANTOPEN) and not self.in_memory:
                     log.warning(
@@ -369,6 +421,7 @@ class SearchIndex:
                 )
             with contextlib.suppress(OSError):
                 self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _create_private(self.path)
             target = str(self.path)
         conn = sqlite3.connect(
             target, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False
@@ -379,6 +432,10 @@ class SearchIndex:
             if not self.in_memory:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost tail is re-read
+                # A bounded WAL: a first build on a nearly full disk must not take
+                # several times the index's own size in a write-ahead log.
+                conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_LIMIT_PAGES:d}")
+                conn.execute(f"PRAGMA journal_size_limit = {WAL_LIMIT_PAGES * 4096:d}")
             if conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
                 return conn  # no write lock taken: a busy writer elsewhere never stops a search
             with _transaction(conn):
@@ -465,8 +522,22 @@ class SearchIndex:
                 _index_title(conn, session_id, manifest.title)
             elif size == position.log_offset:
                 return 0
-            tail = read_log_from(directory, manifest, position.log_offset) if size else b""
-            return _index_tail(conn, session_id, manifest, position, tail)
+            start = position.log_offset
+            tail = read_log_from(directory, manifest, start) if size else b""
+            indexed, done = _index_batch(conn, session_id, manifest, position, tail)
+        # The rest of the tail, a batch per transaction: each commit lets the WAL be
+        # checkpointed and cut back, so indexing a long log never needs more disk
+        # than one batch beyond the index itself.
+        while indexed and done < len(tail):
+            with _transaction(conn):
+                position = _position(conn, session_id)
+                if position is None or position.log_offset != start + done:
+                    break  # another process indexed this session meanwhile
+                frames, more = _index_batch(conn, session_id, manifest, position, tail[done:])
+            indexed, done = indexed + frames, done + more
+            if not frames:
+                break
+        return indexed
 
 
 # -- indexing, one transaction per session ----------------------------------------------
@@ -514,14 +585,38 @@ def _position(conn: sqlite3.Connection, session_id: str) -> _Position | None:
     return _Position(*row) if row is not None else None
 
 
+def _index_batch(
+    conn: sqlite3.Connection,
+    session_id: str,
+    manifest: Manifest,
+    position: _Position,
+    tail: bytes,
+) -> tuple[int, int]:
+    """Index the first :data:`BATCH_BYTES` or so of ``tail`` (whole frames, at least one).
+
+    Returns:
+        The frames indexed and the bytes of ``tail`` they took.
+    """
+    end = BATCH_BYTES
+    while True:
+        frames, consumed = _index_tail(conn, session_id, manifest, position, tail[:end])
+        if frames or end >= len(tail):
+            return frames, consumed
+        end *= 4  # one frame longer than a batch
+
+
 def _index_tail(
     conn: sqlite3.Connection,
     session_id: str,
     manifest: Manifest,
     position: _Position,
     tail: bytes,
-) -> int:
-    """Index what the whole frames of ``tail`` (the log from the remembered offset on) changed."""
+) -> tuple[int, int]:
+    """Index what the whole frames of ``tail`` (the log from the remembered offset on) changed.
+
+    Returns:
+        The whole frames read and their bytes (a torn or cut last frame is left).
+    """
     # Message ids are unique per lineage: a fork shares its root's ids, and two unrelated
     # sessions reusing an id (an import, a test) stay two messages.
     lineage = f"{manifest.root_session_id or session_id}/"
@@ -532,11 +627,11 @@ def _index_tail(
         text_before=lambda message_id: _indexed_text(conn, lineage + message_id),
     )
     if read.frames == 0 and position.log_offset != 0:
-        return 0  # nothing new but a growing (or torn) last frame
+        return 0, 0  # nothing new but a growing (or torn) last frame
     if read.texts:
         rows = [
             (
-                lineage + text.message_id
+                lineage + (text.key or text.message_id)
                 if text.shared
                 else f"legacy/{session_id}/{text.message_id}",
                 text.message_id,
@@ -581,7 +676,7 @@ def _index_tail(
             end.open_turn,
         ),
     )
-    return read.frames
+    return read.frames, read.consumed
 
 
 def _streamed_answer(conn: sqlite3.Connection, lineage: str, turn_id: str) -> str | None:
@@ -654,6 +749,20 @@ def _drop_everything(conn: sqlite3.Connection) -> None:
 
 
 # -- errors -----------------------------------------------------------------------------
+
+
+def _create_private(path: Path) -> None:
+    """Create the index file 0600 (as every file of the data folder) before SQLite opens it.
+
+    SQLite gives its ``-wal`` and ``-shm`` files the index file's mode. A
+    folder that cannot be written is SQLite's to report (the index is then
+    kept in memory).
+    """
+    with contextlib.suppress(OSError):
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        os.close(fd)
 
 
 def _primary(exc: sqlite3.Error) -> int:

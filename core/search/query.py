@@ -20,7 +20,12 @@ prefix index. Why not ``unicode61`` over the whole words with
 ``prefix='1 2'``: that stores every word plus two prefix entries for it,
 while the heads store one short token per word, and a short query never
 needs more than the first two letters. A term with no letter, digit or Han
-character ("#", "-", an emoji) is matched in the texts themselves.
+character ("#", "-", an emoji) is matched in the texts themselves. A short
+term that mixes letters with symbols ("C#", "F#", "x-") is both: its heads
+find the candidates and the term itself, as written, must occur in the text,
+so "C#" finds C# and never every word that begins with "c". Longer terms
+with symbols ("C++", ".NET", "node.js") are trigram substrings, which keep
+their symbols, so they match literally too.
 
 User text is searched as text, never as FTS5 query syntax: every term is
 wrapped in double quotes (inner quotes doubled), so ``"``, ``AND``, ``*``,
@@ -86,7 +91,7 @@ class SearchHit:
         title: that conversation's title.
         turn_id: the message's turn (``None`` for titles and imported history).
         message_id: the message's id (``""`` for a title hit).
-        role: ``user``, ``assistant`` or ``title``.
+        role: ``user``, ``assistant``, ``tool_call``, ``tool_result`` or ``title``.
         snippet: plain text around the first match (no markup).
         spans: ``(start, end)`` character offsets of the matches inside ``snippet``.
         also_in: the other conversations containing the same message, newest first.
@@ -166,11 +171,17 @@ def _short_phrase(term: str) -> str | None:
     return phrase + "*" if len(last) == 1 and not _UNSPACED_CHAR.fullmatch(last) else phrase
 
 
+def _has_symbol(term: str) -> bool:
+    """Whether ``term`` holds a character its heads drop (``#`` of "C#", ``-`` of "x-")."""
+    return "".join(_SHORT_TOKEN.findall(term)) != term
+
+
 def _scan_condition(term: str) -> tuple[str, str]:
     """A condition matching a term of punctuation or symbols as a substring, and its argument.
 
-    Only such terms (``"-"``, ``"#"``, an emoji) are looked for in the texts
-    themselves; with other terms they only filter those terms' matches.
+    Only such terms (``"-"``, ``"#"``, an emoji, and the short terms that mix
+    letters with them, ``"C#"``) are looked for in the texts themselves; with
+    other terms they only filter those terms' matches.
     ``LIKE`` folds ASCII case; a term without case uses ``instr``.
     """
     if term.lower() == term.upper():
@@ -199,10 +210,10 @@ def run_query(
     for term in terms:
         if len(term) < 3:
             phrase = _short_phrase(term)
-            if phrase is None:
-                scanned.append(term)
-            else:
+            if phrase is not None:
                 short_phrases.append(phrase)
+            if phrase is None or _has_symbol(term):
+                scanned.append(term)
     where: list[str] = []
     args: list[Any] = []
     table: str | None = None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import orjson
 from helpers.cli import cli_command, run_cli
+from helpers.sessions import log_file
 
 
 def _branched(root: Path) -> tuple[str, str]:
@@ -86,3 +87,67 @@ def test_tree_export_and_refusals(tmp_path: Path) -> None:
     status, answer = run_cli(root, "session", "export", parent, "--out", str(missing), check=False)
     assert status == 1 and answer["error"]["code"] == "export_failed"
     assert not missing.parent.exists()
+
+
+def _damaged(root: Path) -> str:
+    """A session of three turns whose second prompt's commit is damaged (good ones follow)."""
+    _, created = run_cli(root, "session", "new", "--title", "Damaged")
+    session_id = created["sessionId"]
+    for prompt in ("First question", "Second question", "Third question"):
+        run_cli(root, "session", "say", session_id, prompt, "--quiet")
+    log = log_file(root / "sessions" / session_id)
+    data = bytearray(log.read_bytes())
+    at = data.index(b"Second question")
+    data[at] ^= 0x20
+    log.write_bytes(bytes(data))
+    return session_id
+
+
+def test_a_damaged_session_is_refused_or_exported_partial_and_marked(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    session_id = _damaged(root)
+    out = tmp_path / "out.json"
+    for extra in ([], ["--format", "json"], ["--tree"], ["--format", "chatgpt"]):
+        code, refused = run_cli(root, "session", "export", session_id, *extra, check=False)
+        assert code == 1 and refused["error"]["code"] == "corrupt_log", extra
+        code, refused = run_cli(
+            root, "session", "export", session_id, *extra, "--out", str(out), check=False
+        )
+        assert code == 1 and refused["error"]["code"] == "corrupt_log", extra
+        assert not out.exists()
+    code, refused = run_cli(
+        root, "session", "export", session_id, "--format", "chatgpt", "--partial", check=False
+    )
+    assert code == 2 and refused["error"]["code"] == "invalid_argument"
+
+    run_cli(
+        root, "session", "export", session_id, "--format", "json", "--partial", "--out", str(out)
+    )
+    document = orjson.loads(out.read_bytes())
+    assert document["complete"] is False
+    assert document["corruption"]["code"] == "corrupt_log"
+    assert [m["content"] for m in document["messages"] if m["role"] == "user"] == ["First question"]
+    tree_out = tmp_path / "tree.json"
+    run_cli(root, "session", "export", session_id, "--tree", "--partial", "--out", str(tree_out))
+    tree = orjson.loads(tree_out.read_bytes())
+    assert tree["complete"] is False and tree["sessions"][0]["complete"] is False
+
+    shown = subprocess.run(
+        [*cli_command(root), "session", "export", session_id, "--partial"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.splitlines()
+    assert shown[0] == "# Damaged"
+    assert shown[2].startswith("> **Incomplete export:")
+    assert [line for line in shown if line.startswith("## ")] == ["## Turn 1"]
+
+
+def test_a_whole_export_says_it_is_complete(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    parent, _ = _branched(root)
+    out = tmp_path / "whole.json"
+    run_cli(root, "session", "export", parent, "--format", "json", "--out", str(out))
+    document = orjson.loads(out.read_bytes())
+    assert document["complete"] is True and document["corruption"] is None

@@ -86,3 +86,17 @@ def test_session_export_chatgpt_round_trips_through_import(tmp_path: Path) -> No
         ("root", None),
         ("fork", None),
     ]
+
+
+def test_a_folder_given_to_a_file_format_says_it_is_a_folder(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    folder = tmp_path / "export"
+    folder.mkdir()
+    for format in ("chatgpt", "open-webui", "librechat"):
+        code, refused = run_cli(root, "import", str(folder), "--format", format, check=False)
+        assert code == 2 and refused["error"]["code"] == "invalid_argument", refused
+        assert f"{folder} is a folder; --format {format} reads" in refused["error"]["message"]
+    (folder / "conversations.json").write_text("[]")
+    _, refused = run_cli(root, "import", str(folder), "--format", "chatgpt", check=False)
+    assert refused["error"]["message"].endswith(f"use {folder / 'conversations.json'}")
+    assert not (root / "sessions").exists() or not any((root / "sessions").iterdir())

@@ -19,6 +19,11 @@ def _family(root: Path) -> tuple[str, str, str]:
     return parent, branch, said["turnId"]
 
 
+def _inherited_turn(root: Path, branch: str) -> str:
+    _, shown = run_cli(root, "session", "show", branch)
+    return shown["turns"][0]["turnId"]  # "Where to?", held from the parent
+
+
 def test_merge_an_answer_a_written_summary_and_a_generated_one(tmp_path: Path) -> None:
     root = tmp_path / "root"
     parent, branch, turn = _family(root)
@@ -54,6 +59,8 @@ def test_refusals_name_their_reason_and_write_nothing(tmp_path: Path) -> None:
         (("--summary", ""), "invalid_merge"),
         (("--turn", "no-such-turn"), "unknown_turn"),
         (("--summary", "x", "--operation-id", ""), "invalid_merge"),
+        (("--turn", _inherited_turn(root, branch)), "not_own_turn"),
+        (("--turn", turn, "--turn", _inherited_turn(root, branch)), "not_own_turn"),
     ):
         status, refused = run_cli(root, "session", "merge", branch, *args, check=False)
         assert status == 1 and refused["error"]["code"] == code, (args, refused)

@@ -206,3 +206,22 @@ def test_an_unreachable_server_is_remote_unavailable(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert _last_json(proc)["error"]["code"] == "remote_unavailable"
+
+
+def test_a_token_file_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "token-fifo"
+    os.mkfifo(fifo)
+    folder = tmp_path / "token-folder"
+    folder.mkdir()
+    for path in (fifo, folder, Path("/dev/zero")):
+        proc = subprocess.run(
+            [*cli_command(tmp_path / "x"), "--server", "http://127.0.0.1:9"]
+            + ["--token-file", str(path), "session", "list"],
+            capture_output=True,
+            text=True,
+            timeout=30,  # a FIFO with no writer used to block the read forever
+        )
+        assert proc.returncode == 2, (path, proc.stdout, proc.stderr)
+        error = _last_json(proc)["error"]
+        assert error["code"] == "invalid_argument" and error["argument"] == "--token-file"
+        assert "not a regular file" in error["message"]

@@ -152,3 +152,16 @@ def test_a_say_killed_mid_answer_is_found_by_the_next_search(tmp_path: Path) -> 
     word = max(partial.content.split(), key=len)
     _, found = run_cli(root, "search", "--", word)
     assert partial.message_id in {hit["messageId"] for hit in found["hits"]}
+
+
+def test_a_query_starting_with_a_dash_is_a_query_not_an_option(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _, created = run_cli(root, "session", "new", "--title", "flags")
+    run_cli(root, "session", "say", created["sessionId"], "run it with -x and -verbose", "--quiet")
+    assert len(search(root, "-x")) == 1
+    assert len(search(root, "-verbose", "--limit", "5")) == 1
+    assert len(search(root, "--limit", "5", "-x")) == 1
+    code, refused = run_cli(root, "search", "-x", "-y", check=False)
+    assert code == 2 and refused is None  # two dashed tokens: which is the query is not guessed
+    code, refused = run_cli(root, "search", check=False)
+    assert code == 2 and refused["error"]["code"] == "invalid_argument"

@@ -8,6 +8,9 @@ with exit 1 and leave nothing behind; ``serve`` answers a fork with a JSON
 
 Also here, as it is the same "never plain text" promise: an unexpected
 failure inside ``serve`` is a JSON 500 ``internal_error``.
+
+A first ``search`` on a nearly full disk (an 8 MiB tmpfs with 1.5 MB left)
+answers from an index kept in memory and leaves every byte it found free.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from helpers.serve import serve_process
 from helpers.sessions import log_file
 
 from branchwise.core.fork.operations import INDEX_DIR
+from branchwise.core.projection import events as ev
+from branchwise.core.store.store import SessionStore
 
 
 def _mount_tmpfs(where: Path, size: str) -> bool:
@@ -170,3 +175,57 @@ def test_an_unexpected_failure_in_serve_is_a_json_500(tmp_path: Path) -> None:
     assert broken.status_code == 500
     assert broken.headers["content-type"].startswith("application/json")
     assert broken.json()["error"]["code"] == "internal_error"
+
+
+def _fill_leaving(disk: Path, room: int) -> int:
+    """Fill ``disk`` until ``room`` bytes are free; return the free bytes then."""
+    stat = os.statvfs(disk)
+    free = stat.f_bavail * stat.f_frsize
+    with open(disk / "filler", "wb") as filler:
+        filler.write(b"\0" * max(0, free - room))
+    stat = os.statvfs(disk)
+    return stat.f_bavail * stat.f_frsize
+
+
+def test_a_search_on_a_nearly_full_disk_leaves_the_space_it_found(tmp_path: Path) -> None:
+    disk = tmp_path / "small"
+    if not _mount_tmpfs(disk, "8m"):
+        pytest.skip("mounting a tmpfs needs root and the mount command")
+    try:
+        root = disk / "root"
+        store = SessionStore(root)
+        words = [f"{w}{n}" for w in ("lorem", "ipsum", "dolor", "amet") for n in range(400)]
+        for s in range(8):  # about 830 KB of logs: their index does not fit in 1.5 MB
+            with store.create(f"notes {s}") as writer:
+                for t in range(20):
+                    text = " ".join(
+                        words[(s * 7 + t * 13 + i * 31) % len(words)] for i in range(250)
+                    )
+                    writer.commit([ev.turn_start(f"t{s}-{t}"), ev.user_message(f"u{s}-{t}", text)])
+                    writer.commit([ev.turn_end(f"t{s}-{t}", "completed")])
+        free = _fill_leaving(disk, 1_500_000)
+
+        code, found = run_cli(root, "search", "lorem7", check=False)
+        assert code == 0 and found["total"] > 0, found  # answered from an index kept in memory
+        stat = os.statvfs(disk)
+        assert stat.f_bavail * stat.f_frsize >= free  # no index, no write-ahead log left behind
+        code, created = run_cli(root, "session", "new", "--title", "room left", check=False)
+        assert code == 0, created
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_serve_answers_a_turn_on_a_full_disk_with_json_507(tiny_disk: Path) -> None:
+    root = tiny_disk / "root"
+    source, _ = _source(root)
+    with serve_process(root) as server:
+        filler = _fill(tiny_disk)
+        auth = {"Authorization": f"Bearer {server.token}"}
+        with httpx.Client(base_url=server.url, headers=auth, timeout=30) as client:
+            full = client.post(f"/sessions/{source}/turns", json={"text": "no room"})
+            assert full.status_code == 507, full.text
+            assert full.json()["error"]["code"] == "disk_full"
+            filler.unlink()
+            ran = client.post(f"/sessions/{source}/turns", json={"text": "room again"})
+            assert ran.status_code == 200
+            assert '"type"' in ran.text

@@ -97,3 +97,50 @@ def test_serve_and_the_cli_refuse_the_same_boundaries(tmp_path: Path) -> None:
             answers.append((reply.status_code, reply.json()["error"]["code"]))
     assert answers == [(400, "invalid_fork_request")] * 3
     assert not (root / "fork-index").exists()
+
+
+def _serve_refused(root: Path) -> dict:
+    """Start ``serve`` on ``root``; it must refuse at once in typed JSON, without a traceback."""
+    done = subprocess.run(
+        [*cli_command(root), "serve", "--port", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    return orjson.loads(done.stdout.splitlines()[-1])["error"]
+
+
+def test_serve_refuses_a_token_file_that_is_not_a_private_regular_file(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    SessionStore(root)
+    token = root / "serve-token"
+    outside = tmp_path / "outside"
+    outside.write_text("someone else's text\n")
+    outside.chmod(0o600)
+    planted = {
+        "a folder": lambda: token.mkdir(),
+        "bytes that are not UTF-8": lambda: (
+            token.write_bytes(b"\xff\xfe tok"),
+            token.chmod(0o600),
+        ),
+        "a link to a file outside": lambda: token.symlink_to(outside),
+        "a link to nowhere": lambda: token.symlink_to(tmp_path / "nowhere"),
+        "a token of mode 0644": lambda: (token.write_text("readable\n"), token.chmod(0o644)),
+    }
+    for what, plant in planted.items():
+        plant()
+        error = _serve_refused(root)
+        assert error["code"] == "unsafe_token_file", what
+        assert "chmod 600" in error["message"] and error["path"] == str(token), what
+        if token.is_dir() and not token.is_symlink():
+            token.rmdir()
+        else:
+            token.unlink()
+    assert outside.read_text() == "someone else's text\n"
+    assert not (tmp_path / "nowhere").exists()
+    token.write_text("mine\n")
+    token.chmod(0o600)
+    with serve_process(root) as server:
+        assert server.token == "mine"
+        with httpx.Client(base_url=server.url, timeout=30) as client:
+            answer = client.get("/sessions", headers={"Authorization": "Bearer mine"})
+            assert answer.status_code == 200

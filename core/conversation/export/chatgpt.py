@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.conversation.export.common import readable_snapshot
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import TreeNode, lineage, tree
 from branchwise.core.projection.records import Entry, EntryKind, recorded_entries
@@ -33,7 +34,11 @@ def export_chatgpt(store: SessionStore, session_id: str) -> list[dict[str, Any]]
     have no place in a ChatGPT tree: each becomes a conversation of its own in
     the same array, after the tree it belongs to.
 
+    A ``conversations.json`` has no place to say it is incomplete, so a
+    damaged session anywhere in the tree is always refused.
+
     Raises:
+        CorruptLog: a session of the tree is damaged.
         InvalidSessionId, SessionNotFound, InvalidManifest: from the store.
     """
     chain = lineage(store, validate_session_id(session_id)).chain
@@ -69,7 +74,7 @@ def _chatgpt_conversation(
             children.append(node)
             continue
         stack.extend(reversed(node.children))
-        snapshot = store.read(manifest.session_id)
+        snapshot = readable_snapshot(store, manifest.session_id, partial=False)
         link = manifest.parent if node is not top else None
         seed = manifest.seed_length if link is not None else 0
         nodes: dict[int, str] = {}

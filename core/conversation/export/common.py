@@ -8,6 +8,14 @@ programs (:mod:`~branchwise.core.conversation.export.json`) and a ChatGPT
 All read committed frames without a lease, so a running conversation exports
 what is committed.
 
+A damaged log (``corrupt_log``: a bad frame followed by good ones) would
+export silently shortened, so every format reads through
+:func:`readable_snapshot`, which refuses it unless the caller asked for a
+``partial`` export; a partial export says in the document itself that it is
+incomplete and where the damage is (JSON ``complete``/``corruption``, a
+Markdown note), so a reader of the file cannot mistake it for the whole
+conversation.
+
 :func:`write_export` publishes a file atomically (temporary file in the same
 folder, fsync, then ``link`` for a new path or ``rename`` over an old one,
 fsync the folder): a crash leaves the old file or the whole new one. An
@@ -103,6 +111,25 @@ def parent_info(store: SessionStore, snapshot: SessionSnapshot) -> ParentInfo | 
     return ParentInfo(
         link.session_id, title, link.kind, link.turn_id, number, link.boundary_sequence, state
     )
+
+
+def readable_snapshot(store: SessionStore, session_id: str, *, partial: bool) -> SessionSnapshot:
+    """The session's snapshot for an export, refusing a damaged log unless ``partial``.
+
+    Raises:
+        CorruptLog: the log is damaged and ``partial`` is false (nothing written).
+        InvalidSessionId, SessionNotFound, InvalidManifest: from the store.
+    """
+    snapshot = store.read(session_id)
+    if snapshot.scan.corruption is not None and not partial:
+        raise snapshot.scan.corruption
+    return snapshot
+
+
+def corruption_json(snapshot: SessionSnapshot) -> dict[str, Any] | None:
+    """The damage a partial export stops at (the ``corrupt_log`` error body), or ``None``."""
+    corruption = snapshot.scan.corruption
+    return None if corruption is None else corruption.to_json()["error"]
 
 
 # -- writing a file ------------------------------------------------------------------

@@ -1,12 +1,16 @@
 """A conversation as versioned JSON, for programs: one session, or its whole lineage tree.
 
 * :func:`export_document`, schema ``branchwise.export/1``: ``{"schema",
-  "exportedAt", "session", "lineage", "turns", "messages", "usage"}``.
+  "exportedAt", "complete", "corruption", "session", "lineage", "turns",
+  "messages", "usage"}``. ``complete`` is false only in a ``partial`` export
+  of a damaged log, which holds what precedes the damage and names it in
+  ``corruption`` (the ``corrupt_log`` error body; ``null`` otherwise).
   Additions keep the version; a change that breaks readers bumps it.
 * :func:`export_tree`, schema ``branchwise.export-tree/1``: the whole lineage
   tree a conversation belongs to, from its furthest reachable ancestor down,
   each session a ``branchwise.export/1`` document without its own ``schema``
-  plus ``depth`` and ``childSessionIds``, depth-first.
+  plus ``depth`` and ``childSessionIds``, depth-first; its own ``complete``
+  is false when any session's is.
 
 Everything is read from the projection; a turn's usage, which the projection
 keeps only as totals, from its :func:`~branchwise.core.projection.records.usage_by_turn` hook.
@@ -19,7 +23,11 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.conversation.export.common import parent_info
+from branchwise.core.conversation.export.common import (
+    corruption_json,
+    parent_info,
+    readable_snapshot,
+)
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import lineage, tree
 from branchwise.core.projection.records import TurnUsage, usage_by_turn
@@ -36,7 +44,10 @@ def _document(store: SessionStore, snapshot: SessionSnapshot) -> dict[str, Any]:
     chain = lineage(store, manifest.session_id)
     seed = manifest.seed_length
     usage = usage_by_turn(snapshot.scan, after=seed)
+    corruption = corruption_json(snapshot)
     return {
+        "complete": corruption is None,
+        "corruption": corruption,
         "session": {
             "sessionId": manifest.session_id,
             "title": snapshot.title,
@@ -86,27 +97,36 @@ def _document(store: SessionStore, snapshot: SessionSnapshot) -> dict[str, Any]:
     }
 
 
-def export_document(store: SessionStore, session_id: str) -> dict[str, Any]:
+def export_document(
+    store: SessionStore, session_id: str, *, partial: bool = False
+) -> dict[str, Any]:
     """The ``branchwise.export/1`` JSON document of one session.
 
+    Args:
+        partial: export what precedes a damaged log's damage (marked incomplete).
+
     Raises:
+        CorruptLog: the log is damaged and ``partial`` is false.
         InvalidSessionId, SessionNotFound, InvalidManifest: from the store.
     """
-    snapshot = store.read(validate_session_id(session_id))
+    snapshot = readable_snapshot(store, validate_session_id(session_id), partial=partial)
     return {"schema": SCHEMA, "exportedAt": time.time(), **_document(store, snapshot)}
 
 
-def export_tree(store: SessionStore, session_id: str) -> dict[str, Any]:
+def export_tree(store: SessionStore, session_id: str, *, partial: bool = False) -> dict[str, Any]:
     """The ``branchwise.export-tree/1`` document: the whole tree ``session_id`` belongs to.
 
     The tree starts at the furthest ancestor still in the session list (a
     trashed or purged ancestor ends the walk up; its branches are still whole).
+
+    Raises:
+        CorruptLog: a session of the tree is damaged and ``partial`` is false.
     """
     chain = lineage(store, validate_session_id(session_id)).chain
     top = tree(store, chain[-1].session_id)
     sessions = []
     for node, depth in top.walk():
-        snapshot = store.read(node.manifest.session_id)
+        snapshot = readable_snapshot(store, node.manifest.session_id, partial=partial)
         sessions.append(
             {
                 **_document(store, snapshot),
@@ -117,6 +137,7 @@ def export_tree(store: SessionStore, session_id: str) -> dict[str, Any]:
     return {
         "schema": TREE_SCHEMA,
         "exportedAt": time.time(),
+        "complete": all(s["complete"] for s in sessions),
         "rootSessionId": top.manifest.session_id,
         "sessions": sessions,
     }

@@ -2,7 +2,8 @@
 
 Message texts are written verbatim, so code blocks survive byte for byte; a
 text that leaves a code fence open is closed after it so the next turn's
-heading is not swallowed. Labels follow the active language.
+heading is not swallowed. Labels follow the active language. A ``partial``
+export of a damaged log says so right under the title, before any turn.
 """
 
 from __future__ import annotations
@@ -10,7 +11,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from branchwise.core.conversation.export.common import ParentInfo, parent_info
+from branchwise.core.conversation.export.common import (
+    ParentInfo,
+    parent_info,
+    readable_snapshot,
+)
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.ids import validate_session_id
@@ -40,15 +45,26 @@ def lineage_line(parent: ParentInfo) -> str:
     return fill(_("Branched from {title}, turn {n}"), {"title": title, "n": parent.turn_number})
 
 
-def render_markdown(store: SessionStore, session_id: str) -> str:
+def render_markdown(store: SessionStore, session_id: str, *, partial: bool = False) -> str:
     """The session as Markdown: title, lineage line, each turn's prompt and answer.
 
+    Args:
+        partial: export what precedes a damaged log's damage, under a visible note.
+
     Raises:
+        CorruptLog: the log is damaged and ``partial`` is false.
         InvalidSessionId, SessionNotFound, InvalidManifest: from the store.
     """
-    snapshot = store.read(validate_session_id(session_id))
+    snapshot = readable_snapshot(store, validate_session_id(session_id), partial=partial)
     projection = snapshot.projection
     parts = [f"# {snapshot.title or _('Untitled conversation')}"]
+    if snapshot.scan.corruption is not None:
+        seq = snapshot.scan.corruption.details.get("afterSeq", "?")
+        note = _(
+            "Incomplete export: this conversation's log is damaged after event {seq}; "
+            "everything written after the damage is missing."
+        )
+        parts.append(f"> **{fill(note, {'seq': seq})}**")
     parent = parent_info(store, snapshot)
     if parent is not None:
         parts.append(f"*{lineage_line(parent)}*")

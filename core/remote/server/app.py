@@ -21,13 +21,15 @@ import errno
 import os
 import secrets
 import signal
+import stat
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
-from branchwise.core.errors import PortInUse
+from branchwise.core.errors import PortInUse, UnsafeTokenFile
 from branchwise.core.fork.targets import TargetsCache
+from branchwise.core.fs.safe_open import open_no_follow
 from branchwise.core.remote.fork_groups import ForkGroups
 from branchwise.core.remote.protocol import (
     CAPABILITIES,
@@ -60,21 +62,59 @@ SHUTDOWN_TIMEOUT = 2.0
 
 
 def load_or_create_token(root: Path) -> str:
-    """The server's bearer token: created on first run in a 0600 file."""
+    """The server's bearer token: created on first run in a 0600 file.
+
+    The file is opened without following a link and must be a regular file
+    of this user that nobody else can read or write, holding UTF-8 text: a
+    planted link would make the server write its token elsewhere (or take
+    another file's text as its token), and a readable token is no secret.
+
+    Raises:
+        UnsafeTokenFile: the file is anything else (nothing is written).
+    """
     path = root / TOKEN_FILE
     try:
-        token = path.read_text().strip()
-        if token:
-            return token
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
-        pass
+        return _write_token(path)
+    except OSError as exc:
+        problem = "is a symbolic link" if exc.errno == errno.ELOOP else f"cannot be read ({exc})"
+        raise _token_refused(path, problem) from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise _token_refused(path, "is not a regular file")
+        if status.st_uid != os.getuid():
+            raise _token_refused(path, "belongs to another user")
+        if status.st_mode & 0o077:
+            raise _token_refused(path, f"has mode {stat.S_IMODE(status.st_mode):04o}, not 0600")
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    try:
+        token = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise _token_refused(path, "is not UTF-8 text") from None
+    return token or _write_token(path)
+
+
+def _write_token(path: Path) -> str:
+    """Write a new token to ``path`` (0600, never through a link)."""
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = open_no_follow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
         handle.write(token + "\n")
         handle.flush()
         os.fsync(handle.fileno())
     return token
+
+
+def _token_refused(path: Path, problem: str) -> UnsafeTokenFile:
+    return UnsafeTokenFile(
+        f"{path} {problem}: the server's token must be a regular file of yours with mode "
+        f"0600. Remove it to have a new token written, or fix it with chmod 600 {path}",
+        path=str(path),
+    )
 
 
 async def capabilities(request: web.Request) -> web.Response:
@@ -141,6 +181,7 @@ async def serve(
 
     Raises:
         PortInUse: another program listens on ``host:port``.
+        UnsafeTokenFile: ``serve-token`` is not a private regular file of this user.
     """
     token = load_or_create_token(store.root)
     served = ServedTurns(store, setup)

@@ -100,6 +100,8 @@ def test_json_document_is_versioned_and_matches_the_conversation(store: SessionS
     assert set(document) == {
         "schema",
         "exportedAt",
+        "complete",
+        "corruption",
         "session",
         "lineage",
         "turns",

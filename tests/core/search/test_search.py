@@ -453,3 +453,66 @@ def test_searches_are_answered_while_a_catch_up_runs(
     index.catch_up_all(store, progress)
     assert answers[0].total == 1  # what was indexed so far
     assert index.search("tapir").total == 3
+
+
+def test_terms_with_symbols_match_literally(store: SessionStore, index: SearchIndex) -> None:
+    session_id = new_session(store, "languages")
+    say(store, session_id, "t1", "I write C# and F# daily", "ok")
+    say(store, session_id, "t2", "cats can climb curtains", "fine")
+    say(store, session_id, "t3", "C++ templates on .NET", "node.js too")
+    say(store, session_id, "t4", "the internet of nodes", "js files")
+    say(store, session_id, "t5", "a c-string in C", "fast")
+    index.catch_up_all(store)
+    assert found(index, "C#") == {"u-t1"}  # not every word beginning with "c"
+    assert found(index, "c#") == {"u-t1"}
+    assert found(index, "F#") == {"u-t1"}
+    assert found(index, "C++") == {"u-t3"}
+    assert found(index, ".NET") == {"u-t3"}  # not "internet"
+    assert found(index, "node.js") == {"a-t3"}  # not "nodes" and "js"
+    assert found(index, "c-") == {"u-t5"}
+    assert found(index, "C# daily") == {"u-t1"}
+    assert index.search("C#").hits[0].message_id == "u-t1"
+
+
+def test_tool_calls_and_results_are_found_with_their_kind(
+    store: SessionStore, index: SearchIndex
+) -> None:
+    session_id = new_session(store, "tools")
+    with store.open_writer(session_id) as writer:
+        writer.commit([ev.turn_start("t1"), ev.user_message("u-t1", "what is in the folder")])
+        writer.commit(
+            [
+                ev.tool_call("call_0", "list_files", {"path": "/srv/quarterly"}),
+                ev.tool_result("call_0", "budget.xlsx\nroadmap.md"),
+                ev.tool_result("call_0", "archive.zip"),  # a second result of the same call
+            ]
+        )
+        writer.commit([ev.assistant_message("a-t1", "Three files.", "demo")])
+        writer.commit([ev.turn_end("t1", "completed")])
+        writer.commit([ev.turn_start("t2"), ev.user_message("u-t2", "again")])
+        writer.commit(  # the same call id in another turn is another call
+            [ev.tool_call("call_0", "read_file", "notes.txt"), ev.tool_result("call_0", "kiwi")]
+        )
+        writer.commit([ev.turn_end("t2", "completed")])
+    index.catch_up_all(store)
+
+    def kinds(query: str) -> list[tuple[str, str | None, str]]:
+        return sorted((h.role, h.turn_id, h.message_id) for h in index.search(query).hits)
+
+    assert kinds("quarterly") == [("tool_call", "t1", "call_0")]
+    assert kinds("list_files") == [("tool_call", "t1", "call_0")]
+    assert kinds("roadmap") == [("tool_result", "t1", "call_0")]
+    assert kinds("archive") == [("tool_result", "t1", "call_0")]
+    assert kinds("notes.txt") == [("tool_call", "t2", "call_0")]
+    assert kinds("kiwi") == [("tool_result", "t2", "call_0")]
+    child = fork_at(store, session_id, "t2").child_session_id
+    index.catch_up_all(store)
+    (hit,) = index.search("roadmap", session_id=child).hits
+    assert hit.session_id == child and hit.also_in == (session_id,)  # inherited: one hit
+
+
+def test_the_index_files_are_private(store: SessionStore, index: SearchIndex, mixed: str) -> None:
+    index.catch_up_all(store)
+    files = sorted(store.root.glob(f"{INDEX_NAME}*"))
+    assert {p.name for p in files} >= {INDEX_NAME, f"{INDEX_NAME}-wal", f"{INDEX_NAME}-shm"}
+    assert {oct(p.stat().st_mode & 0o777) for p in files} == {"0o600"}
