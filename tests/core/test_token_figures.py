@@ -1,4 +1,4 @@
-"""Each answer's token and speed figures: from the server's usage, or estimated, and kept in the log.
+"""Each answer's token and speed figures: the server's usage or an estimate, kept in the log.
 
 Turns run against a real OpenAI-compatible server on 127.0.0.1 streaming with
 and without ``usage``; the figures are read back by ``session show`` in
