@@ -64,6 +64,7 @@ from branchwise.desktop.host.sources import (
     Servers,
     branch_title,
 )
+from branchwise.desktop.host.usage import ContextWindows, ConversationUsage, conversation_usage
 
 if TYPE_CHECKING:
     from branchwise.desktop.host.backends import Checkpoint, ForkBackend
@@ -162,6 +163,8 @@ class Host:
         self.server_operations = ServerOperations(self)
         """Create, rename, delete, restore and search servers' conversations, off the UI thread."""
         self._remote: dict[ConversationRef, RemoteConversation] = {}
+        self.context_windows = ContextWindows(self.spawn, self.emit)
+        """The context length each model's server states (the status bar's fill)."""
         self._following: dict[ConversationRef, asyncio.Task[None]] = {}
         self._heard_servers: set[int] = set()
 
@@ -558,6 +561,21 @@ class Host:
         if ref.server is None:
             return self._open.get(ref.session_id)
         return self._remote.get(ref)
+
+    def usage_at(self, ref: ConversationRef) -> ConversationUsage | None:
+        """The token total and context fill of an open conversation (``None``: not loaded).
+
+        The context length is known only for a conversation of this machine
+        whose model's server states it; the first call asks that server.
+        """
+        conversation = self.conversation(ref)
+        projection = conversation.projection if conversation is not None else None
+        if projection is None:
+            return None
+        length = None
+        if ref.server is None:
+            length = self.context_windows.known(self.turn_provider(projection.settings)[0])
+        return conversation_usage(projection, length)
 
     async def open(self, ref: ConversationRef) -> Conversation:
         """Open a conversation of this machine or of a server (idempotent).

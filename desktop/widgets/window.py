@@ -64,6 +64,7 @@ from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
 from branchwise.desktop.widgets.theme import theme_for
 from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
+from branchwise.desktop.widgets.usage_label import UsageLabel
 
 TAB_TITLE_CHARS = 28
 MERGE_RETRY_MS = 20_000
@@ -172,6 +173,8 @@ class MainWindow(QMainWindow):
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
         self.statusBar().addPermanentWidget(self.provider_label)
+        self.usage_label = UsageLabel(host, self)
+        self.statusBar().addWidget(self.usage_label)
         self._settings_dialog: SettingsDialog | None = None
         self._build_menus()
         self.remote_servers = RemoteServers(self)
@@ -704,6 +707,7 @@ class MainWindow(QMainWindow):
                 self._render_tab_title(tab)
         if changes.settings:
             self._render_provider()
+        self.usage_label.apply_changes(changes)
 
     def _text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
         tab = self.tab_for(session_id)
@@ -712,6 +716,7 @@ class MainWindow(QMainWindow):
 
     def _current_changed(self, _index: int) -> None:
         tab = self.current_tab()
+        self.usage_label.show_for(tab.ref if tab is not None else None)
         if tab is not None and not tab.ref.remote:
             self.sidebar.select(tab.session_id)
         self._render_window_title()
@@ -931,6 +936,7 @@ class MainWindow(QMainWindow):
         )
         self._render_language_menu()
         self._render_provider()
+        self.usage_label.retranslate_ui()
         self.sidebar.retranslate_ui()
         self.remote_servers.retranslate_ui()
         self.search_panel.retranslate_ui()
