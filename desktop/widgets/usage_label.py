@@ -81,9 +81,9 @@ def usage_text(usage: ConversationUsage) -> str:
     if fill_share is not None and usage.context_length is not None:
         parts.append(
             fill(
-                _("Context: {percent}% of {length}"),
+                _("Context: {percent} of {length}"),
                 {
-                    "percent": format_number(round(fill_share * 100)),
+                    "percent": format_number(round(fill_share * 100)) + "%",
                     "length": format_number(usage.context_length),
                 },
             )

@@ -1,0 +1,94 @@
+"""The first-start introduction: what a branch is, and a sample conversation in one click.
+
+An empty window said only "Start a new conversation…", which tells a newcomer
+nothing about what makes Branchwise different. The introduction says what a
+branch is in two sentences and offers "Try a sample conversation", which the
+window carries out with the host's real operations
+(:func:`~branchwise.desktop.host.sample.create_sample`). It shows in the
+empty window until dismissed; the window remembers the dismissal in its
+saved state, so it never comes back after a restart.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from branchwise.core.i18n.language import _
+
+
+class Introduction(QFrame):
+    """The introduction panel; the window decides when it shows.
+
+    Signals:
+        sample_requested: "Try a sample conversation" was clicked.
+        dismissed: "Dismiss" was clicked.
+    """
+
+    sample_requested = Signal()
+    dismissed = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("introduction")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.setMaximumWidth(560)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(24, 20, 24, 20)
+        layout.setSpacing(10)
+        self.title_label = QLabel(self)
+        self.title_label.setObjectName("introductionTitle")
+        font = self.title_label.font()
+        font.setPointSizeF(font.pointSizeF() * 1.3)
+        font.setBold(True)
+        self.title_label.setFont(font)
+        self.body_label = QLabel(self)
+        self.body_label.setObjectName("introductionText")
+        self.body_label.setWordWrap(True)
+        self.body_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.sample_button = QPushButton(self)
+        self.sample_button.setObjectName("sampleButton")
+        self.sample_button.setDefault(True)
+        self.sample_button.clicked.connect(self.sample_requested)
+        self.dismiss_button = QPushButton(self)
+        self.dismiss_button.setObjectName("dismissIntroduction")
+        self.dismiss_button.setFlat(True)
+        self.dismiss_button.clicked.connect(self.dismissed)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.sample_button)
+        buttons.addStretch(1)
+        buttons.addWidget(self.dismiss_button)
+        layout.addWidget(self.title_label)
+        layout.addWidget(self.body_label)
+        layout.addLayout(buttons)
+        self._making = False
+        self.retranslate_ui()
+
+    def set_making(self, making: bool) -> None:
+        """The sample is being made: the button says so and cannot be clicked twice."""
+        self._making = making
+        self.sample_button.setEnabled(not making)
+        self.retranslate_ui()
+
+    def retranslate_ui(self) -> None:
+        """Set every text in the current language."""
+        self.title_label.setText(_("Conversations that branch"))
+        self.body_label.setText(
+            _(
+                "A branch is a new conversation that starts from any answer of another one: "
+                "it keeps everything up to that answer and goes on by itself. Try another "
+                "question, edit a prompt or ask for a new answer, and the first conversation "
+                "stays as it was. The list on the left shows where each branch came from."
+            )
+        )
+        self.sample_button.setText(
+            _("Making the sample…") if self._making else _("Try a sample conversation")
+        )
+        self.sample_button.setToolTip(
+            _(
+                "The offline demo responder answers a short conversation with a branch, "
+                "an edited question and a regenerated answer"
+            )
+        )
+        self.dismiss_button.setText(_("Dismiss"))
+        self.dismiss_button.setToolTip(_("Hide this introduction for good"))
