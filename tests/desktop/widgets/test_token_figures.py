@@ -56,9 +56,7 @@ def test_the_footer_and_status_bar_show_the_servers_figures(
         run(qtbot, server.stop())
 
 
-def test_the_demos_figures_are_marked_estimated(
-    qtbot: QtBot, make_app: Callable[..., App]
-) -> None:
+def test_the_demos_figures_are_marked_estimated(qtbot: QtBot, make_app: Callable[..., App]) -> None:
     app = make_app()
     app.window.new_conversation()
     tab = app.window.current_tab()
