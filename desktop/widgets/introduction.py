@@ -16,6 +16,9 @@ from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLay
 
 from branchwise.core.i18n.language import _
 
+WIDTH = 560
+MARGIN = 24
+
 
 class Introduction(QFrame):
     """The introduction panel; the window decides when it shows.
@@ -32,9 +35,9 @@ class Introduction(QFrame):
         super().__init__(parent)
         self.setObjectName("introduction")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setMaximumWidth(560)
+        self.setFixedWidth(WIDTH)
         layout = QVBoxLayout(self)
-        layout.setContentsMargins(24, 20, 24, 20)
+        layout.setContentsMargins(MARGIN, 20, MARGIN, 20)
         layout.setSpacing(10)
         self.title_label = QLabel(self)
         self.title_label.setObjectName("introductionTitle")
@@ -81,6 +84,9 @@ class Introduction(QFrame):
                 "stays as it was. The list on the left shows where each branch came from."
             )
         )
+        # A wrapped label placed by alignment gets its size hint, not its height
+        # for this width: ask for the height the text needs at the panel's width.
+        self.body_label.setMinimumHeight(self.body_label.heightForWidth(WIDTH - 2 * MARGIN))
         self.sample_button.setText(
             _("Making the sample…") if self._making else _("Try a sample conversation")
         )
