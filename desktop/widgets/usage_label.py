@@ -133,19 +133,19 @@ class UsageLabel(QLabel):
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.host = host
         self.ref: ConversationRef | None = None
-        self.render()
+        self.refresh()
 
     def show_for(self, ref: ConversationRef | None) -> None:
         """Show the figures of ``ref`` (``None``: no conversation in front)."""
         self.ref = ref
-        self.render()
+        self.refresh()
 
     def apply_changes(self, changes: Changes) -> None:
         """Re-render when the conversation in front, or the settings, changed."""
         if self.ref is not None and (changes.settings or changes.touches(self.ref.session_id)):
-            self.render()
+            self.refresh()
 
-    def render(self) -> None:
+    def refresh(self) -> None:
         """Read the figures again and show them."""
         usage = self.host.usage_at(self.ref) if self.ref is not None else None
         if usage is None:
@@ -160,4 +160,4 @@ class UsageLabel(QLabel):
 
     def retranslate_ui(self) -> None:
         """Re-render in the new language."""
-        self.render()
+        self.refresh()
