@@ -83,17 +83,6 @@ def test_a_stream_without_usage_is_counted_and_marked_estimated(store: SessionSt
     assert shown["usage"]["estimated"] is True
 
 
-def test_usage_is_asked_for_on_the_stream(store: SessionStore) -> None:
-    async def go() -> dict[str, Any]:
-        async with FakeOpenAIServer(chunks=CHUNKS) as server:
-            with store.create("asks") as writer:
-                provider = OpenAIProvider(server.base_url, "fake-model")
-                await TurnRunner(writer, provider).run("hi")
-            return server.requests[-1]["json"]
-
-    assert asyncio.run(go())["stream_options"] == {"include_usage": True}
-
-
 def test_a_branch_shows_inherited_figures_but_counts_only_its_own(store: SessionStore) -> None:
     first = _say(store, None, "first", usage=(10, 20))
     _say(store, first.session_id, "second", usage=(30, 40))
