@@ -11,12 +11,14 @@ saved state, so it never comes back after a restart.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from branchwise.core.i18n.language import _
 
 WIDTH = 560
+MIN_WIDTH = 240
 MARGIN = 24
 
 
@@ -35,7 +37,7 @@ class Introduction(QFrame):
         super().__init__(parent)
         self.setObjectName("introduction")
         self.setFrameShape(QFrame.Shape.StyledPanel)
-        self.setFixedWidth(WIDTH)
+        self.setMaximumWidth(WIDTH)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(MARGIN, 20, MARGIN, 20)
         layout.setSpacing(10)
@@ -67,6 +69,25 @@ class Introduction(QFrame):
         self._making = False
         self.retranslate_ui()
 
+    def sizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        """As wide as :data:`WIDTH` where there is room (a narrow pane gets less)."""
+        return QSize(WIDTH, super().sizeHint().height())
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt's name
+        """Narrow enough that it never widens the conversation pane (the text wraps)."""
+        return QSize(MIN_WIDTH, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
+        """Keep the wrapped text whole at the new width."""
+        super().resizeEvent(event)
+        self._fit_text()
+
+    def _fit_text(self) -> None:
+        # A wrapped label placed by alignment gets its size hint, not its height
+        # for this width: ask for the height the text needs at the panel's width.
+        width = max(self.width(), MIN_WIDTH) if self.isVisible() else WIDTH
+        self.body_label.setMinimumHeight(self.body_label.heightForWidth(width - 2 * MARGIN))
+
     def set_making(self, making: bool) -> None:
         """The sample is being made: the button says so and cannot be clicked twice."""
         self._making = making
@@ -84,9 +105,7 @@ class Introduction(QFrame):
                 "stays as it was. The list on the left shows where each branch came from."
             )
         )
-        # A wrapped label placed by alignment gets its size hint, not its height
-        # for this width: ask for the height the text needs at the panel's width.
-        self.body_label.setMinimumHeight(self.body_label.heightForWidth(WIDTH - 2 * MARGIN))
+        self._fit_text()
         self.sample_button.setText(
             _("Making the sample…") if self._making else _("Try a sample conversation")
         )
