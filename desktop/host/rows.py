@@ -24,6 +24,7 @@ from typing import Any
 
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet, TargetReason
+from branchwise.core.projection.figures import AnswerFigures
 from branchwise.core.projection.projection import Message, Projection
 
 #: Turns shown per page; scrolling up loads the previous page.
@@ -80,6 +81,7 @@ class Row:
         entries: the messages, in order.
         end_reason: how the turn ended; ``None`` while it runs.
         error: the failure text of a turn that ended in error.
+        figures: the answer's token and speed figures, once its ``usage`` is committed.
     """
 
     row_id: str
@@ -89,6 +91,7 @@ class Row:
     entries: tuple[Entry, ...]
     end_reason: str | None
     error: str | None = None
+    figures: AnswerFigures | None = None
 
     @property
     def key(self) -> str:
@@ -230,6 +233,7 @@ def _turn_row(
         entries=tuple(entries),
         end_reason=turn.end_reason,
         error=turn.error,
+        figures=projection.answer_figures(turn.turn_id),
     )
 
 

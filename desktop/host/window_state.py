@@ -8,7 +8,8 @@ It is a convenience, not data: a missing, damaged or foreign file is ignored
 skipped with a notice. Tabs of conversations kept on a ``branchwise serve``
 are kept apart (``remoteTabs``: the server's URL, the id and the title last
 shown), so the window can show each at once and open it when its server
-answers; a file without that key (an older version's) has none. Qt's
+answers; a file without that key (an older version's) has none. ``introDismissed``
+remembers that the first-start introduction was dismissed. Qt's
 geometry blob is kept as opaque base64 text; this module never interprets
 it, so it stays Qt-free.
 """
@@ -69,6 +70,7 @@ class WindowState:
         splitter: the sizes of the sidebar and the conversation pane.
         remote_tabs: the open conversations kept on servers, left to right.
         current_remote: the server conversation in front, if one was.
+        intro_dismissed: the first-start introduction was dismissed (it stays hidden).
     """
 
     tabs: tuple[str, ...] = ()
@@ -77,6 +79,7 @@ class WindowState:
     splitter: tuple[int, ...] = ()
     remote_tabs: tuple[RemoteTab, ...] = ()
     current_remote: RemoteTab | None = None
+    intro_dismissed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The file's shape."""
@@ -88,6 +91,7 @@ class WindowState:
             "splitter": list(self.splitter),
             "remoteTabs": [tab.to_json() for tab in self.remote_tabs],
             "currentRemote": self.current_remote.to_json() if self.current_remote else None,
+            "introDismissed": self.intro_dismissed,
         }
 
 
@@ -140,6 +144,7 @@ def _parse(data: object) -> WindowState | None:
         splitter=tuple(splitter),
         remote_tabs=remote_tabs,
         current_remote=current_remote if current_remote in remote_tabs else None,
+        intro_dismissed=data.get("introDismissed") is True,
     )
 
 
