@@ -29,6 +29,7 @@ disables the action with the reason instead of doing nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
@@ -36,6 +37,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from branchwise.core.conversation.alternatives import (
+    Alternatives,
+    alternatives_by_turn,
+    alternatives_of,
+)
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, RemoteUnavailable, ServerUnsupported
@@ -52,6 +58,7 @@ from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import Conversation, ConversationRef
 from branchwise.desktop.host.journal import journalled_operation_ids
+from branchwise.desktop.host.landing import Landing, TurnTarget, landing_row, nearest_row
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
@@ -648,6 +655,50 @@ class Host:
         """The conversations of the ref's source, by id and lineage."""
         server = self.server_of(ref)
         return server.listing.index if server is not None else self.index
+
+    def alternatives_at(self, ref: ConversationRef) -> dict[str, Alternatives]:
+        """The sibling sets of an open conversation, by the turn of its rows they sit on.
+
+        From the lineage index of the ref's source (this machine's, or the
+        server's list) and the rows already held: no log is read, so a
+        transcript asks each time it lists branches, with 1,000 branches in
+        the family too (docs/architecture.md, "Alternatives at a turn").
+        """
+        sets = alternatives_of(self.lineage_at(ref), ref.session_id)
+        if not sets:
+            return {}
+        conversation = self.conversation(ref)
+        rows = conversation.rows if conversation is not None else []
+        return alternatives_by_turn(sets, ((row.turn_id, row.index) for row in rows))
+
+    async def open_at_turn(self, ref: ConversationRef, target: TurnTarget) -> Landing:
+        """Open a conversation of either source and find the row ``target`` names.
+
+        A big local conversation opens on its last page and a server's may
+        too: when the turn is not among the rows yet, this waits for the
+        whole history (local) or reads earlier pages (server) until it is, or
+        until there is nothing more to read; then it lands on the nearest row
+        (``exact`` false). The window scrolls there (docs/architecture.md,
+        "Opening a conversation at a turn").
+
+        Raises:
+            SessionNotFound, InvalidManifest, UnsupportedFormat, RemoteRefusal,
+            RemoteUnavailable: as :meth:`open`.
+        """
+        conversation = await self.open(ref)
+        waited = False
+        while True:
+            found = landing_row(conversation.rows, conversation.projection, target)
+            if found is not None:
+                return Landing(ref, *found)
+            if isinstance(conversation, OpenSession) and not conversation.loaded and not waited:
+                waited = True
+                with contextlib.suppress(BranchwiseError):  # the tab says why it is read-only
+                    await conversation.wait_loaded()
+                continue
+            if conversation.earlier_turns and (await self.load_earlier(ref)).transcripts:
+                continue
+            return Landing(ref, nearest_row(conversation.rows, target), False)
 
     def title_at(self, ref: ConversationRef) -> str:
         """The best known title of a conversation of either source."""

@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+import shiboken6
 from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
@@ -46,6 +47,7 @@ from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.importing import Importing
+from branchwise.desktop.host.landing import Landing, TurnTarget, landing_row
 from branchwise.desktop.host.merge_journal import JOURNAL_NAME as MERGE_JOURNAL
 from branchwise.desktop.host.merging import resume_merges
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
@@ -101,6 +103,7 @@ class MainWindow(QMainWindow):
         self.first_run = first_run
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False
+        self._close_when_idle: set[ConversationRef] = set()
         host.navigator = self._navigate
         self.trashing = Trashing(host)
         self.trash_dialog: TrashDialog | None = None
@@ -252,6 +255,12 @@ class MainWindow(QMainWindow):
         self.previous_tab_action = self._action(
             QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
         )
+        self.previous_alternative_action = self._action(
+            QKeySequence("Alt+Left"), lambda: self.switch_alternative(-1)
+        )
+        self.next_alternative_action = self._action(
+            QKeySequence("Alt+Right"), lambda: self.switch_alternative(1)
+        )
         self.conversation_settings_action = QAction(self)
         self.conversation_settings_action.triggered.connect(
             lambda _checked=False: self.show_conversation_settings()
@@ -263,6 +272,9 @@ class MainWindow(QMainWindow):
             self.conversation_settings_action,
         ):
             self.conversation_menu.addAction(action)
+        self.conversation_menu.addSeparator()
+        self.conversation_menu.addAction(self.previous_alternative_action)
+        self.conversation_menu.addAction(self.next_alternative_action)
         self.conversation_menu.addSeparator()
         for action in (self.next_tab_action, self.previous_tab_action, self.close_tab_action):
             self.conversation_menu.addAction(action)
@@ -354,6 +366,8 @@ class MainWindow(QMainWindow):
             self.search_action,
             self.find_action,
             self.branch_last_action,
+            self.previous_alternative_action,
+            self.next_alternative_action,
             self.stop_action,
             self.rename_action,
             self.next_tab_action,
@@ -377,7 +391,13 @@ class MainWindow(QMainWindow):
     def _render_actions(self) -> None:
         tab = self.current_tab()
         has_tab = tab is not None
-        for action in (self.close_tab_action, self.rename_action, self.branch_last_action):
+        for action in (
+            self.close_tab_action,
+            self.rename_action,
+            self.branch_last_action,
+            self.previous_alternative_action,
+            self.next_alternative_action,
+        ):
             action.setEnabled(has_tab)
         # What a server's conversation cannot do is disabled, and its tooltip says why.
         for action, kind, tip in (
@@ -448,7 +468,7 @@ class MainWindow(QMainWindow):
         return tab
 
     def _add_tab(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
-        tab = ConversationTab(self.host, ref, self.open_ref, self)
+        tab = ConversationTab(self.host, ref, self.open_ref, self, self.open_at)
         self.tabs.insertTab(index, tab, "")
         self._render_tab_title(tab)
         self._state_changed()
@@ -466,6 +486,109 @@ class MainWindow(QMainWindow):
             await self.open_remote(ref)
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+
+    # -- opening at a turn ---------------------------------------------------------
+
+    def open_at(
+        self, ref: ConversationRef, target: TurnTarget, in_place_of: ConversationTab | None = None
+    ) -> None:
+        """Open a conversation scrolled to a turn, highlighted; a failure becomes a notice.
+
+        The shared jump of "Open parent conversation", brought-back cards, the
+        alternatives switcher and the branch map. With ``in_place_of``, that
+        tab switches to the conversation (the tab stays where it was; the
+        conversation it showed is closed unless a turn still runs there); when
+        the conversation already has a tab, that tab comes forward instead, so
+        a conversation is never shown in two tabs. docs/architecture.md,
+        "Opening a conversation at a turn".
+        """
+        if ref.server is None:
+            # This machine's conversations open at once (a big one on its last page),
+            # so the tab is there before the turn is looked for.
+            try:
+                tab = self._show_in_tab(ref, in_place_of)
+            except BranchwiseError as exc:
+                self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+                return
+            landed = self._land_now(tab, ref, target)
+            if landed:
+                return
+        self.host.spawn(self.show_turn(ref, target, in_place_of), "open a conversation at a turn")
+
+    def _land_now(self, tab: ConversationTab, ref: ConversationRef, target: TurnTarget) -> bool:
+        """Land at once when the open rows hold the turn (no waiting for a full read)."""
+        conversation = self.host.conversation(ref)
+        if conversation is None:
+            return False
+        found = landing_row(conversation.rows, conversation.projection, target)
+        if found is None:
+            return False
+        tab.land(Landing(ref, *found))
+        return True
+
+    async def show_turn(
+        self, ref: ConversationRef, target: TurnTarget, in_place_of: ConversationTab | None = None
+    ) -> ConversationTab | None:
+        """:meth:`open_at`, awaited: the tab once landed (``None``: a notice said why not)."""
+        try:
+            if ref.server is not None:
+                await self.host.open(ref)
+            tab = self._show_in_tab(ref, in_place_of)
+            landing = await self.host.open_at_turn(ref, target)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return None
+        if not shiboken6.isValid(tab) or self.tabs.indexOf(tab) < 0:
+            return None  # closed while it was read
+        tab.land(landing)
+        return tab
+
+    def _show_in_tab(
+        self, ref: ConversationRef, in_place_of: ConversationTab | None
+    ) -> ConversationTab:
+        """Bring forward the conversation's tab, or show it in ``in_place_of``, or a new tab.
+
+        Raises:
+            BranchwiseError: a local conversation cannot be opened.
+        """
+        tab = self.tab_for_ref(ref)
+        if tab is None:
+            if ref.server is None:
+                self.host.open_session(ref.session_id)
+            place = self.tabs.indexOf(in_place_of) if in_place_of is not None else -1
+            tab = self._add_tab(ref, place)
+            self.tabs.setCurrentWidget(tab)
+            if place >= 0 and in_place_of is not None:
+                self._let_go(in_place_of)
+        self.tabs.setCurrentWidget(tab)
+        self._render_empty_state()
+        return tab
+
+    def _let_go(self, tab: ConversationTab) -> None:
+        """A tab switched to another conversation: close the one it showed.
+
+        A turn still running there goes on, and the conversation is closed
+        when it ends (unless a tab shows it again by then).
+        """
+        self._remove_tab(tab)
+        if self.host.running_at(tab.ref):
+            self._close_when_idle.add(tab.ref)
+        else:
+            self.host.spawn(self.host.close(tab.ref), "close a conversation")
+
+    def _close_idle(self) -> None:
+        for ref in list(self._close_when_idle):
+            if self.tab_for_ref(ref) is not None:
+                self._close_when_idle.discard(ref)
+            elif not self.host.running_at(ref):
+                self._close_when_idle.discard(ref)
+                self.host.spawn(self.host.close(ref), "close a conversation")
+
+    def switch_alternative(self, by: int) -> None:
+        """Alt+Left / Alt+Right: the previous or next alternative at the turn being read."""
+        tab = self.current_tab()
+        if tab is not None and not tab.switch_alternative(by):
+            self.host.notices.post("no_alternatives", Level.INFO)
 
     def open_session(self, session_id: str) -> None:
         """A click that opens a conversation; a failure becomes a notice."""
@@ -698,6 +821,8 @@ class MainWindow(QMainWindow):
         """Hand each part what concerns it."""
         self.sidebar.apply_changes(changes)
         self.search_panel.apply_changes(changes)
+        if self._close_when_idle:
+            self._close_idle()
         for tab in self.conversation_tabs():
             if changes.sidebar or changes.touches(tab.session_id):
                 tab.apply_changes(changes)
@@ -922,6 +1047,8 @@ class MainWindow(QMainWindow):
         self.branch_last_action.setText(_("Branch at the last finished turn"))
         self.next_tab_action.setText(_("Next tab"))
         self.previous_tab_action.setText(_("Previous tab"))
+        self.previous_alternative_action.setText(_("Previous alternative at this turn"))
+        self.next_alternative_action.setText(_("Next alternative at this turn"))
         self.shortcuts_action.setText(_("Keyboard shortcuts"))
         self.conversation_settings_action.setText(_("Conversation settings…"))
         self._settings_tip = _("This conversation's own model, system prompt and temperature")

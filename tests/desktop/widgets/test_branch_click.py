@@ -21,7 +21,10 @@ from branchwise.core.i18n.reasons import reason_text
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.widgets.turn_widget import TurnWidget
 
-UNVERIFIABLE = "This turn has no confirmable branch boundary in the session record."
+UNVERIFIABLE = (
+    "Branchwise cannot tell where this turn ends in the saved conversation, "
+    "so it cannot be branched from here."
+)
 
 
 def _enabled_with_branch_tooltip(widget: TurnWidget) -> bool:
@@ -115,7 +118,7 @@ def test_click_opens_one_child_while_the_parent_streams(
 
     assert app.window.sidebar.parent_of(cid) == sid
     assert child.banner.isVisible()
-    assert child.banner.label.text() == "Branched from Planning, turn 1"
+    assert child.banner.label.text() == "Branched from turn 1 of Planning"
     qtbot.mouseClick(child.banner.open_button, Qt.MouseButton.LeftButton)
     assert app.window.current_tab() is app.tab(sid)
     qtbot.waitUntil(lambda: first.branches_button.isVisible(), timeout=WAIT_MS)
