@@ -43,6 +43,7 @@ from branchwise.core.conversation.alternatives import (
     alternatives_of,
 )
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+from branchwise.core.conversation.names import label_of, render_label
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, RemoteUnavailable, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
@@ -670,6 +671,25 @@ class Host:
         conversation = self.conversation(ref)
         rows = conversation.rows if conversation is not None else []
         return alternatives_by_turn(sets, ((row.turn_id, row.index) for row in rows))
+
+    def label_at(self, ref: ConversationRef, fork_turn: int | None = None) -> str:
+        """A conversation's label in the active language ("" for one that was not branched).
+
+        From its manifest in the source's lineage index (core's one label
+        rule, :func:`~branchwise.core.conversation.names.label_of`); a manifest
+        older than labels has no fork turn stored, so the caller that knows
+        it (the transcript's row) passes ``fork_turn``: no log is read here.
+        """
+        index = self.lineage_at(ref)
+        manifest = index.by_id.get(ref.session_id)
+        session = self._open.get(ref.session_id) if ref.server is None else None
+        if session is not None:
+            manifest = session.manifest
+        if manifest is None or manifest.parent is None:
+            return ""
+        siblings = index.children(manifest.parent.session_id)
+        turn = manifest.fork_turn_index if manifest.fork_turn_index is not None else fork_turn
+        return render_label(label_of(manifest, siblings), turn) or ""
 
     async def open_at_turn(self, ref: ConversationRef, target: TurnTarget) -> Landing:
         """Open a conversation of either source and find the row ``target`` names.

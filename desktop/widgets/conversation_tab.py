@@ -30,7 +30,7 @@ from branchwise.desktop.widgets.composer import Composer
 from branchwise.desktop.widgets.find_bar import FindBar, Match
 from branchwise.desktop.widgets.merge_dialog import BringBackDialog
 from branchwise.desktop.widgets.transcript import TranscriptView, refusal_text
-from branchwise.desktop.widgets.turn_widget import TurnWidget, branch_label, untitled
+from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
 OpenAt = Callable[[ConversationRef, TurnTarget, "ConversationTab | None"], None]
 """Opens a conversation at a turn; with a tab, the conversation replaces that tab's."""
@@ -286,11 +286,13 @@ class ConversationTab(QWidget):
         self.banner.set_origin(
             link.session_id,
             self.host.title_at(self.ref.sibling(link.session_id)),
-            self._fork_turn_number(link),
+            manifest.fork_turn_index
+            if manifest is not None and manifest.fork_turn_index
+            else self._fork_turn_number(link),
             exists,
             link.kind,
-            branch_label(manifest)
-            if manifest is not None and link.kind == "fork" and link.origin is not None
+            self.host.label_at(self.ref, self._fork_turn_number(link))
+            if link.kind == "fork"
             else "",
         )
         self.banner.refuse_bring_back(self.refusal("bring_back"))

@@ -16,11 +16,14 @@ from pathlib import Path
 
 from helpers.forking import fork_at
 from helpers.gui import WAIT_MS, App, seed_session
+from helpers.sessions import complete_turn
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.conversation.ask_again import edit_request
+from branchwise.core.conversation.merge import merge_back
 from branchwise.core.fork.engine import fork
+from branchwise.core.i18n.reasons import reason_text
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
 from branchwise.core.providers.demo import DEMO_MODEL
@@ -112,8 +115,6 @@ def test_every_member_shows_the_same_set_at_the_turn_they_differ(
     qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
 ) -> None:
     family, app = family_app(make_app, tmp_path)
-    app.host.rename(family.plain, "Camping")
-    app.host.rename(family.edit, "Cheap stay")
     for place, sid in enumerate((family.root, family.plain, family.edit), start=1):
         app.window.open_tab(sid)
         qtbot.waitUntil(lambda sid=sid: counter_of(turn_numbered(app, sid, 2)) is not None)
@@ -124,13 +125,14 @@ def test_every_member_shows_the_same_set_at_the_turn_they_differ(
         assert counter_of(turn_numbered(app, sid, 1)) is None
         tip = widget.alternatives.counter.toolTip().splitlines()
         heading = f"Alternative {place} of 3 at this turn"
-        assert tip == [heading, "1. Trip", "2. Camping", "3. Cheap stay"]
+        # The original by its title, the others by their labels.
+        assert tip == [heading, "1. Trip", "2. From turn 1", "3. Edited: Where to stay cheaply?"]
         previous, following = widget.alternatives.previous_button, widget.alternatives.next_button
         assert previous.isEnabled() == (place > 1)
         assert following.isEnabled() == (place < 3)
     root_turn = turn_numbered(app, family.root, 2)
     assert root_turn is not None
-    assert root_turn.alternatives.next_button.toolTip() == "Next alternative: Camping"
+    assert root_turn.alternatives.next_button.toolTip() == "Next alternative: From turn 1"
     assert root_turn.alternatives.previous_button.toolTip() == "This is the first alternative"
     assert counter_of(turn_numbered(app, family.root, 3)) is None
 
@@ -206,6 +208,60 @@ def test_open_parent_lands_on_the_fork_turn(
     app.window.open_tab(family.plain)
     plain_tab = app.tab(family.plain)
     qtbot.waitUntil(lambda: plain_tab.banner.isVisible())
-    assert plain_tab.banner.label.text() == "Branched from turn 1 of Trip"
+    assert plain_tab.banner.label.text() == "Branched from turn 1 of Trip · From turn 1"
     qtbot.mouseClick(plain_tab.banner.open_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shows(app, family.root) and landed_number(app.tab(family.root)) == 1)
+
+
+def test_a_brought_back_card_opens_the_branch_at_the_turn_brought_back(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    store = SessionStore(tmp_path / "root")
+    with store.create("Trip plans") as writer:
+        complete_turn(writer, "r1", "where to?")
+        root = writer.session_id
+    child = fork_at(store, root, "r1", op="op-side").child_session_id
+    with store.open_writer(child) as writer:
+        writer.set_title("Side trip")
+        complete_turn(writer, "c1", "what about Kyoto?")
+        complete_turn(writer, "c2", "and Nara?")
+    merge_back(store, child, None, "Kyoto, then Nara.", "summary", "op-merge")
+    with store.open_writer(child) as writer:  # the branch went on after it was brought back
+        complete_turn(writer, "c3", "and Osaka?")
+    app = make_app(root=tmp_path / "root")
+    app.window.open_tab(root)
+    qtbot.waitUntil(lambda: len(app.turns(root)) == 2)
+    card = app.turns(root)[-1]
+    # Labelled as what it is, and its Branch button says plainly why it cannot be used.
+    assert card.number_label.text() == "Brought back from a branch"
+    assert card.shown_messages()[0][1].startswith("From branch Side trip:")
+    assert not card.branch_button.isEnabled()
+    reason = card.branch_button.toolTip()
+    assert reason == reason_text("brought_back")
+    assert reason.startswith("What a branch brought back is not a turn of its own")
+    qtbot.mouseClick(card.open_source_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: shows(app, child))
+    # Turn 3 of the branch (c2) was its last when brought back; turn 4 came later.
+    qtbot.waitUntil(lambda: landed_number(app.tab(child)) == 3)
+    landed = app.tab(child).transcript.landed
+    assert landed is not None and landed.row.turn_id == "c2"
+
+
+def test_a_language_switch_re_renders_the_switcher_and_the_banner(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    family, app = family_app(make_app, tmp_path)
+    app.window.open_tab(family.edit)
+    qtbot.waitUntil(lambda: counter_of(turn_numbered(app, family.edit, 2)) == "3/3")
+    app.window.language_actions["zh_Hant"].trigger()
+    widget = turn_numbered(app, family.edit, 2)
+    assert widget is not None
+    tip = widget.alternatives.counter.toolTip().splitlines()
+    assert tip[0] == "此輪次的第 3 個版本，共 3 個"
+    assert tip[2] == "第 2 個：從第 1 輪"
+    assert widget.alternatives.previous_button.toolTip().startswith("上一個版本：")
+    assert app.tab(family.edit).banner.label.text().startswith("分支自「Trip」的第 2 輪·")
+    app.window.language_actions["en"].trigger()
+    assert widget.alternatives.counter.toolTip().splitlines()[0] == (
+        "Alternative 3 of 3 at this turn"
+    )

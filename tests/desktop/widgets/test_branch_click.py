@@ -118,7 +118,7 @@ def test_click_opens_one_child_while_the_parent_streams(
 
     assert app.window.sidebar.parent_of(cid) == sid
     assert child.banner.isVisible()
-    assert child.banner.label.text() == "Branched from turn 1 of Planning"
+    assert child.banner.label.text() == "Branched from turn 1 of Planning · From turn 1"
     qtbot.mouseClick(child.banner.open_button, Qt.MouseButton.LeftButton)
     assert app.window.current_tab() is app.tab(sid)
     qtbot.waitUntil(lambda: first.branches_button.isVisible(), timeout=WAIT_MS)
