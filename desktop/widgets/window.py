@@ -73,6 +73,8 @@ MERGE_RETRY_MS = 20_000
 DISK_REFRESH_MS = 15_000
 """How often the window catches up with what other processes wrote (the CLI, serve)."""
 STATE_SAVE_MS = 300
+LET_GO_MS = 1000
+"""How long a tab that switched conversations keeps the old one's widgets before freeing them."""
 """How soon after a tab change the window state is written."""
 
 log = logging.getLogger(__name__)
@@ -567,14 +569,18 @@ class MainWindow(QMainWindow):
     def _let_go(self, tab: ConversationTab) -> None:
         """A tab switched to another conversation: close the one it showed.
 
-        A turn still running there goes on, and the conversation is closed
-        when it ends (unless a tab shows it again by then).
+        Freeing a page of rendered turns and closing the conversation take
+        longer than building the new one's first rows, so both wait until the
+        new conversation has painted. A turn still running there goes on, and
+        the conversation is closed when it ends (unless a tab shows it again
+        by then).
         """
-        self._remove_tab(tab)
-        if self.host.running_at(tab.ref):
-            self._close_when_idle.add(tab.ref)
-        else:
-            self.host.spawn(self.host.close(tab.ref), "close a conversation")
+        self.tabs.removeTab(self.tabs.indexOf(tab))
+        self._state_changed()
+        tab.hide()
+        self._close_when_idle.add(tab.ref)
+        QTimer.singleShot(LET_GO_MS, tab, tab.deleteLater)
+        QTimer.singleShot(LET_GO_MS, self, self._close_idle)
 
     def _close_idle(self) -> None:
         for ref in list(self._close_when_idle):

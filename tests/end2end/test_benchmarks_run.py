@@ -46,6 +46,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ),
         ("bench_serve_events.py", ["--turns", "30", "--repeat", "1"], "last 50 turns"),
         ("bench_remote_open.py", ["--turns", "60", "--runs", "1"], "first view"),
+        ("bench_sibling_switch.py", ["--turns", "30", "--branches", "20", "--runs", "1"], "ratio"),
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
         (
