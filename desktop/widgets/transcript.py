@@ -369,6 +369,15 @@ class TranscriptView(QScrollArea):
             fork_turn = number if manifest.parent.origin is not None else number - 1
         return self.host.label_at(ref, fork_turn) or untitled(self.host.title_at(ref))
 
+    def _open_branch(self, session_id: str) -> None:
+        """A branch listed at a turn opens where it differs: its first own turn."""
+        manifest = self._lineage.by_id.get(session_id)
+        link = manifest.parent if manifest is not None else None
+        if self._on_open_at is None or link is None or link.kind != "fork":
+            self._on_open(session_id)
+            return
+        self._on_open_at(session_id, TurnTarget.following(link.turn_id))
+
     def _switch(self, session_id: str, after_turn_id: str | None) -> None:
         if self._on_switch is not None:
             self._on_switch(session_id, after_turn_id)
@@ -386,7 +395,7 @@ class TranscriptView(QScrollArea):
         widget = TurnWidget(
             row,
             self._on_branch,
-            self._on_open,
+            self._open_branch,
             self.widget(),
             self._ask_again,
             title_of=lambda sid: self.host.title_at(self.ref.sibling(sid)),

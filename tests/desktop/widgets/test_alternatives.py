@@ -196,3 +196,20 @@ def test_a_language_switch_re_renders_the_switcher_and_the_banner(
     assert widget.alternatives.counter.toolTip().splitlines()[0] == (
         "Alternative 3 of 3 at this turn"
     )
+
+
+def test_a_branch_listed_at_a_turn_opens_where_it_differs(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    family, app = family_app(make_app, tmp_path)
+    app.window.open_tab(family.root)
+    qtbot.waitUntil(lambda: turn_numbered(app, family.root, 1) is not None)
+    first = turn_numbered(app, family.root, 1)
+    assert first is not None
+    qtbot.waitUntil(first.branches_button.isVisible)
+    listed = first.branches_button.menu().actions()[0]  # the only branch taken at turn 1
+    listed.trigger()
+    qtbot.waitUntil(lambda: shows(app, family.plain))
+    # A new tab (the menu is no switcher), on the branch's own turn 2.
+    assert app.window.tab_for(family.root) is not None
+    qtbot.waitUntil(lambda: landed_number(app.tab(family.plain)) == 2)
