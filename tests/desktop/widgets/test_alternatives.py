@@ -18,6 +18,7 @@ from helpers.forking import fork_at
 from helpers.gui import WAIT_MS, App
 from helpers.sessions import complete_turn
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QAbstractSlider
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.conversation.merge import merge_back
@@ -142,6 +143,38 @@ def test_open_parent_lands_on_the_fork_turn(
     assert plain_tab.banner.label.text() == "Branched from turn 1 of Trip · From turn 1"
     qtbot.mouseClick(plain_tab.banner.open_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: shows(app, family.root) and landed_number(app.tab(family.root)) == 1)
+    # The highlight stays until the reader scrolls.
+    transcript = app.tab(family.root).transcript
+    landed = transcript.landed
+    assert landed is not None
+    qtbot.waitUntil(lambda: transcript._pinned is None, timeout=WAIT_MS)
+    transcript.verticalScrollBar().triggerAction(QAbstractSlider.SliderAction.SliderPageStepAdd)
+    assert transcript.landed is None and not landed.landed
+    assert landed.accessibleDescription() == ""
+
+
+def test_switching_away_from_a_running_answer_lets_it_finish(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    family = make_family(SessionStore(root))
+    app = make_app(delay=0.02, root=root)
+    app.window.open_tab(family.root)
+    qtbot.waitUntil(lambda: counter_of(turn_numbered(app, family.root, 2)) == "1/3")
+    editor = app.tab(family.root).composer.editor
+    editor.setPlainText("one more question, answered slowly " * 3)
+    qtbot.keyClick(editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: app.host.is_running(family.root), timeout=WAIT_MS)
+    widget = turn_numbered(app, family.root, 2)
+    assert widget is not None
+    qtbot.mouseClick(widget.alternatives.next_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: shows(app, family.plain))
+    assert app.window.tab_for(family.root) is None
+    assert app.host.is_running(family.root)
+    # The answer goes on without a tab, is committed whole, and then the conversation closes.
+    qtbot.waitUntil(lambda: app.host.session(family.root) is None, timeout=WAIT_MS * 3)
+    turns = app.host.store.read(family.root).projection.turns
+    assert len(turns) == 4 and turns[-1].end_reason == "completed"
 
 
 def test_a_brought_back_card_opens_the_branch_at_the_turn_brought_back(
