@@ -301,7 +301,7 @@ def given_branch_label(text: str) -> BranchLabel:
     """A label the user typed, kept as its text (one line).
 
     Raises:
-        InvalidTitle: empty, or longer than the manifest allows.
+        InvalidLabel: empty, or longer than the manifest allows.
     """
     return BranchLabel("given", text=given_label(text))
 
@@ -613,7 +613,7 @@ def rename(
         ``{"sessionId", "title", "label", "labelParts", "forkTurnIndex"}`` as stored.
 
     Raises:
-        InvalidTitle: an empty or overlong title or label.
+        InvalidTitle, InvalidLabel: an empty or overlong title or label.
         LeaseHeld: another process is writing the conversation.
     """
     new_title = given_title(title) if title is not None else None

@@ -749,7 +749,7 @@ class Host:
         just for the write. A conversation on a server is renamed there.
 
         Raises:
-            InvalidTitle: an empty or overlong label (nothing is written).
+            InvalidLabel: an empty or overlong label (nothing is written).
             LeaseHeld: another process is writing the conversation.
             ServerUnsupported: the server cannot rename labels.
         """

@@ -21,7 +21,7 @@ from branchwise.core.conversation.names import (
     render_label,
 )
 from branchwise.core.conversation.views import session_lineage, session_list, session_tree
-from branchwise.core.errors import InvalidTitle
+from branchwise.core.errors import InvalidLabel
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
@@ -131,9 +131,9 @@ def test_a_label_the_user_gives_is_kept_as_typed_in_every_language(store: Sessio
         assert render_label(manifest.label, 1, language=language) == "shorter answer"
     assert _listed(store)[plain]["label"] == "shorter answer"
     assert _listed(store)[plain]["forkTurnIndex"] == 1  # the turn stays its own field
-    with pytest.raises(InvalidTitle):
+    with pytest.raises(InvalidLabel):
         given_branch_label("   ")
-    with pytest.raises(InvalidTitle):
+    with pytest.raises(InvalidLabel):
         given_branch_label("x" * 81)
 
 
