@@ -116,6 +116,9 @@ def test_labels_render_in_the_language_asked_for_at_display_time(store: SessionS
     named = BranchLabel("fork", text="標籤")
     assert render_label(named, 1, language="zh_Hans") == "从第 1 轮：標籤"
     assert render_label(BranchLabel("fork"), 0, language="en") == "From the start"
+    # a turn not known yet (an older manifest the desktop has not read the log of)
+    assert render_label(BranchLabel("fork"), None, language="en") == "A branch"
+    assert render_label(BranchLabel("fork"), None, language="zh_Hant") == "分支"
     assert render_label(model_label("qwen2.5", 2), 1, language="en") == "qwen2.5 · sample 2"
     assert render_label(model_label("qwen2.5"), 1, language="zh_Hans") == "qwen2.5"
 
