@@ -39,7 +39,7 @@ class ForkBanner(QFrame):
         self._turn: int | None = None
         self._parent_exists = True
         self._kind = "fork"
-        self._label = ""
+        self._branch_label: str | None = None
         self.label = QLabel(self)
         self.label.setObjectName("forkBannerText")
         self.label.setWordWrap(True)
@@ -67,15 +67,14 @@ class ForkBanner(QFrame):
         turn: int | None,
         parent_exists: bool,
         kind: str = "fork",
-        label: str = "",
+        label: str | None = None,
     ) -> None:
         """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``.
 
-        ``turn`` is the parent's turn the branch leaves from, as the parent
-        numbers it; ``label`` says how the branch differs ("" for none).
+        ``label``: how this branch differs, already in the language shown.
         """
         self._kind = kind
-        self._label = label
+        self._branch_label = label
         self._parent_id = parent_id
         self._parent_title = parent_title
         self._turn = turn
@@ -108,11 +107,10 @@ class ForkBanner(QFrame):
             )
         else:
             text = fill(_("Branched from {title}"), {"title": title})
-        if self._kind != "child" and self._label:
-            # TRANSLATORS: the banner's origin, then the branch's label.
-            text = fill(_("{origin} · {label}"), {"origin": text, "label": self._label})
         if not self._parent_exists:
             text = _("Branched from a conversation that no longer exists.")
+        if self._branch_label and self._kind != "child":  # a child's says "Started from"
+            text += " · " + self._branch_label
         self.label.setText(text)
         self.open_button.setText(_("Open parent conversation"))
         self.open_button.setEnabled(self._parent_exists)

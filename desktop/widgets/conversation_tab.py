@@ -291,9 +291,7 @@ class ConversationTab(QWidget):
             else self._fork_turn_number(link),
             exists,
             link.kind,
-            self.host.label_at(self.ref, self._fork_turn_number(link))
-            if link.kind == "fork"
-            else "",
+            self.host.label_at(self.ref),
         )
         self.banner.refuse_bring_back(self.refusal("bring_back"))
 
@@ -319,8 +317,8 @@ class ConversationTab(QWidget):
         return shared + 1 if link.origin is not None else shared
 
     def retranslate_ui(self) -> None:
-        """Re-render every localized text of the tab."""
-        self.banner.retranslate_ui()
+        """Re-render every localized text of the tab (the banner's label and titles too)."""
+        self._render_banner()
         self.transcript.retranslate_ui()
         self.composer.retranslate_ui()
         self.find_bar.retranslate_ui()

@@ -22,7 +22,6 @@ once; the row stays pinned in view while the rows around it are built.
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Callable, Iterable
 
 import shiboken6
@@ -357,17 +356,10 @@ class TranscriptView(QScrollArea):
         found = alternatives.get(turn_id) if turn_id is not None else None
         widget.set_alternatives(found, self.session_id)
 
-    def _label_of(self, manifest: Manifest, *, number: int | None) -> str:
-        """How the switcher names an alternative at turn ``number``: its label, else its title.
-
-        An alternative that is a plain branch left at the turn before, an
-        edit or regenerate at this one (for manifests with no fork turn stored).
-        """
+    def _label_of(self, manifest: Manifest) -> str:
+        """How the switcher names an alternative: its label, else (the original) its title."""
         ref = self.ref.sibling(manifest.session_id)
-        fork_turn = None
-        if number is not None and manifest.parent is not None:
-            fork_turn = number if manifest.parent.origin is not None else number - 1
-        return self.host.label_at(ref, fork_turn) or untitled(self.host.title_at(ref))
+        return self.host.label_at(ref) or untitled(self.host.title_at(ref))
 
     def _open_branch(self, session_id: str) -> None:
         """A branch listed at a turn opens where it differs: its first own turn."""
@@ -403,7 +395,7 @@ class TranscriptView(QScrollArea):
             compare_refusal=self._refusal("compare"),
             on_switch=self._switch,
             on_open_at=self._on_open_at,
-            label_of=functools.partial(self._label_of, number=row.index),
+            label_of=self._label_of,
         )
         widget.set_branch_state(self.host.branch_state_at(self.ref, row))
         self._widgets[row.row_id] = widget

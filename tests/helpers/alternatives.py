@@ -10,14 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from branchwise.core.conversation.ask_again import edit_request
+from branchwise.core.conversation.names import new_branch_name_from_store
 from branchwise.core.fork.engine import fork
+from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.fork.targets import fork_targets
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
 from branchwise.core.providers.demo import DEMO_MODEL
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.turn_widget import TurnWidget
-from helpers.forking import fork_at
 from helpers.gui import seed_session
 
 
@@ -62,13 +64,33 @@ def finish_asked_turn(store: SessionStore, session_id: str) -> None:
         )
 
 
+def named_fork(store: SessionStore, request: ForkRequest, operation_id: str) -> str:
+    """Fork as the app and the CLI do: titled, labelled, its fork turn stored."""
+    name = new_branch_name_from_store(
+        store, request.source_session_id, request.turn_id, request.origin
+    )
+    return fork(
+        store,
+        request,
+        operation_id,
+        title=name.title,
+        label=name.label,
+        fork_turn_index=name.fork_turn_index,
+    ).child_session_id
+
+
 def make_family(store: SessionStore) -> Family:
     root = seed_session(store, ["Plan a trip", "Where to stay?", "What to eat?"], title="Trip")
-    turns = tuple(t.turn_id for t in store.read(root).projection.turns)
-    plain = fork_at(store, root, turns[0], op="op-plain").child_session_id
+    answer = fork_targets(store, root)
+    turns = tuple(target.turn_id for target in answer.targets)
+    first = answer.targets[0]
+    assert first.boundary_sequence is not None
+    at_first = ForkRequest(root, first.turn_id, first.boundary_sequence, answer.generation)
+    plain = named_fork(store, at_first, "op-plain")
     add_turn(store, plain, "Where to camp?")
-    request = edit_request(store, root, turns[1], "Where to stay cheaply?")
-    edit = fork(store, request, "op-edit").child_session_id
+    edit = named_fork(
+        store, edit_request(store, root, turns[1], "Where to stay cheaply?"), "op-edit"
+    )
     finish_asked_turn(store, edit)
     return Family(root, turns, plain, edit)
 

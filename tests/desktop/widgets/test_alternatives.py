@@ -224,7 +224,10 @@ def test_a_language_switch_re_renders_the_switcher_and_the_banner(
     assert tip[0] == "此輪次的第 3 個版本，共 3 個"
     assert tip[2] == "第 2 個：從第 1 輪"
     assert widget.alternatives.previous_button.toolTip().startswith("上一個版本：")
-    assert app.tab(family.edit).banner.label.text().startswith("分支自「Trip」的第 2 輪·")
+    assert (
+        app.tab(family.edit).banner.label.text()
+        == "分支自「Trip」的第 2 輪 · 已編輯：Where to stay cheaply?"
+    )
     app.window.language_actions["en"].trigger()
     assert widget.alternatives.counter.toolTip().splitlines()[0] == (
         "Alternative 3 of 3 at this turn"
