@@ -657,7 +657,7 @@ class MainWindow(QMainWindow):
         for ref in list(self._close_when_idle):
             if self.tab_for_ref(ref) is not None:
                 self._close_when_idle.discard(ref)
-            elif not self.host.running_at(ref):
+            elif ref.remote or not self.host.running_at(ref):  # a server's turn runs on there
                 self._close_when_idle.discard(ref)
                 self.host.spawn(self.host.close(ref), "close a conversation")
 
