@@ -255,11 +255,16 @@ def test_the_cli_prints_label_and_fork_turn_everywhere_a_branch_is_listed(
     ]
     _, lineage = run_cli(root_dir, "--lang", "zh_Hans", "session", "lineage", branch)
     assert lineage["lineage"][0]["label"] == "重新生成 2"
-    _, found = run_cli(root_dir, "search", "merging")
-    assert {(h["sessionId"], h["label"], h["forkTurnIndex"]) for h in found["hits"]} >= {
-        (root, None, None)
-    }
-    assert all("label" in hit and "forkTurnIndex" in hit for hit in found["hits"])
+    _, found = run_cli(root_dir, "search", "Explain git")
+    asked = next(h for h in found["hits"] if h["role"] == "user")
+    # the first prompt both hold is credited to the root that wrote it, the branch listed
+    assert (asked["sessionId"], asked["writtenIn"], asked["label"]) == (root, root, None)
+    assert asked["alsoIn"] == [branch]
+    assert asked["alsoInBranches"] == [
+        {"sessionId": branch, "title": "Explain git branches (branch 1)", "label": "Regenerated 2"}
+    ]
+    titled = next(h for h in found["hits"] if h["role"] == "title" and h["sessionId"] == branch)
+    assert (titled["label"], titled["forkTurnIndex"]) == ("Regenerated 2", 2)
 
 
 def test_a_child_conversation_is_labelled_with_the_turn_that_spawned_it(
