@@ -277,3 +277,38 @@ def test_a_child_conversation_is_labelled_with_the_turn_that_spawned_it(
     assert render_label(manifest.label, 2, language="en") == "Sub-conversation of turn 2"
     loose = create_child(store, root, {"turnId": None}, "loose")
     assert _listed(store)[loose.child_session_id]["label"] == "Sub-conversation"
+
+
+def test_session_rename_gives_a_title_or_a_label(tmp_path: Path) -> None:
+    root_dir = tmp_path / "data"
+    _, made = run_cli(root_dir, "session", "new", "--title", "plans")
+    root = made["sessionId"]
+    run_cli(root_dir, "session", "say", root, "first", "--quiet")
+    turn = run_cli(root_dir, "session", "show", root)[1]["turns"][0]["turnId"]
+    branch = run_cli(root_dir, "session", "fork", root, "--turn", turn)[1]["childSessionId"]
+    _, renamed = run_cli(root_dir, "session", "rename", branch, "--label", "the  cheap route")
+    assert renamed == {
+        "sessionId": branch,
+        "title": "plans (branch 1)",
+        "label": "the cheap route",
+        "labelParts": {"kind": "given", "text": "the cheap route"},
+        "forkTurnIndex": 1,
+    }
+    _, both = run_cli(
+        root_dir,
+        "--lang",
+        "zh_Hans",
+        "session",
+        "rename",
+        branch,
+        "--title",
+        "Cheap",
+        "--label",
+        "b",
+    )
+    assert (both["title"], both["label"]) == ("Cheap", "b")
+    code, refused = run_cli(root_dir, "session", "rename", branch, "--label", " ", check=False)
+    assert code == 1 and refused["error"]["code"] == "invalid_label"
+    code, refused = run_cli(root_dir, "session", "rename", branch, check=False)
+    assert code != 0 and refused["error"]["code"] == "invalid_argument"
+    assert SessionStore(root_dir).manifest(branch).label == BranchLabel("given", text="b")
