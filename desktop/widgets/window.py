@@ -133,6 +133,10 @@ class MainWindow(QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.setDocumentMode(True)
+        # A tab's text is already fitted (its title elided in the middle): the bar cuts nothing,
+        # so a label is never lost; many tabs scroll.
+        self.tabs.setElideMode(Qt.TextElideMode.ElideNone)
+        self.tabs.setUsesScrollButtons(True)
         self.tabs.tabCloseRequested.connect(self._close_tab_at)
         self.tabs.currentChanged.connect(self._current_changed)
         self.empty_label = QLabel(self)

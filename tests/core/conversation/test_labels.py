@@ -14,6 +14,8 @@ from helpers.sessions import session_with_turns
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation.names import (
     LabelReader,
+    branch_title,
+    display_title,
     given_branch_label,
     label_of,
     model_label,
@@ -312,3 +314,16 @@ def test_session_rename_gives_a_title_or_a_label(tmp_path: Path) -> None:
     code, refused = run_cli(root_dir, "session", "rename", branch, check=False)
     assert code != 0 and refused["error"]["code"] == "invalid_argument"
     assert SessionStore(root_dir).manifest(branch).label == BranchLabel("given", text="b")
+
+
+def test_a_title_shows_its_branch_suffix_in_the_language_shown() -> None:
+    """Why a branch read "(branch 3)" beside "（分支 4）": each title kept the suffix of the
+    language shown when it was made. Shown titles render the suffix again."""
+    made_in_english = branch_title("Explain git", 2, language="en")
+    made_in_chinese = branch_title("Explain git", 3, language="zh_Hant")
+    assert (made_in_english, made_in_chinese) == ("Explain git (branch 3)", "Explain git（分支 4）")
+    assert display_title(made_in_english, language="zh_Hant") == "Explain git（分支 3）"
+    assert display_title(made_in_chinese, language="en") == "Explain git (branch 4)"
+    assert display_title("Explain git（分支 1.2）", language="zh_Hans") == "Explain git（分支 1.2）"
+    assert display_title("a (branch) of trees", language="zh_Hant") == "a (branch) of trees"
+    assert display_title("Plain title", language="zh_Hant") == "Plain title"
