@@ -223,6 +223,12 @@ def test_imported_forks_say_which_app_made_them(tmp_path: Path, store: SessionSt
     assert listed[by_source["c-branchy/a2b"]]["label"] == "Regenerated in ChatGPT"
     assert listed[by_source["c-branchy/a2e"]]["label"] == "Edited in ChatGPT"
     assert listed[by_source["c-branchy/a2b"]]["forkTurnIndex"] == 2
+    # Claude Code asks a prompt again with /rewind; its /branch copies are plain branches
+    rewind = BranchLabel("imported", source="claude-code", origin="edit")
+    assert render_label(rewind, 3, language="en") == "Claude Code /rewind"
+    copy = BranchLabel("imported", source="claude-code")
+    assert render_label(copy, 3, language="en") == "Branch in Claude Code"
+    assert render_label(copy, 3, language="zh_Hans") == "在 Claude Code 中的分支"
     reader = LabelReader(store)
     edit = store.manifest(by_source["c-branchy/a2e"])
     assert reader.fields(edit, language="zh_Hant")["label"] == "在 ChatGPT 中編輯"
