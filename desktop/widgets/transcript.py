@@ -437,7 +437,9 @@ class TranscriptView(QScrollArea):
         built = 0
         with_branches: set[str] | None = None
         alternatives: dict[str, Alternatives] = {}
-        for position in range(self._window.end - 1, self._window.start - 1, -1):
+        # A conversation closed under a tab on its way out has no rows left to build.
+        end = min(self._window.end, len(rows))
+        for position in range(end - 1, self._window.start - 1, -1):
             if built >= limit:
                 break
             row = rows[position]

@@ -637,9 +637,13 @@ class MainWindow(QMainWindow):
         self.tabs.removeTab(self.tabs.indexOf(tab))
         self._state_changed()
         tab.hide()
-        self._close_when_idle.add(tab.ref)
-        QTimer.singleShot(LET_GO_MS, tab, tab.deleteLater)
-        QTimer.singleShot(LET_GO_MS, self, self._close_idle)
+
+        def free() -> None:
+            tab.deleteLater()
+            self._close_when_idle.add(tab.ref)
+            self._close_idle()
+
+        QTimer.singleShot(LET_GO_MS, tab, free)
 
     def _close_idle(self) -> None:
         for ref in list(self._close_when_idle):
