@@ -17,6 +17,10 @@ unless the user has scrolled away to read.
 :meth:`TranscriptView.reveal` brings any row into view — a search hit or a
 find-bar match — extending the window up to it and building its widget at
 once; the row stays pinned in view while the rows around it are built.
+:meth:`TranscriptView.land` does the same for a jump to a turn (open parent,
+a brought-back card, a switch of alternatives) and highlights the turn until
+the reader scrolls. Each turn with alternatives shows ``< k/n >`` from the
+host's sibling sets (docs/architecture.md, "Alternatives at a turn").
 """
 
 from __future__ import annotations

@@ -3,7 +3,9 @@
 Each turn carries a real "Branch into a new conversation" button whose
 tooltip and accessible name say so when it can be clicked, and whose tooltip
 and accessible description give the localized reason when it cannot. A turn
-that already has branches shows a small "N branches" button listing them.
+that already has branches shows a small "N branches" button listing them,
+and a turn that has alternatives (edits, regenerations and branches that
+differ at it) shows ``< k/n >`` (:class:`AlternativesSwitcher`).
 """
 
 from __future__ import annotations
