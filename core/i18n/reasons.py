@@ -18,9 +18,16 @@ from branchwise.core.i18n.language import N_, _, format_number, ngettext
 
 REASONS: Mapping[str, str] = {
     # Fork targets: why a turn's "Branch into a new conversation" is disabled.
-    # The first two are the reference documents' exact strings (shared/reference/README.md).
-    "turn_open": N_("This turn has not finished yet, so it has no boundary to branch from."),
-    "unverifiable": N_("This turn has no confirmable branch boundary in the session record."),
+    # In the user's words: where a turn ends in the saved record is not theirs to know.
+    "turn_open": N_("This turn has not finished yet; it can be branched once it has."),
+    "unverifiable": N_(
+        "Branchwise cannot tell where this turn ends in the saved conversation, "
+        "so it cannot be branched from here."
+    ),
+    "brought_back": N_(
+        "What a branch brought back is not a turn of its own, so it cannot be branched "
+        "by itself: branch at a later turn to keep it, or at an earlier one to leave it out."
+    ),
     "active_authority": N_(
         "This turn still has an open approval or tool call, so it cannot be branched yet."
     ),
@@ -28,6 +35,7 @@ REASONS: Mapping[str, str] = {
         "This turn was saved together with the next one, so it cannot be branched on its own."
     ),
     "nothing_to_branch": N_("No finished turn to branch from in this conversation yet."),
+    "no_alternatives": N_("No turn in view has alternatives to switch between."),
     "targets_loading": N_("Still checking which turns can be branched…"),
     "creation_in_flight": N_("A branch is already being created from this turn."),
     "server_unsupported": N_("This server does not support branching conversations."),
@@ -121,6 +129,7 @@ REASONS: Mapping[str, str] = {
     # The session store.
     "lease_held": N_("Another window or process is writing to this conversation."),
     "invalid_title": N_("A title needs 1 to {maxLength} characters."),
+    "invalid_label": N_("A branch label needs 1 to {maxLength} characters."),
     "app_running": N_(
         "Branchwise is already running with this data folder. Switch to that window, "
         "or start with --data-dir to use another folder."

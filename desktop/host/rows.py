@@ -40,6 +40,7 @@ class DesktopReason(StrEnum):
     TARGETS_LOADING = "targets_loading"
     CREATION_IN_FLIGHT = "creation_in_flight"
     SERVER_UNSUPPORTED = "server_unsupported"
+    BROUGHT_BACK = "brought_back"
 
 
 def target_key(message_id: str | None, turn_id: str | None) -> str:
@@ -59,6 +60,8 @@ class Entry:
         content: its text (Markdown for assistant answers).
         partial: the text is still streaming or was cut short.
         source_id: for a ``merge``, the branch it was brought back from.
+        source_sequence: for a ``merge``, how far that branch's log went when it
+            was brought back (its last turn then is the one brought back).
     """
 
     message_id: str
@@ -66,6 +69,7 @@ class Entry:
     content: str
     partial: bool = False
     source_id: str | None = None
+    source_sequence: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,23 +123,36 @@ class Row:
         return self.end_reason == "error" and not self.answer
 
     @property
+    def brought_back(self) -> bool:
+        """What a branch brought back (a merge), which is no turn of its own."""
+        return self.turn_id is None and any(e.role == "merge" for e in self.entries)
+
+    @property
     def imported(self) -> bool:
         """History imported without turn records (never branchable)."""
         return self.turn_id is None
 
 
-def _entry(message: Message, sources: Mapping[str, str] | None = None) -> Entry:
-    source = sources.get(message.message_id) if sources else None
-    return Entry(message.message_id, message.role, message.content, message.partial, source)
+def _entry(message: Message, sources: Mapping[str, tuple[str, int | None]] | None = None) -> Entry:
+    source, sequence = sources.get(message.message_id, (None, None)) if sources else (None, None)
+    return Entry(
+        message.message_id, message.role, message.content, message.partial, source, sequence
+    )
 
 
-def _merge_sources(projection: Projection) -> dict[str, str]:
-    """Merge message id -> the branch it came from (the projection names merges by seq)."""
-    return {
-        f"merge-{merge['seq']}": str(merge.get("childSessionId", ""))
-        for merge in projection.merges
-        if "seq" in merge
-    }
+def _merge_sources(projection: Projection) -> dict[str, tuple[str, int | None]]:
+    """Merge message id -> the branch it came from and how far that branch went then
+    (the projection names merges by seq)."""
+    sources: dict[str, tuple[str, int | None]] = {}
+    for merge in projection.merges:
+        if "seq" not in merge:
+            continue
+        sequence = merge.get("childBoundarySequence")
+        sources[f"merge-{merge['seq']}"] = (
+            str(merge.get("childSessionId", "")),
+            sequence if isinstance(sequence, int) and not isinstance(sequence, bool) else None,
+        )
+    return sources
 
 
 def rows_from_projection(
@@ -295,6 +312,8 @@ def branch_state(
     if table is None:
         return BranchState(None, DesktopReason.TARGETS_LOADING)
     answer = table.answer
+    if row.brought_back:
+        return BranchState(None, DesktopReason.BROUGHT_BACK)
     if not answer.verifiable or row.imported:
         return BranchState(None, TargetReason.UNVERIFIABLE)
     target = table.by_key.get(row.key)

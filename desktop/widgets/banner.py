@@ -1,7 +1,8 @@
 """The banner of a branched conversation: where it came from, and a way back.
 
-"Branched from <title>, turn N" with an "Open parent conversation" button
-and, on a branch, "Bring back to parent…".
+"Branched from turn N of <title> · <label>" with an "Open parent
+conversation" button (which opens the parent at that turn) and, on a branch,
+"Bring back to parent…".
 Hidden for conversations that were not branched from another.
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from branchwise.core.i18n.language import _
+from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill
 from branchwise.desktop.widgets.turn_widget import untitled
 
@@ -38,6 +39,7 @@ class ForkBanner(QFrame):
         self._turn: int | None = None
         self._parent_exists = True
         self._kind = "fork"
+        self._branch_label: str | None = None
         self.label = QLabel(self)
         self.label.setObjectName("forkBannerText")
         self.label.setWordWrap(True)
@@ -65,9 +67,14 @@ class ForkBanner(QFrame):
         turn: int | None,
         parent_exists: bool,
         kind: str = "fork",
+        label: str | None = None,
     ) -> None:
-        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``."""
+        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``.
+
+        ``label``: how this branch differs, already in the language shown.
+        """
         self._kind = kind
+        self._branch_label = label
         self._parent_id = parent_id
         self._parent_title = parent_title
         self._turn = turn
@@ -95,13 +102,15 @@ class ForkBanner(QFrame):
         elif self._turn is not None:
             text = fill(
                 # TRANSLATORS: {title} is the parent conversation's title, {turn} a turn number.
-                _("Branched from {title}, turn {turn}"),
-                {"title": title, "turn": self._turn},
+                _("Branched from turn {turn} of {title}"),
+                {"title": title, "turn": format_number(self._turn)},
             )
         else:
             text = fill(_("Branched from {title}"), {"title": title})
         if not self._parent_exists:
             text = _("Branched from a conversation that no longer exists.")
+        if self._branch_label and self._kind != "child":  # a child's says "Started from"
+            text += " · " + self._branch_label
         self.label.setText(text)
         self.open_button.setText(_("Open parent conversation"))
         self.open_button.setEnabled(self._parent_exists)

@@ -3,7 +3,9 @@
 Each turn carries a real "Branch into a new conversation" button whose
 tooltip and accessible name say so when it can be clicked, and whose tooltip
 and accessible description give the localized reason when it cannot. A turn
-that already has branches shows a small "N branches" button listing them.
+that already has branches shows a small "N branches" button listing them,
+and a turn that has alternatives (edits, regenerations and branches that
+differ at it) shows ``< k/n >`` (:class:`AlternativesSwitcher`).
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.conversation.alternatives import Alternatives
+from branchwise.core.conversation.names import display_title, label_of, render_label
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import BRANCH_ACTION, branch_count, fill, reason_text
 from branchwise.core.store.manifest import Manifest
+from branchwise.desktop.host.landing import TurnTarget
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
@@ -49,8 +54,12 @@ RETRY_BUTTON = "retryButton"
 EDIT_BOX = "editBox"
 SEND_AS_BRANCH_BUTTON = "sendAsBranchButton"
 EDIT_CANCEL_BUTTON = "editCancelButton"
-#: How many words of an edited prompt the branch menu shows.
-PREVIEW_WORDS = 6
+ALTERNATIVES = "alternatives"
+PREVIOUS_ALTERNATIVE = "previousAlternative"
+NEXT_ALTERNATIVE = "nextAlternative"
+ALTERNATIVES_COUNTER = "alternativesCounter"
+#: How many alternatives the counter's tooltip lists by name (the rest are counted).
+LISTED_ALTERNATIVES = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,21 +81,19 @@ class AskAgain:
     refusal: Callable[[str], str | None] = lambda _action: None
 
 
-def branch_label(manifest: Manifest) -> str:
-    """How the branch menu lists a branch: what an edit or a regenerate changed, else its title."""
-    origin = manifest.parent.origin if manifest.parent is not None else None
-    if origin is None:
-        return untitled(manifest.title)
-    if origin.kind == "regenerate":
-        return _("Regenerated")
-    words = origin.prompt.split()
-    preview = " ".join(words[:PREVIEW_WORDS]) + ("…" if len(words) > PREVIEW_WORDS else "")
-    return fill(_("Edited: {words}"), {"words": preview})
+def branch_label(manifest: Manifest, siblings: Sequence[Manifest] = ()) -> str:
+    """How the branch menu lists a branch: its label, then its title ("Regenerated 2 · <title>").
+
+    ``siblings``: the other branches listed with it (a regenerate is numbered among them).
+    """
+    label = render_label(label_of(manifest, siblings), manifest.fork_turn_index)
+    title = untitled(manifest.title)
+    return f"{label} · {title}" if label else title
 
 
 def untitled(title: str) -> str:
     """A conversation's title for display ("Untitled conversation" when empty)."""
-    return title or _("Untitled conversation")
+    return display_title(title) if title else _("Untitled conversation")
 
 
 def branch_icon(color: QColor, size: int = 16) -> QIcon:
@@ -157,6 +164,128 @@ def _escape_markdown(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_{}[]()<>#+-.!|~" else c for c in text)
 
 
+Switch = Callable[[str, str | None], None]
+"""Show alternative ``session_id`` at the turn after ``after_turn_id`` (in the same tab)."""
+
+
+class AlternativesSwitcher(QWidget):
+    """``< k/n >``: the alternatives at one turn, and arrows that switch between them.
+
+    The conversation shown is alternative k of the set (the original is 1,
+    the others follow in creation order); the arrows show k-1 and k+1 in
+    the same tab. Each tooltip names the alternative by its label.
+
+    Args:
+        on_switch: called with the alternative to show and the turn its
+            members share last (the switch lands on the turn after it).
+        label_of: how a member is named (its label).
+    """
+
+    def __init__(
+        self,
+        on_switch: Switch,
+        label_of: Callable[[Manifest], str],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName(ALTERNATIVES)
+        self._on_switch = on_switch
+        self._label_of = label_of
+        self._set: Alternatives | None = None
+        self._session_id = ""
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        self.previous_button = QToolButton(self)
+        self.previous_button.setObjectName(PREVIOUS_ALTERNATIVE)
+        self.previous_button.setAutoRaise(True)
+        self.previous_button.setText("<")
+        self.previous_button.clicked.connect(lambda: self.step(-1))
+        self.counter = QLabel(self)
+        self.counter.setObjectName(ALTERNATIVES_COUNTER)
+        self.counter.setTextFormat(Qt.TextFormat.PlainText)
+        self.next_button = QToolButton(self)
+        self.next_button.setObjectName(NEXT_ALTERNATIVE)
+        self.next_button.setAutoRaise(True)
+        self.next_button.setText(">")
+        self.next_button.clicked.connect(lambda: self.step(1))
+        layout.addWidget(self.previous_button)
+        layout.addWidget(self.counter)
+        layout.addWidget(self.next_button)
+        self.hide()
+
+    @property
+    def alternatives(self) -> Alternatives | None:
+        """The set shown (``None``: this turn has no alternatives)."""
+        return self._set
+
+    def set_alternatives(self, found: Alternatives | None, session_id: str) -> None:
+        """Show ``found`` as seen from ``session_id`` (hidden when ``None`` or not a member)."""
+        if found is not None and found.position(session_id) is None:
+            found = None
+        self._set, self._session_id = found, session_id
+        self.retranslate_ui()
+
+    def step(self, by: int) -> bool:
+        """Switch to the alternative ``by`` places away; whether there was one."""
+        found = self._set
+        target = found.step(self._session_id, by) if found is not None else None
+        if found is None or target is None:
+            return False
+        self._on_switch(target.session_id, found.after_turn_id)
+        return True
+
+    def retranslate_ui(self) -> None:
+        """Re-render the counter and the tooltips (after a change or a language switch)."""
+        found = self._set
+        place = found.position(self._session_id) if found is not None else None
+        if found is None or place is None:
+            self.hide()
+            return
+        total = len(found.members)
+        # Digits and a slash, as every chat app writes it, in every language.
+        self.counter.setText(f"{format_number(place + 1)}/{format_number(total)}")
+        listed = [
+            fill(
+                _("{k}. {label}"),
+                {"k": format_number(number + 1), "label": self._label_of(manifest)},
+            )
+            for number, manifest in enumerate(found.members[:LISTED_ALTERNATIVES])
+        ]
+        if total > LISTED_ALTERNATIVES:
+            listed.append(
+                fill(_("and {n} more"), {"n": format_number(total - LISTED_ALTERNATIVES)})
+            )
+        heading = fill(
+            # TRANSLATORS: {k} is this conversation's place among the {n} alternatives.
+            _("Alternative {k} of {n} at this turn"),
+            {"k": format_number(place + 1), "n": format_number(total)},
+        )
+        self.counter.setToolTip("\n".join([heading, *listed]))
+        self.counter.setAccessibleName(heading)
+        self.setAccessibleName(heading)
+        for button, by, tip_text, edge in (
+            (
+                self.previous_button,
+                -1,
+                _("Previous alternative: {label}"),
+                _("This is the first alternative"),
+            ),
+            (
+                self.next_button,
+                1,
+                _("Next alternative: {label}"),
+                _("This is the last alternative"),
+            ),
+        ):
+            target = found.step(self._session_id, by)
+            button.setEnabled(target is not None)
+            tip = fill(tip_text, {"label": self._label_of(target)}) if target is not None else edge
+            button.setToolTip(tip)
+            button.setAccessibleName(tip)
+        self.show()
+
+
 class TurnWidget(QFrame):
     """One row of the transcript.
 
@@ -167,6 +296,9 @@ class TurnWidget(QFrame):
         ask_again: the Edit, Regenerate and Retry actions (``None``: not offered).
         on_compare: shows this conversation beside a listed branch.
         compare_refusal: why comparing is not offered here (shown disabled with it).
+        on_switch: shows another alternative at this turn in the same tab.
+        on_open_at: opens a conversation at a turn (a brought-back card's branch).
+        label_of: how an alternative is named in the switcher's tooltips.
     """
 
     def __init__(
@@ -179,9 +311,13 @@ class TurnWidget(QFrame):
         title_of: Callable[[str], str] | None = None,
         on_compare: Callable[[str], None] | None = None,
         compare_refusal: str | None = None,
+        on_switch: Switch | None = None,
+        on_open_at: Callable[[str, TurnTarget], object] | None = None,
+        label_of: Callable[[Manifest], str] | None = None,
     ) -> None:
         super().__init__(parent)
         self._ask_again = ask_again
+        self._on_open_at = on_open_at
         self._title_of = title_of
         self._on_compare = on_compare
         self._compare_refusal = compare_refusal
@@ -202,6 +338,7 @@ class TurnWidget(QFrame):
         self._unflash.setInterval(FLASH_MS)
         self._unflash.timeout.connect(lambda: self._set_flash(False))
         self.setProperty("flash", False)
+        self.setProperty("landed", False)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 4)
@@ -222,6 +359,12 @@ class TurnWidget(QFrame):
         self.number_label = QLabel(self)
         self.number_label.setObjectName("turnNumber")
         footer.addWidget(self.number_label)
+        self.alternatives = AlternativesSwitcher(
+            on_switch or (lambda _sid, _after: None),
+            label_of or (lambda manifest: untitled(manifest.title)),
+            self,
+        )
+        footer.addWidget(self.alternatives)
         self.figures_label = QLabel(self)
         self.figures_label.setObjectName("turnFigures")
         self.figures_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -381,8 +524,14 @@ class TurnWidget(QFrame):
         return next((e.source_id for e in self.row.entries if e.role == "merge"), None)
 
     def _open_source(self) -> None:
+        """Open the branch at the turn it was brought back from (its last one then)."""
         source = self._source_id()
-        if source is not None:
+        if source is None:
+            return
+        sequence = next((e.source_sequence for e in self.row.entries if e.role == "merge"), None)
+        if self._on_open_at is not None and sequence is not None:
+            self._on_open_at(source, TurnTarget.through(sequence))
+        else:
             self._on_open(source)
 
     def append_text(self, message_id: str, chunk: str) -> None:
@@ -445,6 +594,8 @@ class TurnWidget(QFrame):
         self.status_label.setProperty("error", row.end_reason == "error")
         if row.index is not None:
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
+        elif self.row.brought_back:
+            self.number_label.setText(_("Brought back from a branch"))
         else:
             self.number_label.setText(_("Imported history"))
         figures = None if row.running else row.figures
@@ -469,10 +620,40 @@ class TurnWidget(QFrame):
 
     def _set_flash(self, on: bool) -> None:
         self.setProperty("flash", on)
+        self._repolish()
+
+    def _repolish(self) -> None:
         style = self.style()
         style.unpolish(self)
         style.polish(self)
         self.update()
+
+    @property
+    def landed(self) -> bool:
+        """The turn is highlighted as where a jump landed (until the user scrolls away)."""
+        return bool(self.property("landed"))
+
+    def set_landed(self, on: bool) -> None:
+        """Highlight the turn a jump landed on (open parent, a sibling, a brought-back card).
+
+        The highlight stays until the reader scrolls, so it is not missed
+        while the conversation is still being laid out; its accessible
+        description says it too.
+        """
+        if on == self.landed:
+            return
+        self.setProperty("landed", on)
+        self._render_landed()
+        self._repolish()
+
+    def _render_landed(self) -> None:
+        self.setAccessibleDescription(_("You arrived at this turn") if self.landed else "")
+
+    # -- alternatives ------------------------------------------------------------
+
+    def set_alternatives(self, found: Alternatives | None, session_id: str) -> None:
+        """Show ``< k/n >`` for the alternatives at this turn (``None``: it has none)."""
+        self.alternatives.set_alternatives(found, session_id)
 
     # -- branch action ---------------------------------------------------------
 
@@ -528,7 +709,7 @@ class TurnWidget(QFrame):
         button.setAccessibleName(button.text())
         button.setAccessibleDescription(tip)
         for manifest in self._branches:
-            action = menu.addAction(branch_label(manifest))
+            action = menu.addAction(branch_label(manifest, self._branches))
             action.triggered.connect(
                 lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
             )
@@ -540,7 +721,7 @@ class TurnWidget(QFrame):
         if self._on_compare is not None:
             compare_menu = menu.addMenu(_("Compare with…"))
             for manifest in self._branches:
-                action = compare_menu.addAction(branch_label(manifest))
+                action = compare_menu.addAction(branch_label(manifest, self._branches))
                 action.triggered.connect(
                     lambda _checked=False, sid=manifest.session_id: self._compare(sid)
                 )
@@ -558,3 +739,5 @@ class TurnWidget(QFrame):
         self._render_ask_again()
         self._render_branch_action()
         self._render_branches()
+        self.alternatives.retranslate_ui()
+        self._render_landed()

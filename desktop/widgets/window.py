@@ -14,11 +14,13 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+import shiboken6
+from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -46,6 +48,7 @@ from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.importing import Importing
+from branchwise.desktop.host.landing import Landing, TurnTarget, landing_row
 from branchwise.desktop.host.merge_journal import JOURNAL_NAME as MERGE_JOURNAL
 from branchwise.desktop.host.merging import resume_merges
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
@@ -62,7 +65,13 @@ from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
 from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
 from branchwise.desktop.widgets.shortcuts_dialog import ShortcutsDialog, shortcut_rows
-from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
+from branchwise.desktop.widgets.sidebar import (
+    LABEL_SEPARATOR,
+    RUNNING_MARK,
+    Sidebar,
+    ask_label,
+    fitted_row_text,
+)
 from branchwise.desktop.widgets.theme import theme_for
 from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
@@ -74,6 +83,8 @@ MERGE_RETRY_MS = 20_000
 DISK_REFRESH_MS = 15_000
 """How often the window catches up with what other processes wrote (the CLI, serve)."""
 STATE_SAVE_MS = 300
+LET_GO_MS = 1000
+"""How long a tab that switched conversations keeps the old one's widgets before freeing them."""
 """How soon after a tab change the window state is written."""
 
 log = logging.getLogger(__name__)
@@ -104,6 +115,7 @@ class MainWindow(QMainWindow):
         self.first_run = first_run
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False
+        self._close_when_idle: set[ConversationRef] = set()
         host.navigator = self._navigate
         self.trashing = Trashing(host)
         self.trash_dialog: TrashDialog | None = None
@@ -129,6 +141,10 @@ class MainWindow(QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.setDocumentMode(True)
+        # A tab's text is already fitted (its title elided in the middle): the bar cuts nothing,
+        # so a label is never lost; many tabs scroll.
+        self.tabs.setElideMode(Qt.TextElideMode.ElideNone)
+        self.tabs.setUsesScrollButtons(True)
         self.tabs.tabCloseRequested.connect(self._close_tab_at)
         self.tabs.currentChanged.connect(self._current_changed)
         self.empty_label = QLabel(self)
@@ -136,7 +152,7 @@ class MainWindow(QMainWindow):
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
         self.notice_area = NoticeArea(
-            host.notices, host.title, self._notice_action, self, on_decline=self._notice_declined
+            host.notices, self.named, self._notice_action, self, on_decline=self._notice_declined
         )
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
@@ -181,6 +197,8 @@ class MainWindow(QMainWindow):
         self.disk_refresh_timer.timeout.connect(host.refresh_from_disk)
         self.disk_refresh_timer.start()
         self.tabs.tabBar().tabMoved.connect(self._state_changed)
+        self.tabs.tabBar().setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tabs.tabBar().customContextMenuRequested.connect(self._tab_context_menu)
         splitter.splitterMoved.connect(self._state_changed)
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
@@ -261,11 +279,21 @@ class MainWindow(QMainWindow):
         self.conversation_menu = QMenu(self)
         self.close_tab_action = self._action(QKeySequence("Ctrl+W"), self.close_current_tab)
         self.rename_action = self._action(QKeySequence("F2"), self.rename_current)
+        self.rename_label_action = QAction(self)
+        self.rename_label_action.triggered.connect(
+            lambda _checked=False: self.rename_label_current()
+        )
         self.stop_action = self._action(QKeySequence("Esc"), self.stop_current)
         self.branch_last_action = self._action(QKeySequence("Ctrl+Shift+B"), self.branch_last)
         self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
         self.previous_tab_action = self._action(
             QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
+        )
+        self.previous_alternative_action = self._action(
+            QKeySequence("Alt+Left"), lambda: self.switch_alternative(-1)
+        )
+        self.next_alternative_action = self._action(
+            QKeySequence("Alt+Right"), lambda: self.switch_alternative(1)
         )
         self.conversation_settings_action = QAction(self)
         self.conversation_settings_action.triggered.connect(
@@ -275,9 +303,13 @@ class MainWindow(QMainWindow):
             self.branch_last_action,
             self.stop_action,
             self.rename_action,
+            self.rename_label_action,
             self.conversation_settings_action,
         ):
             self.conversation_menu.addAction(action)
+        self.conversation_menu.addSeparator()
+        self.conversation_menu.addAction(self.previous_alternative_action)
+        self.conversation_menu.addAction(self.next_alternative_action)
         self.conversation_menu.addSeparator()
         for action in (self.next_tab_action, self.previous_tab_action, self.close_tab_action):
             self.conversation_menu.addAction(action)
@@ -319,6 +351,45 @@ class MainWindow(QMainWindow):
                 self.remote_servers.ask_rename(server, tab.session_id)
         elif not tab.ref.remote:
             self.sidebar.ask_rename(tab.session_id)
+
+    def named(self, session_id: str) -> str:
+        """How a notice names a conversation of this machine: its title, and its label if a branch.
+
+        ("Branch created: <title> · Regenerated 2"), rendered when the notice is.
+        """
+        title = untitled(self.host.title(session_id))
+        label = self.host.label_at(ConversationRef(session_id))
+        return title + LABEL_SEPARATOR + label if label else title
+
+    def rename_label_current(self) -> None:
+        """Rename the label of the branch in front (on its server, for a server's)."""
+        tab = self.current_tab()
+        if tab is not None:
+            self.ask_rename_label(tab)
+
+    def ask_rename_label(self, tab: ConversationTab) -> QInputDialog | None:
+        """Ask for a branch's new label (non-blocking); the host writes it off the UI thread."""
+        return ask_label(self.host, tab.ref, self)
+
+    def tab_menu(self, tab: ConversationTab) -> QMenu:
+        """A tab's menu: Rename…, and Rename label… for a branch."""
+        menu = QMenu(self)
+        menu.setObjectName("tabMenu")
+        menu.addAction(_("Rename…"), lambda: self._rename_tab(tab))
+        manifest = self.host.manifest_at(tab.ref)
+        if manifest is not None and manifest.parent is not None:
+            menu.addAction(_("Rename label…"), lambda: self.ask_rename_label(tab))
+        return menu
+
+    def _rename_tab(self, tab: ConversationTab) -> None:
+        self.tabs.setCurrentWidget(tab)
+        self.rename_current()
+
+    def _tab_context_menu(self, pos: QPoint) -> None:
+        bar = self.tabs.tabBar()
+        widget = self.tabs.widget(bar.tabAt(pos))
+        if isinstance(widget, ConversationTab):
+            self.tab_menu(widget).popup(bar.mapToGlobal(pos))
 
     def stop_current(self) -> None:
         """Esc: stop the answer streaming in the tab in front."""
@@ -369,6 +440,8 @@ class MainWindow(QMainWindow):
             self.search_action,
             self.find_action,
             self.branch_last_action,
+            self.previous_alternative_action,
+            self.next_alternative_action,
             self.stop_action,
             self.rename_action,
             self.next_tab_action,
@@ -392,7 +465,13 @@ class MainWindow(QMainWindow):
     def _render_actions(self) -> None:
         tab = self.current_tab()
         has_tab = tab is not None
-        for action in (self.close_tab_action, self.rename_action, self.branch_last_action):
+        for action in (
+            self.close_tab_action,
+            self.rename_action,
+            self.branch_last_action,
+            self.previous_alternative_action,
+            self.next_alternative_action,
+        ):
             action.setEnabled(has_tab)
         # What a server's conversation cannot do is disabled, and its tooltip says why.
         for action, kind, tip in (
@@ -403,6 +482,8 @@ class MainWindow(QMainWindow):
             action.setEnabled(has_tab and refused is None)
             action.setToolTip(refused or tip)
         self.stop_action.setEnabled(tab is not None and self.host.running_at(tab.ref))
+        manifest = self.host.manifest_at(tab.ref) if tab is not None else None
+        self.rename_label_action.setEnabled(manifest is not None and manifest.parent is not None)
         several = self.tabs.count() > 1
         self.next_tab_action.setEnabled(several)
         self.previous_tab_action.setEnabled(several)
@@ -463,7 +544,7 @@ class MainWindow(QMainWindow):
         return tab
 
     def _add_tab(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
-        tab = ConversationTab(self.host, ref, self.open_ref, self)
+        tab = ConversationTab(self.host, ref, self.open_ref, self, self.open_at)
         self.tabs.insertTab(index, tab, "")
         self._render_tab_title(tab)
         self._state_changed()
@@ -481,6 +562,117 @@ class MainWindow(QMainWindow):
             await self.open_remote(ref)
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+
+    # -- opening at a turn ---------------------------------------------------------
+
+    def open_at(
+        self, ref: ConversationRef, target: TurnTarget, in_place_of: ConversationTab | None = None
+    ) -> None:
+        """Open a conversation scrolled to a turn, highlighted; a failure becomes a notice.
+
+        The shared jump of "Open parent conversation", brought-back cards, the
+        alternatives switcher and the branch map. With ``in_place_of``, that
+        tab switches to the conversation (the tab stays where it was; the
+        conversation it showed is closed unless a turn still runs there); when
+        the conversation already has a tab, that tab comes forward instead, so
+        a conversation is never shown in two tabs. docs/architecture.md,
+        "Opening a conversation at a turn".
+        """
+        if ref.server is None:
+            # This machine's conversations open at once (a big one on its last page),
+            # so the tab is there before the turn is looked for.
+            try:
+                tab = self._show_in_tab(ref, in_place_of)
+            except BranchwiseError as exc:
+                self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+                return
+            landed = self._land_now(tab, ref, target)
+            if landed:
+                return
+        self.host.spawn(self.show_turn(ref, target, in_place_of), "open a conversation at a turn")
+
+    def _land_now(self, tab: ConversationTab, ref: ConversationRef, target: TurnTarget) -> bool:
+        """Land at once when the open rows hold the turn (no waiting for a full read)."""
+        conversation = self.host.conversation(ref)
+        if conversation is None:
+            return False
+        found = landing_row(conversation.rows, conversation.projection, target)
+        if found is None:
+            return False
+        tab.land(Landing(ref, *found))
+        return True
+
+    async def show_turn(
+        self, ref: ConversationRef, target: TurnTarget, in_place_of: ConversationTab | None = None
+    ) -> ConversationTab | None:
+        """:meth:`open_at`, awaited: the tab once landed (``None``: a notice said why not)."""
+        try:
+            if ref.server is not None:
+                await self.host.open(ref)
+            tab = self._show_in_tab(ref, in_place_of)
+            landing = await self.host.open_at_turn(ref, target)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return None
+        if not shiboken6.isValid(tab) or self.tabs.indexOf(tab) < 0:
+            return None  # closed while it was read
+        tab.land(landing)
+        return tab
+
+    def _show_in_tab(
+        self, ref: ConversationRef, in_place_of: ConversationTab | None
+    ) -> ConversationTab:
+        """Bring forward the conversation's tab, or show it in ``in_place_of``, or a new tab.
+
+        Raises:
+            BranchwiseError: a local conversation cannot be opened.
+        """
+        tab = self.tab_for_ref(ref)
+        if tab is None:
+            if ref.server is None:
+                self.host.open_session(ref.session_id)
+            place = self.tabs.indexOf(in_place_of) if in_place_of is not None else -1
+            tab = self._add_tab(ref, place)
+            self.tabs.setCurrentWidget(tab)
+            if place >= 0 and in_place_of is not None:
+                self._let_go(in_place_of)
+        self.tabs.setCurrentWidget(tab)
+        self._render_empty_state()
+        return tab
+
+    def _let_go(self, tab: ConversationTab) -> None:
+        """A tab switched to another conversation: close the one it showed.
+
+        Freeing a page of rendered turns and closing the conversation take
+        longer than building the new one's first rows, so both wait until the
+        new conversation has painted. A turn still running there goes on, and
+        the conversation is closed when it ends (unless a tab shows it again
+        by then).
+        """
+        self.tabs.removeTab(self.tabs.indexOf(tab))
+        self._state_changed()
+        tab.hide()
+
+        def free() -> None:
+            tab.deleteLater()
+            self._close_when_idle.add(tab.ref)
+            self._close_idle()
+
+        QTimer.singleShot(LET_GO_MS, tab, free)
+
+    def _close_idle(self) -> None:
+        for ref in list(self._close_when_idle):
+            if self.tab_for_ref(ref) is not None:
+                self._close_when_idle.discard(ref)
+            elif ref.remote or not self.host.running_at(ref):  # a server's turn runs on there
+                self._close_when_idle.discard(ref)
+                self.host.spawn(self.host.close(ref), "close a conversation")
+
+    def switch_alternative(self, by: int) -> None:
+        """Alt+Left / Alt+Right: the previous or next alternative at the turn being read."""
+        tab = self.current_tab()
+        if tab is not None and not tab.switch_alternative(by):
+            self.host.notices.post("no_alternatives", Level.INFO)
 
     def open_session(self, session_id: str) -> None:
         """A click that opens a conversation; a failure becomes a notice."""
@@ -732,6 +924,8 @@ class MainWindow(QMainWindow):
         """Hand each part what concerns it."""
         self.sidebar.apply_changes(changes)
         self.search_panel.apply_changes(changes)
+        if self._close_when_idle:
+            self._close_idle()
         for tab in self.conversation_tabs():
             if changes.sidebar or changes.touches(tab.session_id):
                 tab.apply_changes(changes)
@@ -824,9 +1018,18 @@ class MainWindow(QMainWindow):
         if index < 0:
             return
         title = tab.title
-        short = title if len(title) <= TAB_TITLE_CHARS else title[: TAB_TITLE_CHARS - 1] + "…"
-        self.tabs.setTabText(index, (RUNNING_MARK if tab.running else "") + short)
-        tip = fill(_("{title} (running)"), {"title": title}) if tab.running else title
+        label = self.host.label_at(tab.ref)
+        tail = LABEL_SEPARATOR + label if label else ""
+        head = RUNNING_MARK if tab.running else ""
+        metrics = self.tabs.tabBar().fontMetrics()
+        # The title has its room, the label and mark theirs: a tab grows, it never cuts a label.
+        width = metrics.averageCharWidth() * TAB_TITLE_CHARS
+        width += metrics.horizontalAdvance(head) + metrics.horizontalAdvance(tail)
+        shown = fitted_row_text(metrics, width, head, title, tail)
+        self.tabs.setTabText(index, shown)
+        tip = self.host.branch_tooltip_at(tab.ref)
+        if tab.running:
+            tip += "\n" + _("Running")
         if tab.server_name is not None:
             tip = fill(_("{title} on {server}"), {"title": tip, "server": tab.server_name})
         self.tabs.setTabToolTip(index, tip)
@@ -959,10 +1162,13 @@ class MainWindow(QMainWindow):
         self.conversation_menu.setTitle(_("&Conversation"))
         self.close_tab_action.setText(_("Close tab"))
         self.rename_action.setText(_("Rename conversation…"))
+        self.rename_label_action.setText(_("Rename branch label…"))
         self.stop_action.setText(_("Stop the answer"))
         self.branch_last_action.setText(_("Branch at the last finished turn"))
         self.next_tab_action.setText(_("Next tab"))
         self.previous_tab_action.setText(_("Previous tab"))
+        self.previous_alternative_action.setText(_("Previous alternative at this turn"))
+        self.next_alternative_action.setText(_("Next alternative at this turn"))
         self.shortcuts_action.setText(_("Keyboard shortcuts"))
         self.conversation_settings_action.setText(_("Conversation settings…"))
         self._settings_tip = _("This conversation's own model, system prompt and temperature")

@@ -46,8 +46,14 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ),
         ("bench_serve_events.py", ["--turns", "30", "--repeat", "1"], "last 50 turns"),
         ("bench_remote_open.py", ["--turns", "60", "--runs", "1"], "first view"),
+        ("bench_sibling_switch.py", ["--turns", "30", "--branches", "20", "--runs", "1"], "ratio"),
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
+        (
+            "bench_labels.py",
+            ["--branches", "6", "--turns", "2", "--repeat", "1"],
+            "labels computed",
+        ),
         (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],
