@@ -35,7 +35,7 @@ from branchwise.core.lineage import LineageIndex
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
-from branchwise.desktop.widgets.compare_view import CompareView, show_comparison
+from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.turn_widget import AskAgain, TurnWidget
 
 #: Pixels from the bottom that still count as "at the bottom".
@@ -275,7 +275,7 @@ class TranscriptView(QScrollArea):
 
     def compare_with(self, other_id: str) -> None:
         """Show this conversation beside one of its branches (a turn's branch menu)."""
-        show_comparison(self.host, self.session_id, other_id, self, self._compared)
+        show_compare(self.host, [self.ref, self.ref.sibling(other_id)], self, self._compared)
 
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view
