@@ -22,7 +22,7 @@ once; the row stays pinned in view while the rows around it are built.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer
@@ -273,9 +273,13 @@ class TranscriptView(QScrollArea):
 
     # -- building widgets --------------------------------------------------------
 
-    def compare_with(self, other_id: str) -> None:
-        """Show this conversation beside one of its branches (a turn's branch menu)."""
-        show_compare(self.host, [self.ref, self.ref.sibling(other_id)], self, self._compared)
+    def compare_with(self, other_ids: Sequence[str]) -> None:
+        """Show this conversation beside one to three of its branches (a turn's branch menu).
+
+        Opens at the first turn after the split (where the branches differ).
+        """
+        refs = [self.ref, *(self.ref.sibling(sid) for sid in other_ids)]
+        show_compare(self.host, refs, self, self._compared)
 
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view

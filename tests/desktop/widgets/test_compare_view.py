@@ -242,6 +242,29 @@ def test_a_turns_branch_menu_compares_the_conversation_with_a_branch(
     view.close()
 
 
+def test_a_turns_branch_menu_shows_every_branch_at_the_turn_side_by_side(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    root, _branches = _seed(SessionStore(tmp_path / "root"), extra=1)
+    app = make_app()
+    app.window.open_tab(root)
+    qtbot.waitUntil(lambda: len(app.turns(root)) == 2, timeout=WAIT_MS)
+    first = app.turns(root)[0]
+    qtbot.waitUntil(first.branches_button.isVisible, timeout=WAIT_MS)
+    compare_menu = next(
+        a.menu() for a in first.branches_button.menu().actions() if a.text() == "Compare with…"
+    )
+    next(a for a in compare_menu.actions() if a.text() == "All side by side").trigger()
+    transcript = app.tab(root).transcript
+    qtbot.waitUntil(lambda: transcript.compare_view is not None, timeout=WAIT_MS)
+    view = transcript.compare_view
+    assert view is not None
+    headers = [label.text() for label in view.column_headers]
+    assert headers[0] == "Trip plans" and sorted(headers[1:]) == ["Paint blue", "Paint red"]
+    assert [cell.number_label.text() for cell in view.row_views[0].cells] == ["Turn 2"] * 3
+    view.close()
+
+
 def test_the_sidebar_compares_two_picked_conversations(
     qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
 ) -> None:
