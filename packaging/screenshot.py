@@ -1,6 +1,7 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
     python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
+                                   [--view window|compare]
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
@@ -8,7 +9,8 @@ a conversation of three turns, a fork made from its first turn (with a turn
 of its own and one answered with a table, a quote and a code block) and a
 child conversation spawned from its last turn, built with the same store,
 fork and lineage calls the app uses. ``--theme`` is written to the fixture's
-settings, as the Settings dialog would.
+settings, as the Settings dialog would. ``--view compare`` shoots the Compare
+view of the fork beside its parent instead of the window.
 """
 
 from __future__ import annotations
@@ -123,9 +125,12 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     return parent, forked.child_session_id, child.child_session_id
 
 
-async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -> int:
-    from PySide6.QtWidgets import QApplication
+async def _shoot(
+    root: Path, out: Path, ids: tuple[str, str, str], front: str, view: str = "window"
+) -> int:
+    from PySide6.QtWidgets import QApplication, QWidget
 
+    from branchwise.desktop.host.conversation import ConversationRef
     from branchwise.desktop.host.host import Host
     from branchwise.desktop.host.notices import Level
     from branchwise.desktop.widgets.window import MainWindow
@@ -150,8 +155,18 @@ async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -
     bar = tab.transcript.verticalScrollBar()
     bar.setValue(bar.maximum())
     await asyncio.sleep(0.2)
+    shot: QWidget = window
+    if view == "compare":
+        window.compare([ConversationRef(parent), ConversationRef(forked)])
+        for _ in range(40):  # read off the UI thread, then laid out and painted
+            await asyncio.sleep(0.05)
+        if window.compare_view is None:
+            raise SystemExit("the compare view did not open")
+        window.compare_view.resize(WIDTH, HEIGHT)
+        await asyncio.sleep(0.3)
+        shot = window.compare_view
     out.parent.mkdir(parents=True, exist_ok=True)
-    if not window.grab().save(str(out), "PNG"):
+    if not shot.grab().save(str(out), "PNG"):
         raise SystemExit(f"could not write {out}")
     print(out)
     window.close()
@@ -166,6 +181,12 @@ def main() -> int:
     parser.add_argument("--lang", default="en")
     parser.add_argument("--front", choices=("fork", "parent"), default="fork", help="tab in front")
     parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
+    parser.add_argument(
+        "--view",
+        choices=("window", "compare"),
+        default="window",
+        help="the window, or the fork compared with its parent",
+    )
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         if shutil.which("xvfb-run") is None:
@@ -190,7 +211,7 @@ def main() -> int:
         root = Path(tmp) / "data"
         ids = build_fixture(root)
         save_settings(root, Settings(theme=args.theme, first_run_done=True))
-        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front))
+        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front, args.view))
 
 
 if __name__ == "__main__":

@@ -63,8 +63,23 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
-def changed_ranges(base: str, other: str) -> tuple[list[Range], list[Range]]:
-    """The character ranges of ``base`` and of ``other`` that the other text does not have.
+@dataclass(frozen=True, slots=True)
+class TextDiff:
+    """How two texts differ.
+
+    Attributes:
+        base, other: the character ranges of each that the other does not have.
+        shared: the share of the two texts' words (not spaces) they have in
+            common, 0 to 1.
+    """
+
+    base: list[Range]
+    other: list[Range]
+    shared: float
+
+
+def diff_texts(base: str, other: str) -> TextDiff:
+    """Which words of ``base`` and of ``other`` the other text does not have.
 
     Ranges are ``(start, end)``, in order, merged when adjacent, never
     covering spaces alone (a changed word's surrounding spaces stay unmarked).
@@ -74,12 +89,21 @@ def changed_ranges(base: str, other: str) -> tuple[list[Range], list[Range]]:
     starts_a, starts_b = _starts(a), _starts(b)
     base_ranges: list[Range] = []
     other_ranges: list[Range] = []
+    same = 0
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
+            same += sum(1 for word in a[i1:i2] if not word.isspace())
             continue
         _add(base_ranges, a, starts_a, i1, i2)
         _add(other_ranges, b, starts_b, j1, j2)
-    return base_ranges, other_ranges
+    words = sum(1 for word in a if not word.isspace()) + sum(1 for w in b if not w.isspace())
+    return TextDiff(base_ranges, other_ranges, 2 * same / words if words else 1.0)
+
+
+def changed_ranges(base: str, other: str) -> tuple[list[Range], list[Range]]:
+    """The character ranges of ``base`` and of ``other`` that the other text does not have."""
+    found = diff_texts(base, other)
+    return found.base, found.other
 
 
 def _starts(words: list[str]) -> list[int]:
@@ -143,14 +167,22 @@ def word_diff(left: str, right: str) -> tuple[tuple[Span, ...], tuple[Span, ...]
     return spans(left, left_ranges), spans(right, right_ranges)
 
 
-def against_first(texts: Sequence[str]) -> list[list[Range]]:
+#: Below this share of common words two texts are not two takes on one answer,
+#: and marking nearly every word would only hide the few that are shared.
+MIN_SHARED = 0.4
+
+
+def against_first(texts: Sequence[str], min_shared: float = MIN_SHARED) -> list[list[Range]]:
     """Changed ranges of each of several texts, all compared with the first.
 
     The first text's ranges are what any other text does not have of it;
-    every other text's, what it has that the first does not.
+    every other text's, what it has that the first does not. A text sharing
+    less than ``min_shared`` of its words with the first is not marked (nor
+    is the first on its account): it is a different answer, not a variant.
     """
     if not texts:
         return []
     base, others = texts[0], texts[1:]
-    pairs = [changed_ranges(base, other) for other in others]
-    return [union([pair[0] for pair in pairs]), *[pair[1] for pair in pairs]]
+    diffs = [diff_texts(base, other) for other in others]
+    kept = [diff if diff.shared >= min_shared else TextDiff([], [], diff.shared) for diff in diffs]
+    return [union([diff.base for diff in kept]), *[diff.other for diff in kept]]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from branchwise.core.conversation.word_diff import (
+    MIN_SHARED,
     Span,
     against_first,
     changed_ranges,
+    diff_texts,
     spans,
     tokens,
     word_diff,
@@ -75,4 +77,20 @@ def test_several_texts_are_compared_with_the_first() -> None:
         ["b", "c"],  # what some other text does not have of the first
         ["x"],
         ["d"],
+    ]
+
+
+def test_texts_with_little_in_common_are_not_marked() -> None:
+    texts = [
+        "Try Ohara instead, it is calm.",
+        "Spend the day at Nishiki Market.",
+        "Try Kurama instead, it is calm.",
+    ]
+    assert diff_texts(texts[0], texts[1]).shared < MIN_SHARED
+    assert diff_texts(texts[0], texts[2]).shared > MIN_SHARED
+    marks = against_first(texts)
+    assert [[t[s:e] for s, e in ranges] for t, ranges in zip(texts, marks, strict=True)] == [
+        ["Ohara"],
+        [],
+        ["Kurama"],
     ]
