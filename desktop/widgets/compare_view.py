@@ -52,8 +52,8 @@ from branchwise.desktop.widgets.theme import theme_colors
 from branchwise.desktop.widgets.turn_widget import untitled
 
 SESSION_ROLE = Qt.ItemDataRole.UserRole
-#: Rows built before the view first paints.
-FIRST_ROWS = 6
+#: Rows built before the view first paints (more follow at once if they do not fill it).
+FIRST_ROWS = 3
 #: Rows built per event-loop turn after that, while the view is near their place.
 FILL_ROWS = 4
 #: Viewports of built rows kept below what is shown.
