@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QPalette, QResizeEvent
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.conversation.compare import SideTurn
+from branchwise.core.conversation.names import display_title
 from branchwise.core.conversation.word_diff import Range, against_first
 from branchwise.core.i18n.language import (
     _,
@@ -264,33 +265,89 @@ class CompareRowView(QFrame):
             cell.retranslate_ui()
 
 
+class ElidedLabel(QLabel):
+    """A one-line label that elides its text in the middle when it does not fit."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.full_text = ""
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def set_full_text(self, text: str) -> None:
+        """Show ``text``, elided to the width."""
+        self.full_text = text
+        self._elide()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt override
+        """Elide again for the new width."""
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        metrics = self.fontMetrics()
+        super().setText(
+            metrics.elidedText(self.full_text, Qt.TextElideMode.ElideMiddle, self.width())
+        )
+
+
+class ColumnHeader(QFrame):
+    """A column's conversation: its title (elided in the middle) and its label (whole)."""
+
+    def __init__(self, ref: ConversationRef, parent: QWidget) -> None:
+        super().__init__(parent)
+        self.setObjectName("compareColumnHeader")
+        self.ref = ref
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 0, 8, 0)
+        layout.setSpacing(0)
+        self.title = ElidedLabel(self)
+        self.title.setObjectName("compareColumnTitle")
+        self.title.setStyleSheet("font-weight: bold")
+        self.label = QLabel(self)
+        self.label.setObjectName("compareColumnLabel")
+        self.label.setTextFormat(Qt.TextFormat.PlainText)
+        self.label.setWordWrap(True)
+        layout.addWidget(self.title)
+        layout.addWidget(self.label)
+
+    def show_conversation(self, host: Host) -> None:
+        """Title, label and the branch's tooltip, in the active language."""
+        title = untitled(display_title(host.title_at(self.ref)))
+        self.title.set_full_text(title)
+        label = host.label_at(self.ref) or ""
+        self.label.setText(label)
+        self.label.setVisible(bool(label))
+        tip = host.branch_tooltip_at(self.ref)
+        self.setToolTip(tip)
+        self.title.setToolTip(tip)
+        self.label.setToolTip(tip)
+        self.setAccessibleName(f"{title} · {label}" if label else title)
+
+
 class CompareView(QDialog):
     """Two to four conversations side by side from their split point.
 
     Args:
         compared: what the host's ``compare`` operation found.
+        host: where each column's title, label and lineage are read (in the
+            language shown, on every switch).
     """
 
-    def __init__(self, compared: Compared, parent: QWidget | None = None) -> None:
+    def __init__(self, compared: Compared, host: Host, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("compareView")
         self.compared = compared
-        sides = compared.comparison.sides
-        self.resize(min(1600, 420 * len(sides) + 140), 720)
+        self.host = host
+        self.resize(min(1600, 420 * len(compared.refs) + 140), 720)
         self.header = QLabel(self)
         self.header.setObjectName("compareHeader")
         self.header.setTextFormat(Qt.TextFormat.PlainText)
         heads = QHBoxLayout()
         heads.setSpacing(6)
-        self.column_headers: list[QLabel] = []
-        for _side in sides:
-            title = QLabel(self)
-            title.setObjectName("compareColumnHeader")
-            title.setTextFormat(Qt.TextFormat.PlainText)
-            title.setStyleSheet("font-weight: bold")
-            title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-            self.column_headers.append(title)
-            heads.addWidget(title, 1)
+        self.column_headers = [ColumnHeader(ref, self) for ref in compared.refs]
+        for header in self.column_headers:
+            heads.addWidget(header, 1)
         self.rows_area = QScrollArea(self)
         self.rows_area.setObjectName("compareRows")
         self.rows_area.setWidgetResizable(True)
@@ -392,6 +449,14 @@ class CompareView(QDialog):
             self.rows_area.verticalScrollBar().setValue(self.row_views[self._pinned].y())
         self._fill_timer.start()
 
+    def column_titles(self) -> list[str]:
+        """Each column's conversation title, whole (the header may elide it)."""
+        return [header.title.full_text for header in self.column_headers]
+
+    def column_labels(self) -> list[str]:
+        """Each column's branch label ("" for a conversation that is not a branch)."""
+        return [header.label.text() for header in self.column_headers]
+
     def cells(self, column: int) -> list[CompareCell]:
         """The built cells of one column, top to bottom."""
         return [view.cells[column] for view in self.row_views]
@@ -414,18 +479,17 @@ class CompareView(QDialog):
                 _("Split after turn {turn} of {title}"),
                 {
                     "turn": format_number(compared.shared_turns),
-                    "title": untitled(compared.common_title),
+                    "title": untitled(display_title(compared.common_title)),
                 },
             )
         else:
             header = fill(
-                _("Split at the start of {title}"), {"title": untitled(compared.common_title)}
+                _("Split at the start of {title}"),
+                {"title": untitled(display_title(compared.common_title))},
             )
         self.header.setText(header)
-        for label, side in zip(self.column_headers, compared.comparison.sides, strict=True):
-            label.setText(untitled(side.title))
-            label.setToolTip(untitled(side.title))
-            label.setAccessibleName(untitled(side.title))
+        for column in self.column_headers:
+            column.show_conversation(self.host)
         self.empty.setText(_("No turns after the split."))
         for view in self.row_views:
             view.retranslate_ui()
@@ -454,7 +518,7 @@ def show_compare(
         compared = await host.operations.compare(refs, at_turn)
         if compared is None or not shiboken6.isValid(parent):
             return
-        view = CompareView(compared, parent)
+        view = CompareView(compared, host, parent)
         view.show()
         shown(view)
 

@@ -204,7 +204,7 @@ def main() -> None:
         )
         ours, before = [], []
         for _ in range(args.runs):
-            ours.append(first_paint(app, lambda: CompareView(compared)))
+            ours.append(first_paint(app, lambda: CompareView(compared, host)))
             before.append(
                 first_paint(
                     app,

@@ -11,14 +11,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers.forking import fork_at
 from helpers.gui import WAIT_MS, App
 from helpers.sessions import complete_turn
 from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
+from branchwise.core.fork.engine import fork
+from branchwise.core.fork.operations import ForkRequest
+from branchwise.core.fork.targets import fork_targets
 from branchwise.core.i18n.language import set_language
 from branchwise.core.projection import events as ev
+from branchwise.core.store.manifest import BranchLabel
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.widgets.compare_view import CompareView
@@ -52,7 +55,13 @@ def _seed(store: SessionStore, count: int = 2, extra: int = 40) -> tuple[str, li
     colours = ["red", "blue", "green", "black"][:count]
     branches = []
     for colour in colours:
-        branch = fork_at(store, root, "r1", op=f"op-{colour}").child_session_id
+        answer = fork_targets(store, root)
+        target = answer.target("r1")
+        assert target is not None and target.boundary_sequence is not None
+        request = ForkRequest(root, "r1", target.boundary_sequence, answer.generation)
+        label = BranchLabel("fork", text="Which colour?")
+        branch = fork(store, request, f"op-{colour}", label=label, fork_turn_index=1)
+        branch = branch.child_session_id
         with store.open_writer(branch) as writer:
             writer.set_title(f"Paint {colour}")
             _turn(
@@ -83,7 +92,12 @@ def test_answers_render_as_markdown_with_transcript_numbers_and_marked_words(
     app = make_app()
     view = _open(qtbot, app, [red, blue])
     assert view.header.text() == "Split after turn 1 of Trip plans"
-    assert [label.text() for label in view.column_headers] == ["Paint red", "Paint blue"]
+    assert view.column_titles() == ["Paint red", "Paint blue"]
+    assert view.column_labels() == ["From turn 1: Which colour?"] * 2
+    assert view.column_headers[0].toolTip().splitlines()[:2] == [
+        "Paint red",
+        "From turn 1: Which colour?",
+    ]
     left, right = view.cells(0)[0], view.cells(1)[0]
     # Numbered as each transcript numbers it: the inherited turn 1 counts.
     assert left.number_label.text() == right.number_label.text() == "Turn 2"
@@ -126,7 +140,7 @@ def test_three_and_four_columns_side_by_side(
     root, branches = _seed(SessionStore(tmp_path / "root"), count=3, extra=1)
     app = make_app()
     view = _open(qtbot, app, branches)
-    assert [label.text() for label in view.column_headers] == [
+    assert view.column_titles() == [
         "Paint red",
         "Paint blue",
         "Paint green",
@@ -141,7 +155,7 @@ def test_three_and_four_columns_side_by_side(
 
     # The parent and its three branches at turn 2: the parent's own turn 2 beside them.
     view = _open(qtbot, app, [root, *branches])
-    assert [label.text() for label in view.column_headers] == [
+    assert view.column_titles() == [
         "Trip plans",
         "Paint red",
         "Paint blue",
@@ -209,6 +223,7 @@ def test_marks_follow_the_theme_and_the_language(
         assert view.cells(0)[0].number_label.text() != "Turn 2"
         assert "2" in view.cells(0)[0].number_label.text()
         assert view.windowTitle() != "Compare conversations"
+        assert view.column_labels()[0] == "从第 1 轮：Which colour?"
     finally:
         set_language("en")
     assert view.cells(0)[0].number_label.text() == "Turn 2"
@@ -259,7 +274,7 @@ def test_a_turns_branch_menu_shows_every_branch_at_the_turn_side_by_side(
     qtbot.waitUntil(lambda: transcript.compare_view is not None, timeout=WAIT_MS)
     view = transcript.compare_view
     assert view is not None
-    headers = [label.text() for label in view.column_headers]
+    headers = view.column_titles()
     assert headers[0] == "Trip plans" and sorted(headers[1:]) == ["Paint blue", "Paint red"]
     assert [cell.number_label.text() for cell in view.row_views[0].cells] == ["Turn 2"] * 3
     view.close()
@@ -282,7 +297,7 @@ def test_the_sidebar_compares_two_picked_conversations(
     qtbot.waitUntil(lambda: sidebar.compare_view is not None, timeout=WAIT_MS)
     view = sidebar.compare_view
     assert view is not None
-    assert [label.text() for label in view.column_headers] == ["Paint red", "Paint blue"]
+    assert view.column_titles() == ["Paint red", "Paint blue"]
     view.close()
 
 
