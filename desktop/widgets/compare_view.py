@@ -310,6 +310,7 @@ class ColumnHeader(QFrame):
         self.label.setWordWrap(True)
         layout.addWidget(self.title)
         layout.addWidget(self.label)
+        layout.addStretch(1)
 
     def show_conversation(self, host: Host) -> None:
         """Title, label and the branch's tooltip, in the active language."""
@@ -337,6 +338,8 @@ class CompareView(QDialog):
     def __init__(self, compared: Compared, host: Host, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("compareView")
+        # Palette roles, so the rule between rows follows the theme.
+        self.setStyleSheet("QFrame#compareRow { border-bottom: 1px solid palette(midlight); }")
         self.compared = compared
         self.host = host
         self.resize(min(1600, 420 * len(compared.refs) + 140), 720)
