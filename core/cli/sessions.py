@@ -8,11 +8,11 @@ import sys
 from typing import Any
 
 from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
+from branchwise.core.conversation.names import rename
 from branchwise.core.conversation.settings import (
     ConversationSettings,
     validate_conversation_settings,
 )
-from branchwise.core.conversation.names import rename
 from branchwise.core.conversation.views import session_list, session_show
 from branchwise.core.errors import BranchwiseError, InvalidArgument
 from branchwise.core.ids import validate_session_id

@@ -208,7 +208,7 @@ FROM_TURN = N_("From turn {n}")
 FROM_TURN_PROMPT = N_("From turn {n}: {prompt}")
 FROM_START = N_("From the start")
 FROM_START_PROMPT = N_("From the start: {prompt}")
-BRANCH = N_("Branch")
+BRANCH = N_("A branch")
 BRANCH_PROMPT = N_("Branch: {prompt}")
 CHILD = N_("Sub-conversation")
 CHILD_OF_TURN = N_("Sub-conversation of turn {n}")
@@ -301,7 +301,7 @@ def given_branch_label(text: str) -> BranchLabel:
     """A label the user typed, kept as its text (one line).
 
     Raises:
-        InvalidTitle: empty, or longer than the manifest allows.
+        InvalidLabel: empty, or longer than the manifest allows.
     """
     return BranchLabel("given", text=given_label(text))
 
@@ -613,7 +613,7 @@ def rename(
         ``{"sessionId", "title", "label", "labelParts", "forkTurnIndex"}`` as stored.
 
     Raises:
-        InvalidTitle: an empty or overlong title or label.
+        InvalidTitle, InvalidLabel: an empty or overlong title or label.
         LeaseHeld: another process is writing the conversation.
     """
     new_title = given_title(title) if title is not None else None

@@ -43,6 +43,7 @@ from branchwise.core.conversation.names import (
     given_branch_label,
     label_in,
     render_label,
+    stored_fork_turn_index,
 )
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, RemoteUnavailable, ServerUnsupported
@@ -193,7 +194,39 @@ class Host:
         for error in self._index.damaged:
             self.notices.post(error.code, Level.WARNING, detail=error.message)
         self.index_all_for_search()
+        self._find_fork_turns()
         return self.emit(Changes(sidebar=True))
+
+    def _find_fork_turns(self) -> None:
+        """Count the fork turn of each branch whose manifest is older than labels, in the
+        background (one log read each); without a running event loop nothing is scheduled.
+
+        Until then such a branch's label reads "Branch"; the counts are kept in
+        the index only (a manifest is its writer's to rewrite).
+        """
+        index = self.index
+        older = [m for m in index.by_id.values() if m.parent and m.fork_turn_index is None]
+        if not older:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        async def find() -> None:
+            found = await asyncio.to_thread(
+                lambda: [(m, stored_fork_turn_index(self.store, m)) for m in older]
+            )
+            changed = set()
+            for manifest, turn in found:
+                current = index.by_id.get(manifest.session_id)
+                if turn is not None and current is not None and current.fork_turn_index is None:
+                    index.put(current.with_changes(fork_turn_index=turn))
+                    changed.add(manifest.session_id)
+            if changed:
+                self.emit(Changes(sidebar=True, sessions=frozenset(changed)))
+
+        self.spawn(find(), "count fork turns")
 
     def prune_operations(self, now: float | None = None) -> tuple[PrunedReservation, ...]:
         """Remove fork reservations past the horizon that no journalled operation names.
@@ -669,11 +702,15 @@ class Host:
 
     def manifest_at(self, ref: ConversationRef) -> Manifest | None:
         """The best known manifest of a conversation of either source (an open one's is newest)."""
-        if ref.server is None:
-            session = self._open.get(ref.session_id)
-            if session is not None:
-                return session.manifest
-        return self.lineage_at(ref).by_id.get(ref.session_id)
+        indexed = self.lineage_at(ref).by_id.get(ref.session_id)
+        session = self._open.get(ref.session_id) if ref.server is None else None
+        if session is None:
+            return indexed
+        # Its writer's is newer still (a first prompt's label); the index may know its fork turn.
+        manifest = session.writer.manifest if session.writer is not None else session.manifest
+        if manifest.fork_turn_index is None and indexed is not None:
+            manifest = manifest.with_changes(fork_turn_index=indexed.fork_turn_index)
+        return manifest
 
     def label_at(self, ref: ConversationRef) -> str | None:
         """How a branch differs from its parent, in the active language (``None``: a root).
@@ -712,7 +749,7 @@ class Host:
         just for the write. A conversation on a server is renamed there.
 
         Raises:
-            InvalidTitle: an empty or overlong label (nothing is written).
+            InvalidLabel: an empty or overlong label (nothing is written).
             LeaseHeld: another process is writing the conversation.
             ServerUnsupported: the server cannot rename labels.
         """

@@ -731,7 +731,7 @@ class RemoteSource:
         """Give a branch on the server a label of the user's words.
 
         Raises:
-            InvalidTitle: refused before asking (the server's rule, checked here too).
+            InvalidLabel: refused before asking (the server's rule, checked here too).
             ServerUnsupported: the server cannot rename labels (an older one).
             RemoteRefusal: the server refused (``lease_held``: busy, try again).
             RemoteUnavailable: it could not be asked.

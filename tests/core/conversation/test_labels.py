@@ -21,7 +21,7 @@ from branchwise.core.conversation.names import (
     render_label,
 )
 from branchwise.core.conversation.views import session_lineage, session_list, session_tree
-from branchwise.core.errors import InvalidTitle
+from branchwise.core.errors import InvalidLabel
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import fork_targets
@@ -116,6 +116,9 @@ def test_labels_render_in_the_language_asked_for_at_display_time(store: SessionS
     named = BranchLabel("fork", text="標籤")
     assert render_label(named, 1, language="zh_Hans") == "从第 1 轮：標籤"
     assert render_label(BranchLabel("fork"), 0, language="en") == "From the start"
+    # a turn not known yet (an older manifest the desktop has not read the log of)
+    assert render_label(BranchLabel("fork"), None, language="en") == "A branch"
+    assert render_label(BranchLabel("fork"), None, language="zh_Hant") == "分支"
     assert render_label(model_label("qwen2.5", 2), 1, language="en") == "qwen2.5 · sample 2"
     assert render_label(model_label("qwen2.5"), 1, language="zh_Hans") == "qwen2.5"
 
@@ -131,9 +134,9 @@ def test_a_label_the_user_gives_is_kept_as_typed_in_every_language(store: Sessio
         assert render_label(manifest.label, 1, language=language) == "shorter answer"
     assert _listed(store)[plain]["label"] == "shorter answer"
     assert _listed(store)[plain]["forkTurnIndex"] == 1  # the turn stays its own field
-    with pytest.raises(InvalidTitle):
+    with pytest.raises(InvalidLabel):
         given_branch_label("   ")
-    with pytest.raises(InvalidTitle):
+    with pytest.raises(InvalidLabel):
         given_branch_label("x" * 81)
 
 
