@@ -2,8 +2,9 @@
 
 Row 1 holds each side's first turn after the split, row 2 the second, and
 so on; each turn keeps the number its own transcript gives it. A row whose
-sides all asked the same prompt is marked, and one whose sides all answered
-the same is collapsed to "Same answer". Which words differ is found on the
+sides all asked the same prompt is marked, and an answer that is exactly the
+first side's (or a row whose sides all answered the same) is collapsed to
+"Same answer". Which words differ is found on the
 text as rendered (``core/conversation/word_diff.py``), when a row is shown.
 Qt-free so it runs off the UI thread and is tested without a window.
 """
@@ -26,12 +27,15 @@ class CompareRow:
         turns: one per side, in the sides' order.
         same_prompt: every side has a turn here and all asked exactly the same.
         same_answer: every side has a turn here and all answered exactly the same.
+        same_as_first: per side, its answer is exactly the first side's (the
+            first side's own entry: ``same_answer``), so it need not be read twice.
     """
 
     position: int
     turns: tuple[SideTurn | None, ...]
     same_prompt: bool
     same_answer: bool
+    same_as_first: tuple[bool, ...] = ()
 
     @property
     def numbers(self) -> tuple[int | None, ...]:
@@ -48,7 +52,12 @@ def compare_rows(comparison: Comparison) -> list[CompareRow]:
         complete = len(present) == len(turns)
         same_prompt = complete and len({turn.prompt for turn in present}) == 1
         same_answer = complete and len({turn.answer for turn in present}) == 1
-        rows.append(CompareRow(position, tuple(turns), same_prompt, same_answer))
+        first = turns[0]
+        same_as_first = (same_answer,) + tuple(
+            first is not None and turn is not None and turn.answer == first.answer
+            for turn in turns[1:]
+        )
+        rows.append(CompareRow(position, tuple(turns), same_prompt, same_answer, same_as_first))
     return rows
 
 

@@ -156,11 +156,14 @@ class CompareCell(QFrame):
     ``turn`` is ``None`` when that conversation has no turn at this position.
     """
 
-    def __init__(self, turn: SideTurn | None, row: CompareRow, parent: QWidget) -> None:
+    def __init__(
+        self, turn: SideTurn | None, row: CompareRow, parent: QWidget, same: bool = False
+    ) -> None:
         super().__init__(parent)
         self.setObjectName("compareCell")
         self.turn = turn
         self.row = row
+        self.same = same
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Minimum)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 6)
@@ -182,7 +185,7 @@ class CompareCell(QFrame):
             layout.addWidget(self.prompt)
             self.answer = AnswerView(self)
             layout.addWidget(self.answer)
-            if row.same_answer:
+            if same:
                 self.same_answer_button = QToolButton(self)
                 self.same_answer_button.setObjectName("sameAnswerButton")
                 self.same_answer_button.setCheckable(True)
@@ -211,9 +214,12 @@ class CompareCell(QFrame):
             Qt.ArrowType.DownArrow if button.isChecked() else Qt.ArrowType.RightArrow
         )
         button.setText(_("Same answer"))
-        button.setToolTip(
-            _("Hide the answer") if button.isChecked() else _("Every column answered the same")
-        )
+        if button.isChecked():
+            button.setToolTip(_("Hide the answer"))
+        elif self.row.same_answer:
+            button.setToolTip(_("Every column answered the same"))
+        else:
+            button.setToolTip(_("The same answer as the first column"))
 
     def answer_text(self) -> str:
         """The answer as the reader sees it ("" while collapsed or missing)."""
@@ -247,12 +253,21 @@ class CompareRowView(QFrame):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(6)
-        self.cells = [CompareCell(turn, row, self) for turn in row.turns]
+        same = row.same_as_first or (False,) * len(row.turns)
+        self.cells = [
+            CompareCell(turn, row, self, collapsed)
+            for turn, collapsed in zip(row.turns, same, strict=True)
+        ]
         for cell in self.cells:
             layout.addWidget(cell, 1, Qt.AlignmentFlag.AlignTop)
         if row.same_answer:
             return
-        shown = [cell for cell in self.cells if cell.answer is not None and cell.turn is not None]
+        # An answer the same as the first column's has nothing the first lacks.
+        shown = [
+            cell
+            for cell in self.cells
+            if cell.answer is not None and cell.turn is not None and not cell.same
+        ]
         texts = [cell.answer.load(cell.turn.answer) for cell in shown if cell.answer and cell.turn]
         marks = against_first(texts) if len(texts) > 1 else [[] for _text in texts]
         for cell, ranges in zip(shown, marks, strict=True):

@@ -39,6 +39,20 @@ def test_identical_answers_are_the_same_answer() -> None:
     )
     (row,) = compare_rows(comparison)
     assert row.same_answer and not row.same_prompt
+    assert row.same_as_first == (True, True)
+
+
+def test_an_answer_like_the_first_sides_is_marked_per_side() -> None:
+    comparison = Comparison(
+        None,
+        (
+            Side("a", "A", (SideTurn("t1", "one", "apple", 4),)),
+            Side("b", "B", (SideTurn("t2", "one", "pear", 4),)),
+            Side("c", "C", (SideTurn("t1", "one", "apple", 4),)),
+        ),
+    )
+    (row,) = compare_rows(comparison)
+    assert not row.same_answer and row.same_as_first == (False, False, True)
 
 
 def test_split_turn_names_the_shared_conversation_and_turn(tmp_path: Path) -> None:

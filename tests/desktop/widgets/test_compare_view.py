@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from helpers.forking import fork_at
 from helpers.gui import WAIT_MS, App
 from helpers.sessions import complete_turn
 from PySide6.QtWidgets import QApplication
@@ -166,6 +167,24 @@ def test_three_and_four_columns_side_by_side(
     assert first[0].prompt is not None and first[0].prompt.text() == "when?"
     assert first[0].note.isHidden()  # the prompts differ
     assert view.cells(0)[1].note.text() == "No turn here."
+    view.close()
+
+
+def test_an_inherited_answer_beside_its_original_is_the_same_answer(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    store = SessionStore(tmp_path / "root")
+    root, (red,) = _seed(store, count=1, extra=0)
+    later = fork_at(store, root, "r2", op="op-later").child_session_id
+    app = make_app()
+    view = _open(qtbot, app, [root, red, later])
+    parent, edited, inherited = view.row_views[0].cells
+    assert [c.number_label.text() for c in (parent, edited, inherited)] == ["Turn 2"] * 3
+    assert parent.same_answer_button is None and edited.same_answer_button is None
+    button = inherited.same_answer_button
+    assert button is not None and button.text() == "Same answer"
+    assert button.toolTip() == "The same answer as the first column"
+    assert "answer to when?" in parent.answer_text()
     view.close()
 
 
