@@ -1,7 +1,7 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
     python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
-                                   [--view conversation|intro]
+                                   [--view conversation|intro|compare]
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
@@ -12,7 +12,8 @@ fork and lineage calls the app uses. ``--theme`` is written to the fixture's
 settings, as the Settings dialog would. Each answer records token figures
 (as a server's usage, timed), so turn footers show them. ``--view intro``
 shows the first-start window instead: no conversation yet, the introduction
-offering the sample conversation.
+offering the sample conversation. ``--view compare`` shoots the Compare
+view of the fork beside its parent instead of the window.
 """
 
 from __future__ import annotations
@@ -130,8 +131,9 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
 async def _shoot(
     root: Path, out: Path, ids: tuple[str, str, str], front: str, view: str = "conversation"
 ) -> int:
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QWidget
 
+    from branchwise.desktop.host.conversation import ConversationRef
     from branchwise.desktop.host.host import Host
     from branchwise.desktop.host.notices import Level
     from branchwise.desktop.widgets.window import MainWindow
@@ -144,7 +146,7 @@ async def _shoot(
     window = MainWindow(host)
     window.resize(WIDTH, HEIGHT)
     window.show()
-    if view == "conversation":
+    if view != "intro":
         window.open_tab(parent)
         window.open_tab(forked)
         if front == "parent":
@@ -157,8 +159,18 @@ async def _shoot(
         bar = tab.transcript.verticalScrollBar()
         bar.setValue(bar.maximum())
     await asyncio.sleep(0.2)
+    shot: QWidget = window
+    if view == "compare":
+        window.compare([ConversationRef(parent), ConversationRef(forked)])
+        for _ in range(40):  # read off the UI thread, then laid out and painted
+            await asyncio.sleep(0.05)
+        if window.compare_view is None:
+            raise SystemExit("the compare view did not open")
+        window.compare_view.resize(WIDTH, HEIGHT)
+        await asyncio.sleep(0.3)
+        shot = window.compare_view
     out.parent.mkdir(parents=True, exist_ok=True)
-    if not window.grab().save(str(out), "PNG"):
+    if not shot.grab().save(str(out), "PNG"):
         raise SystemExit(f"could not write {out}")
     print(out)
     window.close()
@@ -175,9 +187,9 @@ def main() -> int:
     parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
     parser.add_argument(
         "--view",
-        choices=("conversation", "intro"),
+        choices=("conversation", "intro", "compare"),
         default="conversation",
-        help="a conversation and its branch, or the first-start introduction",
+        help="a conversation and its branch, the first-start introduction, or the fork compared with its parent",
     )
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
@@ -201,7 +213,7 @@ def main() -> int:
     apply_style(app)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
-        ids = build_fixture(root) if args.view == "conversation" else ("", "", "")
+        ids = build_fixture(root) if args.view != "intro" else ("", "", "")
         save_settings(root, Settings(theme=args.theme, first_run_done=True))
         return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front, args.view))
 

@@ -26,7 +26,7 @@ host's sibling sets (docs/architecture.md, "Alternatives at a turn").
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer
@@ -49,7 +49,7 @@ from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.landing import TurnTarget
 from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
-from branchwise.desktop.widgets.compare_view import CompareView, show_comparison
+from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.turn_widget import AskAgain, Switch, TurnWidget, untitled
 
 #: Pixels from the bottom that still count as "at the bottom".
@@ -380,9 +380,13 @@ class TranscriptView(QScrollArea):
 
     # -- building widgets --------------------------------------------------------
 
-    def compare_with(self, other_id: str) -> None:
-        """Show this conversation beside one of its branches (a turn's branch menu)."""
-        show_comparison(self.host, self.session_id, other_id, self, self._compared)
+    def compare_with(self, other_ids: Sequence[str]) -> None:
+        """Show this conversation beside one to three of its branches (a turn's branch menu).
+
+        Opens at the first turn after the split (where the branches differ).
+        """
+        refs = [self.ref, *(self.ref.sibling(sid) for sid in other_ids)]
+        show_compare(self.host, refs, self, self._compared)
 
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view

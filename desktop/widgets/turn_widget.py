@@ -46,6 +46,8 @@ STREAM_REPAINT_MS = 50
 STREAM_REPAINT_SLOWDOWN = 2
 #: How long a turn stays highlighted after a search hit or find match brought it into view.
 FLASH_MS = 1200
+#: Branches shown beside the conversation by "All side by side" (four columns at most).
+COMPARED_BRANCHES = 3
 BRANCH_BUTTON = "branchButton"
 BRANCHES_BUTTON = "branchesButton"
 EDIT_BUTTON = "editButton"
@@ -294,7 +296,8 @@ class TurnWidget(QFrame):
         on_branch: called with the fork request the action carries when it is clicked.
         on_open: called with a session id to open a listed branch.
         ask_again: the Edit, Regenerate and Retry actions (``None``: not offered).
-        on_compare: shows this conversation beside a listed branch.
+        on_compare: shows this conversation beside listed branches (one, or up to
+            three at once: "All side by side").
         compare_refusal: why comparing is not offered here (shown disabled with it).
         on_switch: shows another alternative at this turn in the same tab.
         on_open_at: opens a conversation at a turn (a brought-back card's branch).
@@ -309,7 +312,7 @@ class TurnWidget(QFrame):
         parent: QWidget | None = None,
         ask_again: AskAgain | None = None,
         title_of: Callable[[str], str] | None = None,
-        on_compare: Callable[[str], None] | None = None,
+        on_compare: Callable[[Sequence[str]], None] | None = None,
         compare_refusal: str | None = None,
         on_switch: Switch | None = None,
         on_open_at: Callable[[str, TurnTarget], object] | None = None,
@@ -723,13 +726,19 @@ class TurnWidget(QFrame):
             for manifest in self._branches:
                 action = compare_menu.addAction(branch_label(manifest, self._branches))
                 action.triggered.connect(
-                    lambda _checked=False, sid=manifest.session_id: self._compare(sid)
+                    lambda _checked=False, sid=manifest.session_id: self._compare([sid])
                 )
+            if len(self._branches) > 1:
+                compare_menu.addSeparator()
+                every = compare_menu.addAction(_("All side by side"))
+                every.setObjectName("compareAllAction")
+                shown = [m.session_id for m in self._branches[:COMPARED_BRANCHES]]
+                every.triggered.connect(lambda _checked=False: self._compare(shown))
         button.show()
 
-    def _compare(self, session_id: str) -> None:
+    def _compare(self, session_ids: Sequence[str]) -> None:
         if self._on_compare is not None:
-            self._on_compare(session_id)
+            self._on_compare(session_ids)
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text of this turn."""

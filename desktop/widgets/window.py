@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import shiboken6
@@ -55,6 +55,7 @@ from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.host.sample import create_sample
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
+from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.import_dialog import ImportDialog
@@ -122,6 +123,7 @@ class MainWindow(QMainWindow):
         self.importing = Importing(host)
         self.import_dialog: ImportDialog | None = None
         self.export_dialog: QFileDialog | None = None
+        self.compare_view: CompareView | None = None
         self.sidebar = Sidebar(
             host, self.open_session, self.new_conversation, self, self.delete_conversation
         )
@@ -693,6 +695,19 @@ class MainWindow(QMainWindow):
             tab.reveal_message(message_id)
         else:
             self.host.spawn(tab.reveal_when_loaded(message_id), "show a search hit")
+
+    def compare(self, refs: Sequence[ConversationRef], at_turn: int | None = None) -> None:
+        """Show two to four conversations of one tree side by side (:attr:`compare_view`).
+
+        The branch map, the sibling switcher and the menus call this. ``at_turn``
+        is the turn number, as the transcripts number it, to open at (``None``:
+        the first turn after the split). A refusal (different trees, a server's
+        conversation) is a notice.
+        """
+        show_compare(self.host, refs, self, self._compared, at_turn)
+
+    def _compared(self, view: CompareView) -> None:
+        self.compare_view = view
 
     def find_in_conversation(self) -> None:
         """Ctrl+F: the find bar of the conversation in front."""
