@@ -189,7 +189,7 @@ def main() -> int:
         "--view",
         choices=("conversation", "intro", "compare"),
         default="conversation",
-        help="a conversation and its branch, the first-start introduction, or the fork compared with its parent",
+        help="a conversation and its branch, the introduction, or the fork beside its parent",
     )
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
