@@ -287,19 +287,34 @@ def family_map(
     """
     if index is None:
         index = LineageIndex.build(store.iter_manifests())
+    members = members_of(store, session_id, index)
+    return build_map(members, read_family(store, members, running))
+
+
+def members_of(store: SessionStore, session_id: str, index: LineageIndex) -> list[Manifest]:
+    """The family of ``session_id``, its top first, depth-first (manifests only: cheap).
+
+    Raises:
+        InvalidSessionId, SessionNotFound: as :func:`family_map`.
+    """
     try:
         top = family_root(store, session_id, index)
     except SessionNotFound:
         lineage(store, validate_session_id(session_id))  # a manifest the scan skipped: its error
         raise
-    members = family_members(index, top)
+    return family_members(index, top)
+
+
+def read_family(
+    store: SessionStore, members: Iterable[Manifest], running: Collection[str] = ()
+) -> dict[str, MemberTurns]:
+    """Every member's turns (the slow part: one projection read each; off the UI thread)."""
     turns = {m.session_id: read_member(store, m) for m in members}
-    running_ids = set(running)
-    for member_id in running_ids & turns.keys():
+    for member_id in set(running) & turns.keys():
         member = turns[member_id]
         if member.open_turn is None and member.turns and member.turns[-1][2] is None:
             turns[member_id] = _with_open(member)
-    return build_map(members, turns, label_of=_label)
+    return turns
 
 
 def _with_open(member: MemberTurns) -> MemberTurns:

@@ -132,6 +132,25 @@ class ConversationTab(QWidget):
         if shiboken6.isValid(self):
             self.reveal_message(message_id)
 
+    def reveal_turn(self, turn_id: str) -> TurnWidget | None:
+        """Bring one turn into view and flash it (``None``: no such row here)."""
+        rows = self._rows()
+        position = next((i for i, row in enumerate(rows) if row.turn_id == turn_id), None)
+        if position is None:
+            return None
+        widget = self.transcript.reveal(position)
+        if widget is not None:
+            widget.flash()
+        return widget
+
+    async def reveal_turn_when_loaded(self, turn_id: str) -> None:
+        """:meth:`reveal_turn` once the whole history is read (a big one loads late)."""
+        session = self.host.session(self.session_id) if not self.ref.remote else None
+        if session is not None and not session.loaded:
+            await session.wait_loaded()
+        if shiboken6.isValid(self):
+            self.reveal_turn(turn_id)
+
     def _find_closed(self) -> None:
         self.composer.editor.setFocus()
 

@@ -51,6 +51,7 @@ from branchwise.desktop.host.merging import resume_merges
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
+from branchwise.desktop.widgets.branch_map import BranchMapDialog
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.import_dialog import ImportDialog
@@ -66,6 +67,8 @@ from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
+BRANCH_MAP_SHORTCUT = "Ctrl+Shift+M"
+"""Conversation ▸ Branch map (free: no other action or widget key uses it)."""
 MERGE_RETRY_MS = 20_000
 """How often merges still pending (their parent held by another process) are retried."""
 DISK_REFRESH_MS = 15_000
@@ -104,6 +107,8 @@ class MainWindow(QMainWindow):
         host.navigator = self._navigate
         self.trashing = Trashing(host)
         self.trash_dialog: TrashDialog | None = None
+        self.branch_map: BranchMapDialog | None = None
+        self._map_ref = ConversationRef("")
         self.importing = Importing(host)
         self.import_dialog: ImportDialog | None = None
         self.export_dialog: QFileDialog | None = None
@@ -248,6 +253,10 @@ class MainWindow(QMainWindow):
         self.rename_action = self._action(QKeySequence("F2"), self.rename_current)
         self.stop_action = self._action(QKeySequence("Esc"), self.stop_current)
         self.branch_last_action = self._action(QKeySequence("Ctrl+Shift+B"), self.branch_last)
+        self.branch_map_action = self._action(
+            QKeySequence(BRANCH_MAP_SHORTCUT), lambda: self.show_branch_map()
+        )
+        self.branch_map_action.setObjectName("branchMapAction")
         self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
         self.previous_tab_action = self._action(
             QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
@@ -258,6 +267,7 @@ class MainWindow(QMainWindow):
         )
         for action in (
             self.branch_last_action,
+            self.branch_map_action,
             self.stop_action,
             self.rename_action,
             self.conversation_settings_action,
@@ -354,6 +364,7 @@ class MainWindow(QMainWindow):
             self.search_action,
             self.find_action,
             self.branch_last_action,
+            self.branch_map_action,
             self.stop_action,
             self.rename_action,
             self.next_tab_action,
@@ -377,7 +388,12 @@ class MainWindow(QMainWindow):
     def _render_actions(self) -> None:
         tab = self.current_tab()
         has_tab = tab is not None
-        for action in (self.close_tab_action, self.rename_action, self.branch_last_action):
+        for action in (
+            self.close_tab_action,
+            self.rename_action,
+            self.branch_last_action,
+            self.branch_map_action,
+        ):
             action.setEnabled(has_tab)
         # What a server's conversation cannot do is disabled, and its tooltip says why.
         for action, kind, tip in (
@@ -449,6 +465,7 @@ class MainWindow(QMainWindow):
 
     def _add_tab(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
         tab = ConversationTab(self.host, ref, self.open_ref, self)
+        tab.banner.map_requested.connect(lambda: self.show_branch_map(tab.ref))
         self.tabs.insertTab(index, tab, "")
         self._render_tab_title(tab)
         self._state_changed()
@@ -486,6 +503,57 @@ class MainWindow(QMainWindow):
             tab.reveal_message(message_id)
         else:
             self.host.spawn(tab.reveal_when_loaded(message_id), "show a search hit")
+
+    # -- the branch map ---------------------------------------------------------
+
+    def show_branch_map(
+        self, ref: ConversationRef | None = None, turn_id: str | None = None
+    ) -> None:
+        """Conversation ▸ Branch map: the family of ``ref`` (default: the tab in front).
+
+        The host reads and lays it out off the UI thread; the one map window
+        then shows it (a refusal is a notice).
+        """
+        if ref is None:
+            tab = self.current_tab()
+            if tab is None:
+                return
+            ref = tab.ref
+        shown = ref
+
+        async def read() -> None:
+            try:
+                layout = await self.host.branch_map(shown, turn_id)
+            except BranchwiseError as exc:
+                self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+                return
+            if self.branch_map is None:
+                self.branch_map = BranchMapDialog(
+                    lambda sid, turn: self.open_at_turn(self._map_ref.sibling(sid), turn), self
+                )
+            self._map_ref = shown
+            self.branch_map.show_layout(layout)
+            self.branch_map.show()
+            self.branch_map.raise_()
+
+        self.host.spawn(read(), "show the branch map")
+
+    def open_at_turn(self, ref: ConversationRef, turn_id: str | None) -> None:
+        """Open a conversation (of either source) scrolled to one of its turns, flashed."""
+
+        async def opened() -> None:
+            try:
+                if ref.server is None:
+                    tab = self.open_tab(ref.session_id)
+                else:
+                    tab = await self.open_remote(ref)
+            except BranchwiseError as exc:
+                self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+                return
+            if turn_id is not None:
+                await tab.reveal_turn_when_loaded(turn_id)
+
+        self.host.spawn(opened(), "open a conversation at a turn")
 
     def find_in_conversation(self) -> None:
         """Ctrl+F: the find bar of the conversation in front."""
@@ -920,6 +988,10 @@ class MainWindow(QMainWindow):
         self.rename_action.setText(_("Rename conversation…"))
         self.stop_action.setText(_("Stop the answer"))
         self.branch_last_action.setText(_("Branch at the last finished turn"))
+        self.branch_map_action.setText(_("Branch map"))
+        self.branch_map_action.setToolTip(
+            _("Every branch of this conversation's family, turn by turn")
+        )
         self.next_tab_action.setText(_("Next tab"))
         self.previous_tab_action.setText(_("Previous tab"))
         self.shortcuts_action.setText(_("Keyboard shortcuts"))
