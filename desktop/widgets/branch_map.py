@@ -37,6 +37,7 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
+    QPushButton,
     QGraphicsItem,
     QGraphicsScene,
     QGraphicsView,
@@ -449,7 +450,14 @@ class BranchMapView(QGraphicsView):
 
 
 class BranchMapDialog(QDialog):
-    """The map in its own window (non-modal), headed by the family's root."""
+    """The map in its own window (non-modal), headed by the family's root.
+
+    "Move to Trash with its branches" prunes the selected node's conversation
+    and its subtree (the window asks the host; a server's map cannot).
+    """
+
+    prune_requested = Signal(str)
+    """The session id whose subtree the user chose to move to the Trash."""
 
     def __init__(
         self, open_turn: Callable[[str, str | None], None], parent: QWidget | None = None
@@ -464,19 +472,33 @@ class BranchMapDialog(QDialog):
         self.view = BranchMapView(open_turn, self)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         buttons.rejected.connect(self.reject)
+        self.prune_button = QPushButton(self)
+        self.prune_button.setObjectName("pruneButton")
+        self.prune_button.clicked.connect(self._prune)
+        buttons.addButton(self.prune_button, QDialogButtonBox.ButtonRole.ActionRole)
         layout = QVBoxLayout(self)
         layout.addWidget(self.header)
         layout.addWidget(self.view, 1)
         layout.addWidget(buttons)
         self._root_title = ""
+        self._can_prune = True
         self.retranslate_ui()
 
-    def show_layout(self, layout: MapLayout) -> None:
-        """Show a family's map (replacing the one shown) and give the map the keyboard."""
+    def show_layout(self, layout: MapLayout, *, can_prune: bool = True) -> None:
+        """Show a family's map (replacing the one shown) and give the map the keyboard.
+
+        ``can_prune`` is ``False`` for a server's family (pruning there is not offered).
+        """
         self._root_title = layout.nodes[0].node.title if layout.nodes else ""
+        self._can_prune = can_prune
         self.view.show_layout(layout)
         self.retranslate_ui()
         self.view.setFocus()
+
+    def _prune(self) -> None:
+        placed = self.view.node(self.view.selected)
+        if placed is not None and self._can_prune:
+            self.prune_requested.emit(placed.node.session_id)
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text."""
@@ -490,6 +512,13 @@ class BranchMapDialog(QDialog):
                 ),
                 {"title": untitled(self._root_title)},
             )
+        )
+        self.prune_button.setText(_("Move to Trash with its branches"))
+        self.prune_button.setEnabled(self._can_prune)
+        self.prune_button.setToolTip(
+            _("Move the selected conversation and every branch below it to the Trash; one Undo")
+            if self._can_prune
+            else _("Conversations on a server are deleted from the server's list, one at a time")
         )
 
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802, D102

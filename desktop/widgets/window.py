@@ -115,6 +115,7 @@ class MainWindow(QMainWindow):
         self.sidebar = Sidebar(
             host, self.open_session, self.new_conversation, self, self.delete_conversation
         )
+        self.sidebar.delete_with_branches = self.delete_with_branches
         self.search_panel = SearchPanel(host, self.open_hit, self)
         self.left_stack = QStackedWidget(self)
         self.left_stack.addWidget(self.sidebar)
@@ -531,8 +532,9 @@ class MainWindow(QMainWindow):
                 self.branch_map = BranchMapDialog(
                     lambda sid, turn: self.open_at_turn(self._map_ref.sibling(sid), turn), self
                 )
+                self.branch_map.prune_requested.connect(self.delete_with_branches)
             self._map_ref = shown
-            self.branch_map.show_layout(layout)
+            self.branch_map.show_layout(layout, can_prune=shown.server is None)
             self.branch_map.show()
             self.branch_map.raise_()
 
@@ -620,6 +622,43 @@ class MainWindow(QMainWindow):
         if tab is not None:
             self._remove_tab(tab)  # the host closes it (turn committed as cancelled)
         self.host.spawn(self._delete_then_refresh(session_id), "delete conversation")
+
+    def delete_with_branches(self, session_id: str) -> None:
+        """Move a conversation and every branch below it to the Trash: one notice, one Undo.
+
+        Their tabs close first (a running turn stops); the branch map, if
+        open, is drawn again without them.
+        """
+        for member in self.trashing.subtree(session_id):
+            tab = self.tab_for(member)
+            if tab is not None:
+                self._remove_tab(tab)
+
+        async def prune() -> None:
+            if await self.trashing.delete_with_branches(session_id):
+                self._refresh_trash_view()
+                self._refresh_branch_map()
+
+        self.host.spawn(prune(), "delete a conversation with its branches")
+
+    def _refresh_branch_map(self) -> None:
+        """Draw the open map again (closed when its conversation went to the Trash)."""
+        dialog = self.branch_map
+        if dialog is None or not dialog.isVisible():
+            return
+        ref = self._map_ref
+        if ref.server is None and ref.session_id not in self.host.index.by_id:
+            remaining = dialog.view.layout_shown
+            alive = [
+                p.node.session_id
+                for p in (remaining.nodes if remaining is not None else ())
+                if p.node.session_id in self.host.index.by_id
+            ]
+            if not alive:
+                dialog.close()
+                return
+            ref = ref.sibling(alive[0])
+        self.show_branch_map(ref)
 
     async def _delete_then_refresh(self, session_id: str) -> None:
         await self.trashing.delete(session_id)

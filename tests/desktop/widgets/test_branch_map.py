@@ -59,7 +59,15 @@ def test_the_menu_opens_the_family_with_the_open_conversation_selected(
     assert "1 · Side question" in texts and "⚠ 3 · Trip" in texts  # the damaged branch, placed
     assert len(texts) == 12  # the trashed branch is not drawn
     assert sorted(view.edge_texts()) == sorted(
-        ["Branch", "Branch", "Edited", "Regenerated", "Child conversation", "Branch", "Brought back"]
+        [
+            "Branch",
+            "Branch",
+            "Edited",
+            "Regenerated",
+            "Child conversation",
+            "Branch",
+            "Brought back",
+        ]
     )
     assert view.selected == (f.plain, 3)  # the open conversation's last turn
     assert view.accessibleDescription() == "Turn 3 of Trip (the open conversation)"
