@@ -148,10 +148,8 @@ class FamilyMap:
         lines = ["digraph family {", "  rankdir=LR;", "  node [shape=box];"]
         for node in self.nodes:
             text = f"{node.turn_index}. {node.label}" if node.label else str(node.turn_index)
-            style = {"running": ", style=bold", "damaged": ", style=dashed", "empty": ""}
-            lines.append(
-                f"  {_dot_id(node.key)} [label={_dot_string(text)}{style.get(node.kind, '')}];"
-            )
+            shape = {"running": ", style=bold", "damaged": ", style=dashed"}.get(node.kind, "")
+            lines.append(f"  {_dot_id(node.key)} [label={_dot_string(text)}{shape}];")
         known = {node.key for node in self.nodes}
         for edge in self.edges:
             for end in (edge.source, edge.target):
@@ -352,16 +350,16 @@ def build_map(
         own[sid] = {turn_id: start + i for i, (turn_id, _s, _b) in enumerate(own_turns)}
         label, title = label_of(manifest), manifest.title
         if not own_turns:
-            kind: NodeKind = "damaged" if member.damaged else "empty"
-            nodes.append(MapNode(sid, start, None, label, title, kind))
+            placeholder: NodeKind = "damaged" if member.damaged else "empty"
+            nodes.append(MapNode(sid, start, None, label, title, placeholder))
             continue
         for i, (turn_id, _start, _boundary) in enumerate(own_turns):
-            kind = "turn"
+            node_kind: NodeKind = "turn"
             if member.damaged:
-                kind = "damaged"
+                node_kind = "damaged"
             elif turn_id == member.open_turn:
-                kind = "running"
-            nodes.append(MapNode(sid, start + i, turn_id, label, title, kind))
+                node_kind = "running"
+            nodes.append(MapNode(sid, start + i, turn_id, label, title, node_kind))
     edges: list[MapEdge] = []
     for manifest in members[1:]:
         link = manifest.parent
@@ -375,15 +373,15 @@ def build_map(
         source = _turn_owner(link.session_id, link.turn_id, by_id, own, first_own)
         edges.append(MapEdge(source, (manifest.session_id, first_own[manifest.session_id]), kind))
     for manifest in members:
-        member = turns.get(manifest.session_id)
-        if member is None:
+        merged_into = turns.get(manifest.session_id)
+        if merged_into is None:
             continue
-        for child_id, boundary, seq in member.merges:
+        for child_id, boundary, seq in merged_into.merges:
             child = turns.get(child_id)
             if child is None or child_id not in by_id:
                 continue  # a branch no longer in the family (in the Trash)
             source = _merged_turn(child_id, child, boundary, first_own)
-            target_turn = _turn_before(member, seq)
+            target_turn = _turn_before(merged_into, seq)
             target = _turn_owner(manifest.session_id, target_turn, by_id, own, first_own)
             edges.append(MapEdge(source, target, "merge"))
     return FamilyMap(members[0].session_id, tuple(nodes), tuple(edges))

@@ -230,10 +230,9 @@ def lay_out(family: FamilyMap, focus: tuple[str, str | None]) -> MapLayout:
         target = by_key.get(edge.target)
         if target is None:
             continue
-        if edge.kind != "merge":
-            if edge.target not in parent:
-                parent[edge.target] = edge.source
-                children.setdefault(edge.source, []).append(edge.target)
+        if edge.kind != "merge" and edge.target not in parent:
+            parent[edge.target] = edge.source
+            children.setdefault(edge.source, []).append(edge.target)
         edges.append(_place_edge(edge, by_key, lane_of, target, label_of))
     for lane_nodes in lanes:  # a first turn with no edge in: its own conversation's start
         first = lane_nodes[0].node.key
@@ -241,9 +240,8 @@ def lay_out(family: FamilyMap, focus: tuple[str, str | None]) -> MapLayout:
             start = (first[0], 0)
             parent[first] = start
             children.setdefault(start, []).insert(0, first)
-    lane_rank = {sid: lane for sid, lane in lane_of.items()}
-    for key, keys in children.items():
-        keys.sort(key=lambda k: (lane_rank.get(k[0], 0), k[1]))
+    for keys in children.values():
+        keys.sort(key=lambda k: (lane_of.get(k[0], 0), k[1]))
     layout = MapLayout(
         family,
         focus,
@@ -274,6 +272,7 @@ def _place_edge(
         lane = lane_of.get(edge.source[0], target.lane)
         sx, sy = MARGIN / 2, MARGIN + lane * LANE + NODE_HEIGHT / 2
     tx, ty = target.rect.x, target.rect.y + NODE_HEIGHT / 2
+    points: tuple[tuple[float, float], ...]
     if edge.kind == "merge":
         tx, ty = target.rect.x + NODE_WIDTH / 2, target.rect.bottom
         points = ((sx, sy), (tx, sy), (tx, ty))

@@ -37,11 +37,11 @@ from PySide6.QtGui import (
 from PySide6.QtWidgets import (
     QDialog,
     QDialogButtonBox,
-    QPushButton,
     QGraphicsItem,
     QGraphicsScene,
     QGraphicsView,
     QLabel,
+    QPushButton,
     QStyleOptionGraphicsItem,
     QVBoxLayout,
     QWidget,

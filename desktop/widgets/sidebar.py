@@ -95,7 +95,7 @@ class Sidebar(QWidget):
         self._open_session = open_session
         self._delete_session = delete_session
         self.delete_with_branches: Callable[[str], None] | None = None
-        """ "Move to Trash with its branches" (set by the window), for a conversation with branches."""
+        """ "Move to Trash with its branches" (the window sets it); offered when there are some."""
         self.new_button = QPushButton(self)
         self.new_button.setObjectName("newConversationButton")
         self.new_button.clicked.connect(new_session)

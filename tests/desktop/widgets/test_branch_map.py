@@ -16,11 +16,11 @@ from helpers.serve import serve_process
 from helpers.sessions import complete_turn
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
+from test_remote_actions import connect, item_named, open_remote, tree_texts
 
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.widgets.branch_map import BranchMapView
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
-from test_remote_actions import connect, item_named, open_remote, tree_texts
 
 
 def _family_app(make_app: Callable[..., App], tmp_path: Path) -> tuple[App, MapFamily]:
