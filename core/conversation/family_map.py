@@ -27,14 +27,19 @@ Node kinds:
 
 An edge's ``from.turnIndex`` is 0 for a branch taken before its parent's
 first turn (an edit of the first prompt): the start of the conversation.
+
+A node's ``label`` is its member's branch label (the one rule in
+:mod:`~branchwise.core.conversation.names`, rendered in the active language;
+``""`` for the family's top), its ``title`` the member's title.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from branchwise.core.conversation.names import label_of, render_label
 from branchwise.core.errors import BranchwiseError, SessionNotFound
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import LineageIndex, TreeNode, _build, lineage
@@ -319,26 +324,22 @@ def _with_open(member: MemberTurns) -> MemberTurns:
     return MemberTurns(member.turns, member.own_from, member.turns[-1][0], member.merges, False)
 
 
-def _label(manifest: Manifest) -> str:
-    """A member's label (its title until branches carry labels of their own)."""
-    return manifest.title
-
-
-def build_map(
-    members: list[Manifest],
-    turns: dict[str, MemberTurns],
-    *,
-    label_of: Callable[[Manifest], str] = _label,
-) -> FamilyMap:
+def build_map(members: list[Manifest], turns: dict[str, MemberTurns]) -> FamilyMap:
     """Nodes and edges from the members (depth-first, the top first) and their turns.
 
     Pure: the CLI, the server and the desktop host read differently and
-    share this.
+    share this. Labels are the one rule's (:func:`~branchwise.core.conversation.names.label_of`),
+    rendered in the active language; a root's label is ``""``.
     """
     by_id = {m.session_id: m for m in members}
+    siblings: dict[str, list[Manifest]] = {}
+    for manifest in members:
+        if manifest.parent is not None:
+            siblings.setdefault(manifest.parent.session_id, []).append(manifest)
     own: dict[str, dict[str, int]] = {}
     first_own: dict[str, int] = {}
     nodes: list[MapNode] = []
+    edges: list[MapEdge] = []
     for manifest in members:
         member = turns.get(manifest.session_id, MemberTurns(damaged=True))
         sid = manifest.session_id
@@ -348,7 +349,16 @@ def build_map(
             start = _inherited_count(manifest, by_id, turns, first_own, own) + 1
         first_own[sid] = start
         own[sid] = {turn_id: start + i for i, (turn_id, _s, _b) in enumerate(own_turns)}
-        label, title = label_of(manifest), manifest.title
+        link = manifest.parent
+        fork_turn: int | None = None
+        if link is not None and link.session_id in by_id and sid != members[0].session_id:
+            source = _turn_owner(link.session_id, link.turn_id, by_id, own, first_own)
+            edges.append(MapEdge(source, (sid, start), _edge_kind_of(manifest)))
+            fork_turn = source[1] + (1 if link.origin is not None else 0)
+        if manifest.fork_turn_index is not None:
+            fork_turn = manifest.fork_turn_index
+        found = label_of(manifest, siblings.get(link.session_id, ()) if link else ())
+        label, title = render_label(found, fork_turn) or "", manifest.title
         if not own_turns:
             placeholder: NodeKind = "damaged" if member.damaged else "empty"
             nodes.append(MapNode(sid, start, None, label, title, placeholder))
@@ -360,18 +370,6 @@ def build_map(
             elif turn_id == member.open_turn:
                 node_kind = "running"
             nodes.append(MapNode(sid, start + i, turn_id, label, title, node_kind))
-    edges: list[MapEdge] = []
-    for manifest in members[1:]:
-        link = manifest.parent
-        if link is None or link.session_id not in by_id:
-            continue
-        kind: EdgeKind = "fork"
-        if link.kind == "child":
-            kind = "child"
-        elif link.origin is not None:
-            kind = "edit" if link.origin.kind == "edit" else "regenerate"
-        source = _turn_owner(link.session_id, link.turn_id, by_id, own, first_own)
-        edges.append(MapEdge(source, (manifest.session_id, first_own[manifest.session_id]), kind))
     for manifest in members:
         merged_into = turns.get(manifest.session_id)
         if merged_into is None:
@@ -385,6 +383,15 @@ def build_map(
             target = _turn_owner(manifest.session_id, target_turn, by_id, own, first_own)
             edges.append(MapEdge(source, target, "merge"))
     return FamilyMap(members[0].session_id, tuple(nodes), tuple(edges))
+
+
+def _edge_kind_of(manifest: Manifest) -> EdgeKind:
+    link = manifest.parent
+    if link is not None and link.kind == "child":
+        return "child"
+    if link is not None and link.origin is not None:
+        return "edit" if link.origin.kind == "edit" else "regenerate"
+    return "fork"
 
 
 def _inherited_count(

@@ -75,9 +75,9 @@ MIN_ZOOM, MAX_ZOOM = 0.05, 4.0
 
 
 def node_text(placed: PlacedNode) -> str:
-    """What a node reads: its turn number and its conversation's label, with its marks."""
+    """What a node reads: its turn number and its branch's label (a root's title), with marks."""
     node = placed.node
-    text = f"{node.turn_index} · {untitled(node.label)}"
+    text = f"{node.turn_index} · {node.label or untitled(node.title)}"
     if node.kind == "running":
         text = "● " + text
     elif node.kind == "damaged":
@@ -458,6 +458,8 @@ class BranchMapDialog(QDialog):
 
     prune_requested = Signal(str)
     """The session id whose subtree the user chose to move to the Trash."""
+    language_changed = Signal()
+    """The labels are words of the old language: the window reads the map again."""
 
     def __init__(
         self, open_turn: Callable[[str, str | None], None], parent: QWidget | None = None
@@ -524,4 +526,5 @@ class BranchMapDialog(QDialog):
     def changeEvent(self, event: QEvent) -> None:  # noqa: N802, D102
         if event.type() == QEvent.Type.LanguageChange:
             self.retranslate_ui()
+            self.language_changed.emit()
         super().changeEvent(event)

@@ -533,6 +533,7 @@ class MainWindow(QMainWindow):
                     lambda sid, turn: self.open_at_turn(self._map_ref.sibling(sid), turn), self
                 )
                 self.branch_map.prune_requested.connect(self.delete_with_branches)
+                self.branch_map.language_changed.connect(self._refresh_branch_map)
             self._map_ref = shown
             self.branch_map.show_layout(layout, can_prune=shown.server is None)
             self.branch_map.show()

@@ -56,8 +56,17 @@ def test_the_menu_opens_the_family_with_the_open_conversation_selected(
     assert view.accessibleName() == "Branch map"
     texts = view.node_texts()
     assert texts[:3] == ["1 · Trip", "2 · Trip", "3 · Trip"]
-    assert "1 · Side question" in texts and "⚠ 3 · Trip" in texts  # the damaged branch, placed
-    assert len(texts) == 12  # the trashed branch is not drawn
+    assert texts[3:] == [
+        "2 · From turn 1",
+        "3 · From turn 1",
+        "3 · From turn 2",  # the nested branch, no turns of its own yet
+        "2 · Edited: ask r2 otherwise",
+        "3 · Edited: ask r2 otherwise",
+        "3 · Regenerated 2",
+        "4 · Regenerated 2",
+        "1 · Sub-conversation of turn 2",
+        "⚠ 3 · From turn 2",  # the damaged branch, placed and marked
+    ]  # the trashed branch is not drawn
     assert sorted(view.edge_texts()) == sorted(
         [
             "Branch",
@@ -70,7 +79,7 @@ def test_the_menu_opens_the_family_with_the_open_conversation_selected(
         ]
     )
     assert view.selected == (f.plain, 3)  # the open conversation's last turn
-    assert view.accessibleDescription() == "Turn 3 of Trip (the open conversation)"
+    assert view.accessibleDescription() == "Turn 3 of Trip · From turn 1 (the open conversation)"
 
 
 def test_arrows_walk_the_tree_and_enter_opens_the_conversation_at_that_turn(
@@ -95,7 +104,7 @@ def test_arrows_walk_the_tree_and_enter_opens_the_conversation_at_that_turn(
     for key, expected in moves:
         qtbot.keyClick(view, key)
         assert view.selected == expected, (key, view.selected_text())
-    assert view.accessibleDescription() == "Turn 3 of Trip"
+    assert view.accessibleDescription() == "Turn 3 of Trip · Edited: ask r2 otherwise"
     qtbot.keyClick(view, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: _current(app).session_id == f.edit, timeout=WAIT_MS)
     tab = _current(app)
@@ -175,7 +184,7 @@ def test_a_servers_conversation_shows_the_same_map_and_opens_there(
         qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 2, timeout=WAIT_MS)
         app.window.branch_map_action.trigger()
         view = _map(qtbot, app)
-        assert view.node_texts() == ["1 · Shared", "2 · Shared", "2 · Shared"]
+        assert view.node_texts() == ["1 · Shared", "2 · Shared", "2 · From turn 1"]
         assert view.edge_texts() == ["Branch"]
         assert view.selected == (sid, 2)
         qtbot.keyClick(view, Qt.Key.Key_Down)
