@@ -194,3 +194,19 @@ def test_a_servers_conversation_shows_the_same_map_and_opens_there(
             lambda: _current(app).ref.remote and _current(app).session_id == branch,
             timeout=WAIT_MS,
         )
+
+
+def test_a_language_switch_rewords_the_map_and_its_labels(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    app, f = _family_app(make_app, tmp_path)
+    app.window.open_tab(f.plain)
+    app.window.show_branch_map()
+    view = _map(qtbot, app)
+    app.window.language_actions["zh_Hans"].trigger()
+    qtbot.waitUntil(lambda: view.accessibleName() == "分支图", timeout=WAIT_MS)
+    assert app.window.branch_map_action.text() == "分支图"
+    qtbot.waitUntil(lambda: "已编辑" in view.edge_texts(), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: "2 · From turn 1" not in view.node_texts(), timeout=WAIT_MS)
+    app.window.language_actions["en"].trigger()
+    qtbot.waitUntil(lambda: "2 · From turn 1" in view.node_texts(), timeout=WAIT_MS)
