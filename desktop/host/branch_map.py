@@ -19,7 +19,6 @@ view, so painting costs what is visible, not the family's size.
 from __future__ import annotations
 
 import asyncio
-import bisect
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
@@ -96,86 +95,182 @@ class PlacedEdge:
     bounds: Rect
 
 
+_EdgeEntry = tuple[MapEdge, int, int, float, float, float, float]
+
+
 @dataclass(slots=True)
 class MapLayout:
     """Where every node and edge of a family map goes, and the tree moves between nodes.
 
+    Built in one pass over the nodes (a member's nodes are consecutive in the
+    map, so a lane is a slice of them) and one over the edges; positions are
+    arithmetic on (lane, turn number), so what is in view is found without
+    looking at the rest, and :class:`PlacedNode` and :class:`PlacedEdge`
+    values are made only for what is asked for.
+
     Attributes:
         family: the map laid out.
         focus: the conversation (and turn, if known) the map was opened from.
-        nodes: every node, in the map's order.
-        edges: every edge.
         width, height: the scene's size.
     """
 
     family: FamilyMap
     focus: tuple[str, str | None]
-    nodes: tuple[PlacedNode, ...]
-    edges: tuple[PlacedEdge, ...]
-    width: float
-    height: float
-    by_key: dict[Key, PlacedNode] = field(default_factory=dict)
-    _lanes: list[list[PlacedNode]] = field(default_factory=list)
-    _lane_x: list[list[float]] = field(default_factory=list)
-    _parent: dict[Key, Key] = field(default_factory=dict)
-    _children: dict[Key, list[Key]] = field(default_factory=dict)
+    width: float = 0.0
+    height: float = 0.0
+    # lane -> (first node's position in family.nodes, its turn number, node count)
+    _lanes: list[tuple[int, int, int]] = field(default_factory=list)
+    _lane_of: dict[str, int] = field(default_factory=dict)
+    # per edge: (edge, source lane, target lane, bounds as x0, y0, x1, y1)
+    _edges: list[_EdgeEntry] = field(default_factory=list)
+    _incoming: dict[str, Key] = field(default_factory=dict)
+    _outgoing: dict[Key, list[Key]] = field(default_factory=dict)
 
-    # -- what is in view ------------------------------------------------------
+    # -- nodes ----------------------------------------------------------------
+
+    def placed(self, key: Key | None) -> PlacedNode | None:
+        """The node at ``key`` where it is drawn (``None``: no such node)."""
+        if key is None:
+            return None
+        lane = self._lane_of.get(key[0])
+        if lane is None:
+            return None
+        first, first_turn, count = self._lanes[lane]
+        at = key[1] - first_turn
+        if not 0 <= at < count:
+            return None
+        return self._place(lane, self.family.nodes[first + at])
+
+    def _place(self, lane: int, node: MapNode) -> PlacedNode:
+        session_id, turn_id = self.focus
+        mine = node.session_id == session_id
+        return PlacedNode(
+            node,
+            node_rect(lane, node.turn_index),
+            lane,
+            mine,
+            mine and turn_id is not None and node.turn_id == turn_id,
+        )
+
+    @property
+    def nodes(self) -> tuple[PlacedNode, ...]:
+        """Every node placed, in the map's order (all of them: for tests and small maps)."""
+        return tuple(
+            self._place(lane, self.family.nodes[first + i])
+            for lane, (first, _turn, count) in enumerate(self._lanes)
+            for i in range(count)
+        )
+
+    @property
+    def edges(self) -> tuple[PlacedEdge, ...]:
+        """Every edge placed, in the map's order."""
+        return tuple(self._place_edge(entry) for entry in self._edges)
 
     def nodes_in(self, view: Rect) -> Iterator[PlacedNode]:
-        """The nodes that intersect ``view`` (a lane range, then a bisect per lane)."""
-        first = max(int((view.y - MARGIN) // LANE), 0)
-        last = min(int((view.bottom - MARGIN) // LANE) + 1, len(self._lanes) - 1)
-        for lane in range(first, last + 1):
-            xs = self._lane_x[lane]
-            start = max(bisect.bisect_left(xs, view.x - NODE_WIDTH), 0)
-            for placed in self._lanes[lane][start:]:
-                if placed.rect.x > view.right:
-                    break
+        """The nodes that intersect ``view``: a lane range, then a turn range per lane."""
+        first_lane = max(int((view.y - MARGIN) // LANE), 0)
+        last_lane = min(int((view.bottom - MARGIN) // LANE) + 1, len(self._lanes) - 1)
+        low = int((view.x - MARGIN - NODE_WIDTH) // COLUMN) + 1
+        high = int((view.right - MARGIN) // COLUMN) + 1
+        for lane in range(first_lane, last_lane + 1):
+            first, first_turn, count = self._lanes[lane]
+            start = max(low - first_turn, 0)
+            stop = min(high - first_turn + 1, count)
+            for i in range(start, stop):
+                placed = self._place(lane, self.family.nodes[first + i])
                 if placed.rect.intersects(view):
                     yield placed
 
     def edges_in(self, view: Rect) -> Iterator[PlacedEdge]:
         """The edges whose bounds intersect ``view``."""
-        return (edge for edge in self.edges if edge.bounds.intersects(view))
+        for entry in self._edges:
+            _edge, _s, _t, x0, y0, x1, y1 = entry
+            if x0 < view.right and view.x < x1 and y0 < view.bottom and view.y < y1:
+                yield self._place_edge(entry)
 
     def lane_spans(self) -> Iterator[tuple[int, float, float]]:
         """``(lane, first x, last right)`` of every lane (the mini map draws these)."""
-        for lane, placed in enumerate(self._lanes):
-            if placed:
-                yield lane, placed[0].rect.x, placed[-1].rect.right
+        for lane, (_first, first_turn, count) in enumerate(self._lanes):
+            yield (
+                lane,
+                node_rect(lane, first_turn).x,
+                node_rect(lane, first_turn + count - 1).right,
+            )
 
     # -- the tree moves (Loom's): parent, child, siblings ----------------------
 
     def focus_key(self) -> Key | None:
         """The node to select first: the focus turn, else the focus member's last node."""
         session_id, turn_id = self.focus
-        found = None
-        for placed in self.nodes:
-            if placed.node.session_id != session_id:
-                continue
-            found = placed.node.key
-            if turn_id is not None and placed.node.turn_id == turn_id:
-                return found
-        return found if found is not None else (self.nodes[0].node.key if self.nodes else None)
+        lane = self._lane_of.get(session_id)
+        if lane is None:
+            return self.family.nodes[0].key if self.family.nodes else None
+        first, _turn, count = self._lanes[lane]
+        nodes = self.family.nodes[first : first + count]
+        found = next((n for n in nodes if turn_id is not None and n.turn_id == turn_id), None)
+        return (found or nodes[-1]).key
 
     def parent(self, key: Key) -> Key | None:
         """The turn before (the one a branch left from, for a branch's first turn)."""
-        parent = self._parent.get(key)
-        return parent if parent in self.by_key else None
+        lane = self._lane_of.get(key[0])
+        if lane is None:
+            return None
+        _first, first_turn, _count = self._lanes[lane]
+        if key[1] > first_turn:
+            return (key[0], key[1] - 1)
+        source = self._incoming.get(key[0])
+        return source if self.placed(source) is not None else None
 
     def children(self, key: Key) -> list[Key]:
         """The next turn of the same conversation first, then the branches leaving here."""
-        return list(self._children.get(key, ()))
+        found = []
+        after = (key[0], key[1] + 1)
+        if self.placed(after) is not None:
+            found.append(after)
+        found.extend(self._outgoing.get(key, ()))
+        return found
 
     def sibling(self, key: Key, step: int) -> Key | None:
-        """The previous (``-1``) or next (``1``) alternative to this turn, if any."""
-        parent = self._parent.get(key)
-        if parent is None:
+        """The previous (``-1``) or next (``1``) alternative to this turn, if any.
+
+        The alternatives are the children of the turn before (a first turn's:
+        of its conversation's start, where edits of the first prompt leave).
+        """
+        lane = self._lane_of.get(key[0])
+        if lane is None:
             return None
-        siblings = self._children.get(parent, [])
+        _first, first_turn, _count = self._lanes[lane]
+        if key[1] > first_turn:
+            before: Key = (key[0], key[1] - 1)
+        else:
+            before = self._incoming.get(key[0], (key[0], 0))
+        siblings = self.children(before)
+        if key not in siblings:
+            return None
         at = siblings.index(key) + step
         return siblings[at] if 0 <= at < len(siblings) else None
+
+    def _place_edge(self, entry: _EdgeEntry) -> PlacedEdge:
+        edge, source_lane, target_lane, x0, y0, x1, y1 = entry
+        target = node_rect(target_lane, edge.target[1])
+        if edge.source[1] >= 1 and self.placed(edge.source) is not None:
+            source = node_rect(source_lane, edge.source[1])
+            sx, sy = source.right, source.y + NODE_HEIGHT / 2
+        else:  # a conversation's start (turn 0): left of its first column
+            sx, sy = MARGIN / 2, MARGIN + source_lane * LANE + NODE_HEIGHT / 2
+        points: tuple[tuple[float, float], ...]
+        if edge.kind == "merge":
+            tx, ty = target.x + NODE_WIDTH / 2, target.bottom
+            points = ((sx, sy), (tx, sy), (tx, ty))
+        else:
+            tx, ty = target.x, target.y + NODE_HEIGHT / 2
+            bend = sx + (tx - sx) / 2 if tx > sx else sx + MARGIN / 2
+            points = ((sx, sy), (bend, sy), (bend, ty), (tx, ty))
+        labelled = edge.source[0] if edge.kind == "merge" else edge.target[0]
+        label = self.placed((labelled, self._lanes[self._lane_of[labelled]][1]))
+        return PlacedEdge(
+            edge, points, label.node.label if label else "", Rect(x0, y0, x1 - x0, y1 - y0)
+        )
 
 
 def node_rect(lane: int, turn_index: int) -> Rect:
@@ -191,99 +286,44 @@ def node_rect(lane: int, turn_index: int) -> Rect:
 def lay_out(family: FamilyMap, focus: tuple[str, str | None]) -> MapLayout:
     """Place a map: lanes in the map's (depth-first) order, columns by turn number.
 
-    Linear in nodes and edges, iterative (a chain 2,000 deep is 2,000 lanes).
+    One pass over the nodes and one over the edges, iterative (a chain 2,000
+    deep is 2,000 lanes); nothing per node is made until it is asked for.
     """
-    lane_of: dict[str, int] = {}
-    label_of: dict[str, str] = {}
-    placed_nodes: list[PlacedNode] = []
-    lanes: list[list[PlacedNode]] = []
-    focus_session, focus_turn = focus
-    widest = 0.0
-    for node in family.nodes:
-        lane = lane_of.get(node.session_id)
-        if lane is None:
-            lane = lane_of[node.session_id] = len(lanes)
-            lanes.append([])
-            label_of[node.session_id] = node.label
-        rect = node_rect(lane, node.turn_index)
-        placed = PlacedNode(
-            node,
-            rect,
-            lane,
-            node.session_id == focus_session,
-            node.session_id == focus_session
-            and focus_turn is not None
-            and node.turn_id == focus_turn,
-        )
-        placed_nodes.append(placed)
-        lanes[lane].append(placed)
-        widest = max(widest, rect.right)
-    by_key = {p.node.key: p for p in placed_nodes}
-    parent: dict[Key, Key] = {}
-    children: dict[Key, list[Key]] = {}
-    for lane_nodes in lanes:
-        for before, after in zip(lane_nodes, lane_nodes[1:], strict=False):
-            parent[after.node.key] = before.node.key
-            children.setdefault(before.node.key, []).append(after.node.key)
-    edges: list[PlacedEdge] = []
+    layout = MapLayout(family, focus)
+    lanes, lane_of = layout._lanes, layout._lane_of
+    previous = None
+    last_turn = 0
+    for position, node in enumerate(family.nodes):
+        sid = node.session_id
+        if sid != previous:
+            if previous is not None:
+                first, first_turn, _ = lanes[-1]
+                lanes[-1] = (first, first_turn, position - first)
+            lane_of[sid] = len(lanes)
+            lanes.append((position, node.turn_index, 0))
+            previous = sid
+        last_turn = max(last_turn, node.turn_index)
+    if lanes:
+        first, first_turn, _ = lanes[-1]
+        lanes[-1] = (first, first_turn, len(family.nodes) - first)
+    half = NODE_HEIGHT / 2
     for edge in family.edges:
-        target = by_key.get(edge.target)
-        if target is None:
+        target_lane = lane_of.get(edge.target[0])
+        if target_lane is None:
             continue
-        if edge.kind != "merge" and edge.target not in parent:
-            parent[edge.target] = edge.source
-            children.setdefault(edge.source, []).append(edge.target)
-        edges.append(_place_edge(edge, by_key, lane_of, target, label_of))
-    for lane_nodes in lanes:  # a first turn with no edge in: its own conversation's start
-        first = lane_nodes[0].node.key
-        if first not in parent:
-            start = (first[0], 0)
-            parent[first] = start
-            children.setdefault(start, []).insert(0, first)
-    for keys in children.values():
-        keys.sort(key=lambda k: (lane_of.get(k[0], 0), k[1]))
-    layout = MapLayout(
-        family,
-        focus,
-        tuple(placed_nodes),
-        tuple(edges),
-        widest + MARGIN,
-        MARGIN * 2 + max(len(lanes) * LANE - (LANE - NODE_HEIGHT), 0),
-        by_key,
-        lanes,
-        [[p.rect.x for p in lane_nodes] for lane_nodes in lanes],
-        parent,
-        children,
-    )
+        source_lane = lane_of.get(edge.source[0], target_lane)
+        if edge.kind != "merge" and edge.target[0] not in layout._incoming:
+            layout._incoming[edge.target[0]] = edge.source
+            layout._outgoing.setdefault(edge.source, []).append(edge.target)
+        x0 = MARGIN / 2 + max(edge.source[1] - 1, 0) * COLUMN
+        x1 = MARGIN + max(edge.target[1] - 1, 0) * COLUMN + NODE_WIDTH
+        top, bottom = sorted((source_lane, target_lane))
+        y0 = MARGIN + top * LANE - half
+        y1 = MARGIN + bottom * LANE + NODE_HEIGHT + half
+        layout._edges.append((edge, source_lane, target_lane, min(x0, x1), y0, max(x0, x1), y1))
+    layout.width = MARGIN * 2 + max(last_turn, 1) * COLUMN
+    layout.height = MARGIN * 2 + max(len(lanes) * LANE - (LANE - NODE_HEIGHT), 0)
     return layout
-
-
-def _place_edge(
-    edge: MapEdge,
-    by_key: dict[Key, PlacedNode],
-    lane_of: dict[str, int],
-    target: PlacedNode,
-    label_of: dict[str, str],
-) -> PlacedEdge:
-    source = by_key.get(edge.source)
-    if source is not None:
-        sx, sy = source.rect.right, source.rect.y + NODE_HEIGHT / 2
-    else:  # a conversation's start (turn 0): left of its first column
-        lane = lane_of.get(edge.source[0], target.lane)
-        sx, sy = MARGIN / 2, MARGIN + lane * LANE + NODE_HEIGHT / 2
-    tx, ty = target.rect.x, target.rect.y + NODE_HEIGHT / 2
-    points: tuple[tuple[float, float], ...]
-    if edge.kind == "merge":
-        tx, ty = target.rect.x + NODE_WIDTH / 2, target.rect.bottom
-        points = ((sx, sy), (tx, sy), (tx, ty))
-        label = label_of.get(edge.source[0], "")
-    else:
-        bend = sx + (tx - sx) / 2 if tx > sx else sx + MARGIN / 2
-        points = ((sx, sy), (bend, sy), (bend, ty), (tx, ty))
-        label = label_of.get(edge.target[0], "")
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    bounds = Rect(min(xs), min(ys) - LANE / 2, max(xs) - min(xs) + 1, max(ys) - min(ys) + LANE)
-    return PlacedEdge(edge, points, label, bounds)
 
 
 # -- reading a map for the window ------------------------------------------------

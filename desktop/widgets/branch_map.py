@@ -230,7 +230,7 @@ class BranchMapView(QGraphicsView):
         """The node at ``key``, if the map has it."""
         if key is None or self.layout_shown is None:
             return None
-        return self.layout_shown.by_key.get(key)
+        return self.layout_shown.placed(key)
 
     def selected_text(self) -> str:
         """What the selected node reads on screen ("" for none)."""

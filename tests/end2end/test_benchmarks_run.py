@@ -38,6 +38,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("bench_partials.py", ["--kb", "4", "--commits", "20", "--repeat", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
+        ("bench_branch_map.py", ["--branches", "30", "--depth", "40", "--runs", "1"], "ratio"),
         (
             "bench_serve.py",
             ["--turns", "20", "--targets", "10", "--forks", "5", "--retries", "5"]
