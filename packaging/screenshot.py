@@ -1,6 +1,7 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
     python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
+    python packaging/screenshot.py --view map --out /tmp/map.png   # the branch map window
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
@@ -8,7 +9,9 @@ a conversation of three turns, a fork made from its first turn (with a turn
 of its own and one answered with a table, a quote and a code block) and a
 child conversation spawned from its last turn, built with the same store,
 fork and lineage calls the app uses. ``--theme`` is written to the fixture's
-settings, as the Settings dialog would.
+settings, as the Settings dialog would. ``--view map`` adds an edit and a
+regeneration of the conversation's later turns and shoots Conversation ▸
+Branch map opened on the fork's tab instead of the main window.
 """
 
 from __future__ import annotations
@@ -123,7 +126,36 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     return parent, forked.child_session_id, child.child_session_id
 
 
-async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -> int:
+def add_alternatives(root: Path, parent: str) -> None:
+    """An edit of the second prompt and a regeneration of the third, one turn each (for the map)."""
+    from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+    from branchwise.core.fork.engine import fork
+    from branchwise.core.ids import new_id
+    from branchwise.core.projection import events as ev
+    from branchwise.core.store.store import SessionStore
+
+    store = SessionStore(root)
+    turns = [t.turn_id for t in store.read(parent).projection.turns]
+    edited = edit_request(store, parent, turns[1], "What about Nara instead on day two?")
+    for request in (edited, regenerate_request(store, parent, turns[2])):
+        child = fork(store, request, new_id("op")).child_session_id
+        with store.open_writer(child) as writer:
+            projection = writer.projection
+            open_turn = projection.turns[-1].turn_id
+            step = new_id("step")
+            writer.commit(
+                [
+                    ev.step_start(step),
+                    ev.assistant_message(new_id("msg"), "Here is another way to see it.", "demo"),
+                    ev.step_end(step),
+                    ev.turn_end(open_turn, "completed"),
+                ]
+            )
+
+
+async def _shoot(
+    root: Path, out: Path, ids: tuple[str, str, str], front: str, view: str = "window"
+) -> int:
     from PySide6.QtWidgets import QApplication
 
     from branchwise.desktop.host.host import Host
@@ -150,8 +182,19 @@ async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -
     bar = tab.transcript.verticalScrollBar()
     bar.setValue(bar.maximum())
     await asyncio.sleep(0.2)
+    shot = window
+    if view == "map":
+        window.show_branch_map()
+        for _ in range(100):
+            if window.branch_map is not None and window.branch_map.isVisible():
+                break
+            await asyncio.sleep(0.05)
+        assert window.branch_map is not None
+        window.branch_map.resize(WIDTH, HEIGHT * 2 // 3)
+        await asyncio.sleep(0.3)
+        shot = window.branch_map
     out.parent.mkdir(parents=True, exist_ok=True)
-    if not window.grab().save(str(out), "PNG"):
+    if not shot.grab().save(str(out), "PNG"):
         raise SystemExit(f"could not write {out}")
     print(out)
     window.close()
@@ -166,6 +209,7 @@ def main() -> int:
     parser.add_argument("--lang", default="en")
     parser.add_argument("--front", choices=("fork", "parent"), default="fork", help="tab in front")
     parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
+    parser.add_argument("--view", choices=("window", "map"), default="window", help="what to shoot")
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         if shutil.which("xvfb-run") is None:
@@ -189,8 +233,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
         ids = build_fixture(root)
+        if args.view == "map":
+            add_alternatives(root, ids[0])
         save_settings(root, Settings(theme=args.theme, first_run_done=True))
-        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front))
+        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front, args.view))
 
 
 if __name__ == "__main__":

@@ -33,11 +33,11 @@ from branchwise.core.conversation.family_map import (
 from branchwise.core.lineage import LineageIndex
 from branchwise.core.store.store import SessionStore
 
-COLUMN = 176.0
-"""Pixels from one turn number to the next."""
-LANE = 56.0
-"""Pixels from one member's lane to the next."""
-NODE_WIDTH = 150.0
+COLUMN = 216.0
+"""Pixels from one column (turn number) to the next."""
+LANE = 60.0
+"""Pixels from one member's lane to the next (the gap holds the edges' words)."""
+NODE_WIDTH = 180.0
 NODE_HEIGHT = 34.0
 MARGIN = 24.0
 
@@ -121,6 +121,9 @@ class MapLayout:
     # lane -> (first node's position in family.nodes, its turn number, node count)
     _lanes: list[tuple[int, int, int]] = field(default_factory=list)
     _lane_of: dict[str, int] = field(default_factory=dict)
+    # lane -> columns its turn numbers are shifted right by (a child conversation,
+    # numbered from 1, starts in the column after the turn that spawned it)
+    _shift: list[int] = field(default_factory=list)
     # per edge: (edge, source lane, target lane, bounds as x0, y0, x1, y1)
     _edges: list[_EdgeEntry] = field(default_factory=list)
     _incoming: dict[str, Key] = field(default_factory=dict)
@@ -146,11 +149,14 @@ class MapLayout:
         mine = node.session_id == session_id
         return PlacedNode(
             node,
-            node_rect(lane, node.turn_index),
+            self._rect(lane, node.turn_index),
             lane,
             mine,
             mine and turn_id is not None and node.turn_id == turn_id,
         )
+
+    def _rect(self, lane: int, turn_index: int) -> Rect:
+        return node_rect(lane, turn_index + self._shift[lane])
 
     @property
     def nodes(self) -> tuple[PlacedNode, ...]:
@@ -174,8 +180,9 @@ class MapLayout:
         high = int((view.right - MARGIN) // COLUMN) + 1
         for lane in range(first_lane, last_lane + 1):
             first, first_turn, count = self._lanes[lane]
-            start = max(low - first_turn, 0)
-            stop = min(high - first_turn + 1, count)
+            shift = self._shift[lane]
+            start = max(low - shift - first_turn, 0)
+            stop = min(high - shift - first_turn + 1, count)
             for i in range(start, stop):
                 placed = self._place(lane, self.family.nodes[first + i])
                 if placed.rect.intersects(view):
@@ -193,8 +200,8 @@ class MapLayout:
         for lane, (_first, first_turn, count) in enumerate(self._lanes):
             yield (
                 lane,
-                node_rect(lane, first_turn).x,
-                node_rect(lane, first_turn + count - 1).right,
+                self._rect(lane, first_turn).x,
+                self._rect(lane, first_turn + count - 1).right,
             )
 
     # -- the tree moves (Loom's): parent, child, siblings ----------------------
@@ -252,9 +259,9 @@ class MapLayout:
 
     def _place_edge(self, entry: _EdgeEntry) -> PlacedEdge:
         edge, source_lane, target_lane, x0, y0, x1, y1 = entry
-        target = node_rect(target_lane, edge.target[1])
+        target = self._rect(target_lane, edge.target[1])
         if edge.source[1] >= 1 and self.placed(edge.source) is not None:
-            source = node_rect(source_lane, edge.source[1])
+            source = self._rect(source_lane, edge.source[1])
             sx, sy = source.right, source.y + NODE_HEIGHT / 2
         else:  # a conversation's start (turn 0): left of its first column
             sx, sy = MARGIN / 2, MARGIN + source_lane * LANE + NODE_HEIGHT / 2
@@ -307,6 +314,9 @@ def lay_out(family: FamilyMap, focus: tuple[str, str | None]) -> MapLayout:
         first, first_turn, _ = lanes[-1]
         lanes[-1] = (first, first_turn, len(family.nodes) - first)
     half = NODE_HEIGHT / 2
+    shift = layout._shift
+    shift.extend(0 for _ in lanes)
+    last_column = last_turn
     for edge in family.edges:
         target_lane = lane_of.get(edge.target[0])
         if target_lane is None:
@@ -315,13 +325,20 @@ def lay_out(family: FamilyMap, focus: tuple[str, str | None]) -> MapLayout:
         if edge.kind != "merge" and edge.target[0] not in layout._incoming:
             layout._incoming[edge.target[0]] = edge.source
             layout._outgoing.setdefault(edge.source, []).append(edge.target)
-        x0 = MARGIN / 2 + max(edge.source[1] - 1, 0) * COLUMN
-        x1 = MARGIN + max(edge.target[1] - 1, 0) * COLUMN + NODE_WIDTH
+            # Parents come before their branches, so the source's shift is final here.
+            wanted = edge.source[1] + shift[source_lane] + 1 - lanes[target_lane][1]
+            shift[target_lane] = max(wanted, 0)
+            _first, first_turn, count = lanes[target_lane]
+            last_column = max(last_column, first_turn + count - 1 + shift[target_lane])
+        source_column = edge.source[1] + shift[source_lane]
+        target_column = edge.target[1] + shift[target_lane]
+        x0 = MARGIN / 2 + max(source_column - 1, 0) * COLUMN
+        x1 = MARGIN + max(target_column - 1, 0) * COLUMN + NODE_WIDTH
         top, bottom = sorted((source_lane, target_lane))
         y0 = MARGIN + top * LANE - half
         y1 = MARGIN + bottom * LANE + NODE_HEIGHT + half
         layout._edges.append((edge, source_lane, target_lane, min(x0, x1), y0, max(x0, x1), y1))
-    layout.width = MARGIN * 2 + max(last_turn, 1) * COLUMN
+    layout.width = MARGIN * 2 + max(last_column, 1) * COLUMN
     layout.height = MARGIN * 2 + max(len(lanes) * LANE - (LANE - NODE_HEIGHT), 0)
     return layout
 

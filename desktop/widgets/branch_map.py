@@ -62,7 +62,7 @@ from branchwise.desktop.host.branch_map import (
 from branchwise.desktop.widgets.turn_widget import untitled
 
 EDGE_WORDS = {
-    "fork": N_("Branch"),
+    "fork": N_("Branched"),
     "edit": N_("Edited"),
     "regenerate": N_("Regenerated"),
     "child": N_("Child conversation"),
@@ -317,8 +317,12 @@ class BranchMapView(QGraphicsView):
             end, before = placed_edge.points[-1], placed_edge.points[-2]
             self._arrow_head(painter, before, end)
             painter.setPen(QPen(text))
-            anchor = placed_edge.points[-2] if kind != "merge" else placed_edge.points[1]
-            painter.drawText(QPointF(anchor[0] + 4, anchor[1] - 4), _(EDGE_WORDS[kind]))
+            # The word sits in the gap above the node the edge leads to (a merge: by its corner).
+            if kind == "merge":
+                anchor = (placed_edge.points[1][0] + 4, placed_edge.points[1][1] - 4)
+            else:
+                anchor = (end[0] + 2, end[1] - NODE_HEIGHT / 2 - 5)
+            painter.drawText(QPointF(*anchor), _(EDGE_WORDS[kind]))
         painter.setFont(font)
         metrics = painter.fontMetrics()
         for placed in layout.nodes_in(view):
@@ -339,7 +343,7 @@ class BranchMapView(QGraphicsView):
                 painter.drawRoundedRect(rect.adjusted(-4, -4, 4, 4), 8, 8)
             painter.setPen(QPen(text))
             words = metrics.elidedText(
-                node_text(placed), Qt.TextElideMode.ElideMiddle, int(NODE_WIDTH - 12)
+                node_text(placed), Qt.TextElideMode.ElideRight, int(NODE_WIDTH - 12)
             )
             painter.drawText(rect.adjusted(6, 0, -6, 0), Qt.AlignmentFlag.AlignVCenter, words)
 

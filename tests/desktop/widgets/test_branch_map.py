@@ -69,12 +69,12 @@ def test_the_menu_opens_the_family_with_the_open_conversation_selected(
     ]  # the trashed branch is not drawn
     assert sorted(view.edge_texts()) == sorted(
         [
-            "Branch",
-            "Branch",
+            "Branched",
+            "Branched",
             "Edited",
             "Regenerated",
             "Child conversation",
-            "Branch",
+            "Branched",
             "Brought back",
         ]
     )
@@ -185,7 +185,7 @@ def test_a_servers_conversation_shows_the_same_map_and_opens_there(
         app.window.branch_map_action.trigger()
         view = _map(qtbot, app)
         assert view.node_texts() == ["1 · Shared", "2 · Shared", "2 · From turn 1"]
-        assert view.edge_texts() == ["Branch"]
+        assert view.edge_texts() == ["Branched"]
         assert view.selected == (sid, 2)
         qtbot.keyClick(view, Qt.Key.Key_Down)
         assert view.selected == (branch, 2)
