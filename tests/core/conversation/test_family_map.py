@@ -119,3 +119,16 @@ def test_a_chain_two_thousand_deep_maps_without_recursion(tmp_path: Path) -> Non
     found = family_map(store, chain[-1])
     assert len({n.session_id for n in found.nodes}) == 2000
     assert len(found.edges) == 1999
+
+
+def test_a_turn_being_written_is_running_and_a_crash_left_one_is_not(tmp_path: Path) -> None:
+    from branchwise.core.projection import events as ev
+
+    store = SessionStore(tmp_path)
+    f = build_map_family(store)
+    with store.open_writer(f.edit) as writer:
+        writer.commit([ev.turn_start("live"), ev.user_message("u-live", "still going")])
+        nodes = {n.key: n.kind for n in family_map(store, f.root).nodes}
+        assert nodes[(f.edit, 4)] == "running" and nodes[(f.edit, 3)] == "turn"
+    # the writer let go: nothing writes it now (a crash would leave it so too)
+    assert {n.key: n.kind for n in family_map(store, f.root).nodes}[(f.edit, 4)] == "turn"
