@@ -131,6 +131,10 @@ class MapLayout:
 
     # -- nodes ----------------------------------------------------------------
 
+    def member_ids(self) -> frozenset[str]:
+        """The conversations the map draws."""
+        return frozenset(self._lane_of)
+
     def placed(self, key: Key | None) -> PlacedNode | None:
         """The node at ``key`` where it is drawn (``None``: no such node)."""
         if key is None:

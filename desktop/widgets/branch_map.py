@@ -217,12 +217,14 @@ class BranchMapView(QGraphicsView):
 
     # -- what the UI exposes -------------------------------------------------
 
-    def show_layout(self, layout: MapLayout) -> None:
-        """Show a laid-out map and select the turn it was opened at."""
+    def show_layout(self, layout: MapLayout, *, keep_selection: bool = False) -> None:
+        """Show a laid-out map and select the turn it was opened at (or, redrawn, keep
+        the selected one while it is still drawn)."""
+        kept = self.selected if keep_selection else None
         self._canvas.prepareGeometryChange()
         self.layout_shown = layout
         self._scene.setSceneRect(QRectF(0, 0, layout.width, layout.height))
-        self.select(layout.focus_key())
+        self.select(kept if layout.placed(kept) is not None else layout.focus_key())
         self._place_mini_map()
         self._canvas.update()
 
@@ -490,14 +492,16 @@ class BranchMapDialog(QDialog):
         self._can_prune = True
         self.retranslate_ui()
 
-    def show_layout(self, layout: MapLayout, *, can_prune: bool = True) -> None:
+    def show_layout(
+        self, layout: MapLayout, *, can_prune: bool = True, keep_selection: bool = False
+    ) -> None:
         """Show a family's map (replacing the one shown) and give the map the keyboard.
 
         ``can_prune`` is ``False`` for a server's family (pruning there is not offered).
         """
         self._root_title = layout.nodes[0].node.title if layout.nodes else ""
         self._can_prune = can_prune
-        self.view.show_layout(layout)
+        self.view.show_layout(layout, keep_selection=keep_selection)
         self.retranslate_ui()
         self.view.setFocus()
 

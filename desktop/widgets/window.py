@@ -67,6 +67,8 @@ from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
+MAP_REFRESH_MS = 250
+"""A burst of changes to the family (a turn's start and end) redraws the open map once."""
 BRANCH_MAP_SHORTCUT = "Ctrl+Shift+M"
 """Conversation ▸ Branch map (free: no other action or widget key uses it)."""
 MERGE_RETRY_MS = 20_000
@@ -109,6 +111,11 @@ class MainWindow(QMainWindow):
         self.trash_dialog: TrashDialog | None = None
         self.branch_map: BranchMapDialog | None = None
         self._map_ref = ConversationRef("")
+        self._map_turn: str | None = None
+        self._map_refresh = QTimer(self)
+        self._map_refresh.setSingleShot(True)
+        self._map_refresh.setInterval(MAP_REFRESH_MS)
+        self._map_refresh.timeout.connect(self._refresh_branch_map)
         self.importing = Importing(host)
         self.import_dialog: ImportDialog | None = None
         self.export_dialog: QFileDialog | None = None
@@ -520,26 +527,29 @@ class MainWindow(QMainWindow):
             if tab is None:
                 return
             ref = tab.ref
-        shown = ref
+        self.host.spawn(self._read_branch_map(ref, turn_id, redraw=False), "show the branch map")
 
-        async def read() -> None:
-            try:
-                layout = await self.host.branch_map(shown, turn_id)
-            except BranchwiseError as exc:
-                self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
-                return
-            if self.branch_map is None:
-                self.branch_map = BranchMapDialog(
-                    lambda sid, turn: self.open_at_turn(self._map_ref.sibling(sid), turn), self
-                )
-                self.branch_map.prune_requested.connect(self.delete_with_branches)
-                self.branch_map.language_changed.connect(self._refresh_branch_map)
-            self._map_ref = shown
-            self.branch_map.show_layout(layout, can_prune=shown.server is None)
+    async def _read_branch_map(
+        self, ref: ConversationRef, turn_id: str | None, *, redraw: bool
+    ) -> None:
+        try:
+            layout = await self.host.branch_map(ref, turn_id)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        if self.branch_map is None:
+            self.branch_map = BranchMapDialog(
+                lambda sid, turn: self.open_at_turn(self._map_ref.sibling(sid), turn), self
+            )
+            self.branch_map.prune_requested.connect(self.delete_with_branches)
+            self.branch_map.language_changed.connect(self._refresh_branch_map)
+        elif redraw and not self.branch_map.isVisible():
+            return  # closed meanwhile
+        self._map_ref, self._map_turn = ref, turn_id
+        self.branch_map.show_layout(layout, can_prune=ref.server is None, keep_selection=redraw)
+        if not redraw:
             self.branch_map.show()
             self.branch_map.raise_()
-
-        self.host.spawn(read(), "show the branch map")
 
     def open_at_turn(self, ref: ConversationRef, turn_id: str | None) -> None:
         """Open a conversation (of either source) scrolled to one of its turns, flashed."""
@@ -659,7 +669,8 @@ class MainWindow(QMainWindow):
                 dialog.close()
                 return
             ref = ref.sibling(alive[0])
-        self.show_branch_map(ref)
+        turn = self._map_turn if ref == self._map_ref else None
+        self.host.spawn(self._read_branch_map(ref, turn, redraw=True), "redraw the branch map")
 
     async def _delete_then_refresh(self, session_id: str) -> None:
         await self.trashing.delete(session_id)
@@ -812,6 +823,12 @@ class MainWindow(QMainWindow):
                 self._render_tab_title(tab)
         if changes.settings:
             self._render_provider()
+        dialog = self.branch_map
+        if dialog is not None and dialog.isVisible() and self._map_ref.server is None:
+            shown = dialog.view.layout_shown
+            members = shown.member_ids() if shown is not None else frozenset()
+            if changes.sidebar or any(changes.touches(sid) for sid in members):
+                self._map_refresh.start()  # a branch made, a turn started or ended: redraw
 
     def _text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
         tab = self.tab_for(session_id)

@@ -210,3 +210,27 @@ def test_a_language_switch_rewords_the_map_and_its_labels(
     qtbot.waitUntil(lambda: "2 · From turn 1" not in view.node_texts(), timeout=WAIT_MS)
     app.window.language_actions["en"].trigger()
     qtbot.waitUntil(lambda: "2 · From turn 1" in view.node_texts(), timeout=WAIT_MS)
+
+
+def test_the_open_map_follows_a_turn_as_it_runs_and_keeps_the_selection(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    f = build_map_family(SessionStore(root))
+    app = make_app(root=root, delay=0.05)
+    tab = app.window.open_tab(f.edit)
+    app.window.show_branch_map()
+    view = _map(qtbot, app)
+    view.select((f.root, 2))
+    tab.composer.editor.setPlainText("and after that?")
+    qtbot.waitUntil(tab.composer.send_button.isEnabled, timeout=WAIT_MS)
+    tab.composer.send_button.click()
+    running = "● 4 · Edited: ask r2 otherwise"
+    qtbot.waitUntil(lambda: running in view.node_texts(), timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: (
+            running not in view.node_texts() and "4 · Edited: ask r2 otherwise" in view.node_texts()
+        ),
+        timeout=WAIT_MS * 3,
+    )
+    assert view.selected == (f.root, 2)
