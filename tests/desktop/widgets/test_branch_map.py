@@ -234,3 +234,25 @@ def test_the_open_map_follows_a_turn_as_it_runs_and_keeps_the_selection(
         timeout=WAIT_MS * 3,
     )
     assert view.selected == (f.root, 2)
+
+
+def test_a_click_on_a_node_opens_that_conversation_at_that_turn(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    app, f = _family_app(make_app, tmp_path)
+    app.window.open_tab(f.root)
+    app.window.show_branch_map()
+    view = _map(qtbot, app)
+    placed = view.node((f.plain, 2))
+    assert placed is not None
+    center = view.mapFromScene(
+        placed.rect.x + placed.rect.width / 2, placed.rect.y + placed.rect.height / 2
+    )
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=center)
+    qtbot.waitUntil(lambda: _current(app).session_id == f.plain, timeout=WAIT_MS)
+    tab = _current(app)
+    qtbot.waitUntil(
+        lambda: any(w.flashed and w.row.turn_id == "p1" for w in tab.turn_widgets()),
+        timeout=WAIT_MS,
+    )
+    assert view.selected == (f.plain, 2)
