@@ -3,7 +3,9 @@
 Public API (what other modules call):
 
 * Titles: :func:`title_from_prompt`, :func:`title_from_texts`,
-  :func:`branch_title` ("<title> (branch N)"), :func:`new_branch_title`.
+  :func:`branch_title` ("<title> (branch N)"), :func:`new_branch_title`;
+  :func:`display_title` a stored title as shown, its "(branch N)" suffix in
+  the language shown (a title keeps the suffix it was made with).
 * Labels, which say how a branch differs from its parent (stored as a
   :class:`~branchwise.core.store.manifest.BranchLabel`, rendered in the
   language shown at display time, so a language switch re-renders them):
@@ -20,6 +22,11 @@ Public API (what other modules call):
     a name the user typed, and a plain branch's first own prompt.
   - :func:`label_of`: a manifest's label (its stored one, else computed from
     its parent link and siblings: manifests older than labels).
+  - :func:`label_in`: a manifest's label among a lineage index's manifests
+    (the desktop's sidebar, tabs and menus, local or on a server);
+    :func:`branched_from`: "Branched from turn N of <parent> on <date>".
+  - :func:`rename`: a conversation's title, label or both as the user gives
+    them (``session rename`` and ``serve``'s rename routes).
   - :func:`render_label`: the words, ``language`` given or the active one;
     :func:`label_json`: the ``"label"``, ``"labelParts"`` and ``"forkTurnIndex"``
     fields the CLI and ``serve`` print.
@@ -54,11 +61,13 @@ from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.i18n.language import DISPLAY_NAMES, N_, translator
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.ids import validate_session_id
+from branchwise.core.lineage import LineageIndex
 from branchwise.core.store.manifest import (
     BranchLabel,
     BranchOrigin,
     Manifest,
     given_label,
+    given_title,
     load_manifest,
 )
 from branchwise.core.store.store import SessionStore
@@ -126,6 +135,21 @@ def branch_title(
     return fill(translator(language)(BRANCH_TITLE), {"title": title, "n": number})
 
 
+def display_title(title: str, *, language: str | None = None) -> str:
+    """``title`` as shown in ``language`` (default: the active one).
+
+    A branch's title is stored with the "(branch N)" suffix of the language
+    active when it was made; shown as stored, a conversation made before a
+    switch to 繁體中文 would read "(branch 3)" beside a newer "（分支 4）". The
+    suffix is therefore rendered again here, in every language it may have
+    been written in; the rest of the title is the user's and stays as it is.
+    """
+    found = _branch_suffix(title)
+    if found is None:
+        return title
+    return fill(translator(language)(BRANCH_TITLE), {"title": found[0], "n": found[1]})
+
+
 def _branch_suffix(title: str) -> tuple[str, str] | None:
     """``(title, N)`` when ``title`` already ends in a branch suffix, in any language."""
     for pattern in _branch_patterns():
@@ -184,6 +208,8 @@ FROM_TURN = N_("From turn {n}")
 FROM_TURN_PROMPT = N_("From turn {n}: {prompt}")
 FROM_START = N_("From the start")
 FROM_START_PROMPT = N_("From the start: {prompt}")
+BRANCH = N_("A branch")
+BRANCH_PROMPT = N_("Branch: {prompt}")
 CHILD = N_("Sub-conversation")
 CHILD_OF_TURN = N_("Sub-conversation of turn {n}")
 MODEL_SAMPLE = N_("{model} · sample {n}")
@@ -275,7 +301,7 @@ def given_branch_label(text: str) -> BranchLabel:
     """A label the user typed, kept as its text (one line).
 
     Raises:
-        InvalidTitle: empty, or longer than the manifest allows.
+        InvalidLabel: empty, or longer than the manifest allows.
     """
     return BranchLabel("given", text=given_label(text))
 
@@ -416,6 +442,40 @@ def label_of(manifest: Manifest, siblings: Iterable[Manifest] = ()) -> BranchLab
     return new_branch_label(link.origin, earlier)
 
 
+def label_in(index: LineageIndex, manifest: Manifest) -> BranchLabel | None:
+    """:func:`label_of` ``manifest``, numbered among its siblings in ``index`` if it must be."""
+    link = manifest.parent
+    if manifest.label is not None or link is None:
+        return label_of(manifest)
+    return label_of(manifest, index.children(link.session_id))
+
+
+BRANCHED_FROM = N_("Branched from turn {turn} of {parent} on {date}")
+BRANCHED_AT_START = N_("Branched from the start of {parent} on {date}")
+STARTED_FROM = N_("Started from turn {turn} of {parent} on {date}")
+
+
+def branched_from(
+    manifest: Manifest, parent_title: str, fork_turn_index: int | None, date: str
+) -> str | None:
+    """ "Branched from turn N of <parent> on <date>" in the active language (``None``: a root).
+
+    ``date`` is already formatted for the language (Babel, by the caller),
+    ``parent_title`` already shown (:func:`display_title`).
+    """
+    link = manifest.parent
+    if link is None:
+        return None
+    if link.kind == "child" and fork_turn_index:
+        shape = STARTED_FROM
+    elif not fork_turn_index:
+        shape = BRANCHED_AT_START
+    else:
+        shape = BRANCHED_FROM
+    gettext = translator(None)
+    return fill(gettext(shape), {"turn": fork_turn_index, "parent": parent_title, "date": date})
+
+
 def render_label(
     label: BranchLabel | None, fork_turn_index: int | None, *, language: str | None = None
 ) -> str | None:
@@ -435,8 +495,8 @@ def render_label(
         return fill(gettext(REGENERATED), {"n": label.number or 2})
     if label.kind == "imported":
         app = IMPORT_APPS.get(label.source or "", label.source or "")
-        if label.source == "claude-code":
-            return gettext(CLAUDE_CODE_REWIND)
+        if label.source == "claude-code" and label.origin == "edit":
+            return gettext(CLAUDE_CODE_REWIND)  # a prompt asked again there is a /rewind
         shape = {"edit": EDITED_IN, "regenerate": REGENERATED_IN}.get(label.origin or "", BRANCH_IN)
         return fill(gettext(shape), {"app": app})
     if label.kind == "model":
@@ -448,7 +508,9 @@ def render_label(
             return gettext(CHILD)
         return fill(gettext(CHILD_OF_TURN), {"n": turn})
     prompt = label.text
-    if turn is None or turn == 0:
+    if turn is None:  # not known (an older manifest read where no log may be read)
+        return fill(gettext(BRANCH_PROMPT), {"prompt": prompt}) if prompt else gettext(BRANCH)
+    if turn == 0:
         if not prompt:
             return gettext(FROM_START)
         return fill(gettext(FROM_START_PROMPT), {"prompt": prompt})
@@ -536,3 +598,34 @@ def _children_of(manifests: Iterable[Manifest]) -> dict[str, list[Manifest]]:
         if manifest.parent is not None:
             children.setdefault(manifest.parent.session_id, []).append(manifest)
     return children
+
+
+def rename(
+    store: SessionStore, session_id: str, *, title: str | None = None, label: str | None = None
+) -> dict[str, Any]:
+    """Give a conversation the title or label (or both) a person typed, under its writer lease.
+
+    Both are checked before anything is written. The title is a
+    ``session/title`` commit then the manifest; the label is the manifest's
+    alone (:meth:`~branchwise.core.store.store.SessionWriter.set_label`).
+
+    Returns:
+        ``{"sessionId", "title", "label", "labelParts", "forkTurnIndex"}`` as stored.
+
+    Raises:
+        InvalidTitle, InvalidLabel: an empty or overlong title or label.
+        LeaseHeld: another process is writing the conversation.
+    """
+    new_title = given_title(title) if title is not None else None
+    new_label = given_branch_label(label) if label is not None else None
+    with store.open_writer(validate_session_id(session_id)) as writer:
+        if new_title is not None:
+            writer.set_title(new_title)
+        if new_label is not None:
+            writer.set_label(new_label)
+        manifest = writer.manifest
+    return {
+        "sessionId": manifest.session_id,
+        "title": manifest.title,
+        **LabelReader(store).fields(manifest),
+    }

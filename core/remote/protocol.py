@@ -23,6 +23,7 @@ CAP_FORK_TITLE = "session-fork-title-v1"  # POST /fork-session takes an optional
 # null at the start), and POST /sessions/{id}/turns takes {"answer": true} to ask it.
 CAP_FORK_ORIGIN = "session-fork-origin-v1"
 CAP_EVENTS_LAST_TURNS = "session-events-last-turns-v1"  # GET /sessions/{id}/events?lastTurns=K
+CAP_LABEL = "session-label-v1"  # POST /sessions/{id}/label
 CAP_MAP = "session-map-v1"  # GET /sessions/{id}/map: the family's branch map
 CAPABILITIES = (
     CAP_FORK_TARGETS,
@@ -40,6 +41,7 @@ CAPABILITIES = (
     CAP_FORK_TITLE,
     CAP_FORK_ORIGIN,
     CAP_EVENTS_LAST_TURNS,
+    CAP_LABEL,
     CAP_MAP,
 )
 MAX_BODY = 16 * 1024
@@ -135,6 +137,19 @@ def validate_title_body(body: object) -> str:
     if not isinstance(title, str):
         raise InvalidRequest("title must be a str", field="title")
     return title
+
+
+def validate_label_body(body: object) -> str:
+    """Check a ``POST /sessions/{id}/label`` body: ``{"label": str}``; the label as given."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"label"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    label = body.get("label")
+    if not isinstance(label, str):
+        raise InvalidRequest("label must be a str", field="label")
+    return label
 
 
 def validate_turn_body(body: object) -> dict[str, Any]:

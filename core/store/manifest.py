@@ -22,6 +22,7 @@ import orjson
 
 from branchwise.core.errors import (
     BranchwiseError,
+    InvalidLabel,
     InvalidManifest,
     InvalidSessionId,
     InvalidTitle,
@@ -507,9 +508,9 @@ def given_label(label: str) -> str:
     """A label as a person typed it, made one line (as :func:`given_title` does a title).
 
     Raises:
-        InvalidTitle: empty after that, or over :data:`MAX_LABEL` characters.
+        InvalidLabel: empty after that, or over :data:`MAX_LABEL` characters.
     """
     cleaned = " ".join(label.split())
     if not cleaned or len(cleaned) > MAX_LABEL:
-        raise InvalidTitle(f"a label must have 1 to {MAX_LABEL} characters", maxLength=MAX_LABEL)
+        raise InvalidLabel(f"a label must have 1 to {MAX_LABEL} characters", maxLength=MAX_LABEL)
     return cleaned
