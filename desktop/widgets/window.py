@@ -576,7 +576,8 @@ class MainWindow(QMainWindow):
     def show_branch_map(
         self, ref: ConversationRef | None = None, turn_id: str | None = None
     ) -> None:
-        """Conversation ▸ Branch map: the family of ``ref`` (default: the tab in front).
+        """Conversation ▸ Branch map: the family of ``ref`` (default: the tab in front, its
+        turn in view highlighted).
 
         The host reads and lays it out off the UI thread; the one map window
         then shows it (a refusal is a notice).
@@ -585,7 +586,7 @@ class MainWindow(QMainWindow):
             tab = self.current_tab()
             if tab is None:
                 return
-            ref = tab.ref
+            ref, turn_id = tab.ref, tab.turn_in_view()
         self.host.spawn(self._read_branch_map(ref, turn_id, redraw=False), "show the branch map")
 
     async def _read_branch_map(

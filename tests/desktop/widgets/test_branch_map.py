@@ -256,3 +256,23 @@ def test_a_click_on_a_node_opens_that_conversation_at_that_turn(
         timeout=WAIT_MS,
     )
     assert view.selected == (f.plain, 2)
+
+
+def test_the_map_opens_on_the_turn_being_read(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    store = SessionStore(root)
+    long = seed_session(store, [f"question {n} " + "words " * 80 for n in range(12)], "Long")
+    app = make_app(root=root)
+    tab = app.window.open_tab(long)
+    qtbot.waitUntil(lambda: len(tab.turn_widgets()) == 12, timeout=WAIT_MS)
+    widget = tab.reveal_turn(tab.turn_widgets()[3].row.turn_id or "")
+    assert widget is not None
+    qtbot.waitUntil(lambda: tab.turn_in_view() is not None, timeout=WAIT_MS)
+    reading = tab.turn_in_view()
+    app.window.show_branch_map()
+    view = _map(qtbot, app)
+    placed = view.node(view.selected)
+    assert placed is not None and placed.node.turn_id == reading and placed.focus_turn
+    assert view.accessibleDescription().endswith("(the turn you are reading)")
