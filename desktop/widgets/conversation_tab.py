@@ -163,10 +163,23 @@ class ConversationTab(QWidget):
         return widget
 
     async def reveal_turn_when_loaded(self, turn_id: str) -> None:
-        """:meth:`reveal_turn` once the whole history is read (a big one loads late)."""
+        """:meth:`reveal_turn` once the turn is read: a big local one loads late, a big
+        server one is shown from its last page, so earlier pages are asked for until
+        the turn is among them."""
         session = self.host.session(self.session_id) if not self.ref.remote else None
         if session is not None and not session.loaded:
             await session.wait_loaded()
+        conversation = self.host.conversation(self.ref) if self.ref.remote else None
+        while (
+            conversation is not None
+            and shiboken6.isValid(self)
+            and conversation.earlier_turns
+            and not any(row.turn_id == turn_id for row in self._rows())
+        ):
+            before = conversation.earlier_turns
+            await self.host.load_earlier(self.ref)
+            if conversation.earlier_turns >= before:
+                break  # refused (a notice says why)
         if shiboken6.isValid(self):
             self.reveal_turn(turn_id)
 

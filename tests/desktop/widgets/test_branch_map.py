@@ -19,6 +19,7 @@ from pytestqt.qtbot import QtBot
 from test_remote_actions import connect, item_named, open_remote, tree_texts
 
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.rows import PAGE_SIZE
 from branchwise.desktop.widgets.branch_map import BranchMapView
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 
@@ -276,3 +277,27 @@ def test_the_map_opens_on_the_turn_being_read(
     placed = view.node(view.selected)
     assert placed is not None and placed.node.turn_id == reading and placed.focus_turn
     assert view.accessibleDescription().endswith("(the turn you are reading)")
+
+
+def test_a_servers_big_conversation_opens_at_an_early_turn_from_the_map(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    store = SessionStore(served_root)
+    sid = seed_session(store, [f"q{n}" for n in range(PAGE_SIZE + 20)], title="Long")
+    third = store.read(sid).projection.turns[2].turn_id
+    app = make_app()
+    with serve_process(served_root) as served:
+        connect(app, served.url, served.token)
+        qtbot.waitUntil(lambda: len(tree_texts(app)) == 2, timeout=WAIT_MS)
+        tab = open_remote(qtbot, app, "Long")
+        qtbot.waitUntil(lambda: len(tab.turn_widgets()) > 0, timeout=WAIT_MS)
+        assert not any(w.row.turn_id == third for w in tab.turn_widgets())  # not read yet
+        app.window.branch_map_action.trigger()
+        view = _map(qtbot, app)
+        view.select((sid, 3))
+        qtbot.keyClick(view, Qt.Key.Key_Return)
+        qtbot.waitUntil(
+            lambda: any(w.flashed and w.row.turn_id == third for w in tab.turn_widgets()),
+            timeout=WAIT_MS * 2,
+        )
