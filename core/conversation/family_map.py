@@ -346,7 +346,7 @@ def build_map(members: list[Manifest], turns: dict[str, MemberTurns]) -> FamilyM
         own_turns = member.turns[member.own_from :]
         start = member.own_from + 1
         if not member.turns and manifest.parent is not None:
-            start = _inherited_count(manifest, by_id, turns, first_own, own) + 1
+            start = _inherited_count(manifest, by_id, first_own, own) + 1
         first_own[sid] = start
         own[sid] = {turn_id: start + i for i, (turn_id, _s, _b) in enumerate(own_turns)}
         link = manifest.parent
@@ -397,7 +397,6 @@ def _edge_kind_of(manifest: Manifest) -> EdgeKind:
 def _inherited_count(
     manifest: Manifest,
     by_id: dict[str, Manifest],
-    turns: dict[str, MemberTurns],
     first_own: dict[str, int],
     own: dict[str, dict[str, int]],
 ) -> int:
@@ -460,8 +459,3 @@ def _turn_before(member: MemberTurns, seq: int) -> str | None:
 def family_map_json(store: SessionStore, session_id: str) -> dict[str, Any]:
     """The ``session map`` answer (the CLI's and ``GET /sessions/{id}/map``)."""
     return family_map(store, session_id).to_json()
-
-
-def member_ids(family: FamilyMap) -> Iterable[str]:
-    """The members of a map, in its order, each once."""
-    return dict.fromkeys(node.session_id for node in family.nodes)
