@@ -1,7 +1,7 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
     python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
-                                   [--view conversation|intro|compare]
+                                   [--view conversation|intro|compare|map]
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
@@ -13,7 +13,9 @@ settings, as the Settings dialog would. Each answer records token figures
 (as a server's usage, timed), so turn footers show them. ``--view intro``
 shows the first-start window instead: no conversation yet, the introduction
 offering the sample conversation. ``--view compare`` shoots the Compare
-view of the fork beside its parent instead of the window.
+view of the fork beside its parent, ``--view map`` adds an edit and a
+regeneration of the conversation's later turns and shoots Conversation ▸
+Branch map opened on the fork's tab, instead of the main window.
 """
 
 from __future__ import annotations
@@ -128,6 +130,33 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     return parent, forked.child_session_id, child.child_session_id
 
 
+def add_alternatives(root: Path, parent: str) -> None:
+    """An edit of the second prompt and a regeneration of the third, one turn each (for the map)."""
+    from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+    from branchwise.core.fork.engine import fork
+    from branchwise.core.ids import new_id
+    from branchwise.core.projection import events as ev
+    from branchwise.core.store.store import SessionStore
+
+    store = SessionStore(root)
+    turns = [t.turn_id for t in store.read(parent).projection.turns]
+    edited = edit_request(store, parent, turns[1], "What about Nara instead on day two?")
+    for request in (edited, regenerate_request(store, parent, turns[2])):
+        child = fork(store, request, new_id("op")).child_session_id
+        with store.open_writer(child) as writer:
+            projection = writer.projection
+            open_turn = projection.turns[-1].turn_id
+            step = new_id("step")
+            writer.commit(
+                [
+                    ev.step_start(step),
+                    ev.assistant_message(new_id("msg"), "Here is another way to see it.", "demo"),
+                    ev.step_end(step),
+                    ev.turn_end(open_turn, "completed"),
+                ]
+            )
+
+
 async def _shoot(
     root: Path, out: Path, ids: tuple[str, str, str], front: str, view: str = "conversation"
 ) -> int:
@@ -169,6 +198,16 @@ async def _shoot(
         window.compare_view.resize(WIDTH, HEIGHT)
         await asyncio.sleep(0.3)
         shot = window.compare_view
+    if view == "map":
+        window.show_branch_map()
+        for _ in range(100):
+            if window.branch_map is not None and window.branch_map.isVisible():
+                break
+            await asyncio.sleep(0.05)
+        assert window.branch_map is not None
+        window.branch_map.resize(WIDTH, HEIGHT * 2 // 3)
+        await asyncio.sleep(0.3)
+        shot = window.branch_map
     out.parent.mkdir(parents=True, exist_ok=True)
     if not shot.grab().save(str(out), "PNG"):
         raise SystemExit(f"could not write {out}")
@@ -187,9 +226,9 @@ def main() -> int:
     parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
     parser.add_argument(
         "--view",
-        choices=("conversation", "intro", "compare"),
+        choices=("conversation", "intro", "compare", "map"),
         default="conversation",
-        help="a conversation and its branch, the introduction, or the fork beside its parent",
+        help="the window, the introduction, compare of the fork and its parent, or the map",
     )
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
@@ -214,6 +253,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
         ids = build_fixture(root) if args.view != "intro" else ("", "", "")
+        if args.view == "map":
+            add_alternatives(root, ids[0])
         save_settings(root, Settings(theme=args.theme, first_run_done=True))
         return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front, args.view))
 

@@ -159,6 +159,7 @@ REASONS: Mapping[str, str] = {
     "not_trashed": N_("This conversation is not in the Trash."),
     # The Trash and export (desktop notices).
     "conversation_trashed": N_("Moved {title} to the Trash."),
+    "conversation_trashed_with_branches": N_("Moved {title} and its branches to the Trash."),
     "remote_conversation_trashed": N_("Moved {title} to the Trash on {server}."),
     "conversation_restored": N_("Restored {title} from the Trash."),
     "conversation_purged": N_("Deleted {title} for good."),

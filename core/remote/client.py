@@ -307,6 +307,12 @@ class RemoteStore:
             "GET", f"/sessions/{validate_session_id(session_id)}/tree", "tree"
         )
 
+    async def family_map(self, session_id: str) -> dict[str, Any]:
+        """``GET /sessions/{id}/map`` (``session-map-v1``): the ``session map`` answer."""
+        return await self._object(
+            "GET", f"/sessions/{validate_session_id(session_id)}/map", "family map"
+        )
+
     async def rename(self, session_id: str, title: str) -> dict[str, Any]:
         """``POST /sessions/{id}/title``: ``{"sessionId", "title"}`` (the title as stored)."""
         return await self._object(

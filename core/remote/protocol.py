@@ -24,6 +24,7 @@ CAP_FORK_TITLE = "session-fork-title-v1"  # POST /fork-session takes an optional
 CAP_FORK_ORIGIN = "session-fork-origin-v1"
 CAP_EVENTS_LAST_TURNS = "session-events-last-turns-v1"  # GET /sessions/{id}/events?lastTurns=K
 CAP_LABEL = "session-label-v1"  # POST /sessions/{id}/label
+CAP_MAP = "session-map-v1"  # GET /sessions/{id}/map: the family's branch map
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -41,6 +42,7 @@ CAPABILITIES = (
     CAP_FORK_ORIGIN,
     CAP_EVENTS_LAST_TURNS,
     CAP_LABEL,
+    CAP_MAP,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty

@@ -64,6 +64,7 @@ from branchwise.core.search.query import SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.branch_map import MapLayout, laid_out, local_map
 from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import Conversation, ConversationRef
@@ -860,6 +861,24 @@ class Host:
         """A turn runs in the conversation (here, or on its server)."""
         conversation = self.conversation(ref)
         return conversation is not None and conversation.running
+
+    async def branch_map(self, ref: ConversationRef, turn_id: str | None = None) -> MapLayout:
+        """The branch map of the ref's family, laid out, ``turn_id`` (if given) highlighted.
+
+        Read and laid out off the UI thread (only the family's manifests are
+        taken from the index here); a server's comes from its map route.
+
+        Raises:
+            SessionNotFound: the conversation is gone or in the Trash.
+            ServerUnsupported, RemoteRefusal, RemoteUnavailable: a server's could not be had.
+        """
+        server = self.server_of(ref)
+        if server is not None:
+            family = await server.family_map(ref.session_id)
+        else:
+            running = [s.session_id for s in self._open.values() if s.running]
+            family = await local_map(self.store, self.index, ref.session_id, running)
+        return await laid_out(family, (ref.session_id, turn_id))
 
     def refusal(self, ref: ConversationRef, action: str) -> str | None:
         """Why ``action`` cannot be done in this conversation now, as a reason code.

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from branchwise.core.conversation.ask_again import edit_of, regenerate_of, unasked_turn
+from branchwise.core.conversation.family_map import FamilyMap
 from branchwise.core.conversation.names import branch_title as name_branch
 from branchwise.core.errors import (
     BranchwiseError,
@@ -55,6 +56,7 @@ from branchwise.core.remote.protocol import (
     CAP_FORK_ORIGIN,
     CAP_FORK_TARGETS,
     CAP_LABEL,
+    CAP_MAP,
     CAP_RENAME,
     CAP_SEARCH,
     CAP_TRASH,
@@ -755,6 +757,21 @@ class RemoteSource:
         """Move a conversation back from the server's Trash (a deletion's Undo)."""
         await self.remote.restore(session_id)
         await self.refresh()
+
+    async def family_map(self, session_id: str) -> FamilyMap:
+        """The branch map of a conversation's family, as the server draws it (``session-map-v1``).
+
+        Raises:
+            ServerUnsupported: an older server without the route.
+            RemoteRefusal, RemoteUnavailable: refused, or it could not be asked.
+        """
+        if CAP_MAP not in self.capabilities:
+            raise ServerUnsupported(f"{self.name} does not offer the branch map")
+        answer = await self.remote.family_map(session_id)
+        try:
+            return FamilyMap.from_json(answer)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RemoteUnavailable(f"{self.name} sent a malformed branch map") from exc
 
     async def search(self, query: str, limit: int) -> SearchResult:
         """The server's hits for ``query`` (its own index, caught up with its logs)."""

@@ -1,7 +1,8 @@
 """The banner of a branched conversation: where it came from, and a way back.
 
 "Branched from turn N of <title> · <label>" with an "Open parent
-conversation" button (which opens the parent at that turn) and, on a branch,
+conversation" button (which opens the parent at that turn), "Branch map"
+(the window connects :attr:`ForkBanner.map_requested`) and, on a branch,
 "Bring back to parent…".
 Hidden for conversations that were not branched from another.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from branchwise.core.i18n.language import _, format_number
@@ -24,6 +25,9 @@ class ForkBanner(QFrame):
     Args:
         on_open_parent: called with the parent's session id.
     """
+
+    map_requested = Signal()
+    """"Branch map" was clicked."""
 
     def __init__(
         self,
@@ -51,12 +55,16 @@ class ForkBanner(QFrame):
         self.bring_back_button.setObjectName("bringBackButton")
         if on_bring_back is not None:
             self.bring_back_button.clicked.connect(on_bring_back)
+        self.map_button = QPushButton(self)
+        self.map_button.setObjectName("branchMapButton")
+        self.map_button.clicked.connect(self.map_requested)
         self._can_bring_back = on_bring_back is not None
         self._bring_back_refusal: str | None = None
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 6)
         layout.addWidget(self.label, 1)
         layout.addWidget(self.bring_back_button)
+        layout.addWidget(self.map_button)
         layout.addWidget(self.open_button)
         self.hide()
 
@@ -113,6 +121,8 @@ class ForkBanner(QFrame):
             text += " · " + self._branch_label
         self.label.setText(text)
         self.open_button.setText(_("Open parent conversation"))
+        self.map_button.setText(_("Branch map"))
+        self.map_button.setToolTip(_("Every branch of this conversation's family, turn by turn"))
         self.open_button.setEnabled(self._parent_exists)
         self.bring_back_button.setText(_("Bring back to parent…"))
         self.bring_back_button.setEnabled(self._bring_back_refusal is None)

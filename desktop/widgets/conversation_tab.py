@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import shiboken6
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from branchwise.core.fork.operations import ForkRequest
@@ -186,6 +186,25 @@ class ConversationTab(QWidget):
             await session.wait_loaded()
         if shiboken6.isValid(self):
             self.reveal_message(message_id)
+
+    def turn_in_view(self) -> str | None:
+        """The turn at the middle of the transcript's view; ``None`` at the bottom (the
+        conversation's end is what is being read) or when no turn is shown."""
+        bar = self.transcript.verticalScrollBar()
+        if bar.value() >= bar.maximum():
+            return None
+        port = self.transcript.viewport()
+        middle = port.height() // 2
+        found = None
+        for widget in self.turn_widgets():
+            if not widget.isVisible() or widget.row.turn_id is None:
+                continue
+            top = widget.mapTo(port, QPoint(0, 0)).y()
+            if top <= middle:
+                found = widget.row.turn_id
+            if top + widget.height() >= middle:
+                return found or widget.row.turn_id
+        return found
 
     def _find_closed(self) -> None:
         self.composer.editor.setFocus()

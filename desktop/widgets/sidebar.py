@@ -186,6 +186,8 @@ class Sidebar(QWidget):
         self.host = host
         self._open_session = open_session
         self._delete_session = delete_session
+        self.delete_with_branches: Callable[[str], None] | None = None
+        """ "Move to Trash with its branches" (the window sets it); offered when there are some."""
         self.new_button = QPushButton(self)
         self.new_button.setObjectName("newConversationButton")
         self.new_button.clicked.connect(new_session)
@@ -426,7 +428,8 @@ class Sidebar(QWidget):
         self.context_menu(sid).popup(self.tree.viewport().mapToGlobal(pos))
 
     def context_menu(self, session_id: str) -> QMenu:
-        """The menu of one conversation: Rename…, Compare with… (in a tree), Delete."""
+        """The menu of one conversation: Rename…, Compare with… (in a tree), Delete, and
+        Move to Trash with its branches (when it has some)."""
         menu = QMenu(self)
         menu.setObjectName("conversationMenu")
         menu.addAction(_("Rename…"), lambda: self.ask_rename(session_id))
@@ -438,6 +441,12 @@ class Sidebar(QWidget):
         if self._delete_session is not None:
             delete = menu.addAction(_("Delete"), lambda: self.delete(session_id))
             delete.setToolTip(_("Move the conversation to the Trash (it can be restored)"))
+        prune = self.delete_with_branches
+        if prune is not None and self.host.index.children(session_id):
+            whole = menu.addAction(_("Move to Trash with its branches"), lambda: prune(session_id))
+            whole.setToolTip(
+                _("Move the conversation and every branch below it to the Trash; one Undo")
+            )
         return menu
 
     def tree_mates(self, session_id: str) -> list[tuple[str, str]]:

@@ -55,6 +55,7 @@ from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.host.sample import create_sample
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
+from branchwise.desktop.widgets.branch_map import BranchMapDialog
 from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
@@ -79,6 +80,10 @@ from branchwise.desktop.widgets.turn_widget import untitled
 from branchwise.desktop.widgets.usage_label import UsageLabel
 
 TAB_TITLE_CHARS = 28
+MAP_REFRESH_MS = 250
+"""A burst of changes to the family (a turn's start and end) redraws the open map once."""
+BRANCH_MAP_SHORTCUT = "Ctrl+Shift+M"
+"""Conversation ▸ Branch map (free: no other action or widget key uses it)."""
 MERGE_RETRY_MS = 20_000
 """How often merges still pending (their parent held by another process) are retried."""
 DISK_REFRESH_MS = 15_000
@@ -120,6 +125,13 @@ class MainWindow(QMainWindow):
         host.navigator = self._navigate
         self.trashing = Trashing(host)
         self.trash_dialog: TrashDialog | None = None
+        self.branch_map: BranchMapDialog | None = None
+        self._map_ref = ConversationRef("")
+        self._map_turn: str | None = None
+        self._map_refresh = QTimer(self)
+        self._map_refresh.setSingleShot(True)
+        self._map_refresh.setInterval(MAP_REFRESH_MS)
+        self._map_refresh.timeout.connect(self._refresh_branch_map)
         self.importing = Importing(host)
         self.import_dialog: ImportDialog | None = None
         self.export_dialog: QFileDialog | None = None
@@ -127,6 +139,7 @@ class MainWindow(QMainWindow):
         self.sidebar = Sidebar(
             host, self.open_session, self.new_conversation, self, self.delete_conversation
         )
+        self.sidebar.delete_with_branches = self.delete_with_branches
         self.search_panel = SearchPanel(host, self.open_hit, self)
         self.left_stack = QStackedWidget(self)
         self.left_stack.addWidget(self.sidebar)
@@ -287,6 +300,10 @@ class MainWindow(QMainWindow):
         )
         self.stop_action = self._action(QKeySequence("Esc"), self.stop_current)
         self.branch_last_action = self._action(QKeySequence("Ctrl+Shift+B"), self.branch_last)
+        self.branch_map_action = self._action(
+            QKeySequence(BRANCH_MAP_SHORTCUT), lambda: self.show_branch_map()
+        )
+        self.branch_map_action.setObjectName("branchMapAction")
         self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
         self.previous_tab_action = self._action(
             QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
@@ -303,6 +320,7 @@ class MainWindow(QMainWindow):
         )
         for action in (
             self.branch_last_action,
+            self.branch_map_action,
             self.stop_action,
             self.rename_action,
             self.rename_label_action,
@@ -444,6 +462,7 @@ class MainWindow(QMainWindow):
             self.branch_last_action,
             self.previous_alternative_action,
             self.next_alternative_action,
+            self.branch_map_action,
             self.stop_action,
             self.rename_action,
             self.next_tab_action,
@@ -473,6 +492,7 @@ class MainWindow(QMainWindow):
             self.branch_last_action,
             self.previous_alternative_action,
             self.next_alternative_action,
+            self.branch_map_action,
         ):
             action.setEnabled(has_tab)
         # What a server's conversation cannot do is disabled, and its tooltip says why.
@@ -547,6 +567,7 @@ class MainWindow(QMainWindow):
 
     def _add_tab(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
         tab = ConversationTab(self.host, ref, self.open_ref, self, self.open_at)
+        tab.banner.map_requested.connect(lambda: self.show_branch_map(tab.ref))
         self.tabs.insertTab(index, tab, "")
         self._render_tab_title(tab)
         self._state_changed()
@@ -709,6 +730,46 @@ class MainWindow(QMainWindow):
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view
 
+    # -- the branch map ---------------------------------------------------------
+
+    def show_branch_map(
+        self, ref: ConversationRef | None = None, turn_id: str | None = None
+    ) -> None:
+        """Conversation ▸ Branch map: the family of ``ref`` (default: the tab in front, its
+        turn in view highlighted).
+
+        The host reads and lays it out off the UI thread; the one map window
+        then shows it (a refusal is a notice).
+        """
+        if ref is None:
+            tab = self.current_tab()
+            if tab is None:
+                return
+            ref, turn_id = tab.ref, tab.turn_in_view()
+        self.host.spawn(self._read_branch_map(ref, turn_id, redraw=False), "show the branch map")
+
+    async def _read_branch_map(
+        self, ref: ConversationRef, turn_id: str | None, *, redraw: bool
+    ) -> None:
+        try:
+            layout = await self.host.branch_map(ref, turn_id)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        if self.branch_map is None:
+            self.branch_map = BranchMapDialog(
+                lambda sid, turn: self.open_at(self._map_ref.sibling(sid), TurnTarget(turn)), self
+            )
+            self.branch_map.prune_requested.connect(self.delete_with_branches)
+            self.branch_map.language_changed.connect(self._refresh_branch_map)
+        elif redraw and not self.branch_map.isVisible():
+            return  # closed meanwhile
+        self._map_ref, self._map_turn = ref, turn_id
+        self.branch_map.show_layout(layout, can_prune=ref.server is None, keep_selection=redraw)
+        if not redraw:
+            self.branch_map.show()
+            self.branch_map.raise_()
+
     def find_in_conversation(self) -> None:
         """Ctrl+F: the find bar of the conversation in front."""
         tab = self.current_tab()
@@ -793,6 +854,44 @@ class MainWindow(QMainWindow):
         if tab is not None:
             self._remove_tab(tab)  # the host closes it (turn committed as cancelled)
         self.host.spawn(self._delete_then_refresh(session_id), "delete conversation")
+
+    def delete_with_branches(self, session_id: str) -> None:
+        """Move a conversation and every branch below it to the Trash: one notice, one Undo.
+
+        Their tabs close first (a running turn stops); the branch map, if
+        open, is drawn again without them.
+        """
+        for member in self.trashing.subtree(session_id):
+            tab = self.tab_for(member)
+            if tab is not None:
+                self._remove_tab(tab)
+
+        async def prune() -> None:
+            if await self.trashing.delete_with_branches(session_id):
+                self._refresh_trash_view()
+                self._refresh_branch_map()
+
+        self.host.spawn(prune(), "delete a conversation with its branches")
+
+    def _refresh_branch_map(self) -> None:
+        """Draw the open map again (closed when its conversation went to the Trash)."""
+        dialog = self.branch_map
+        if dialog is None or not dialog.isVisible():
+            return
+        ref = self._map_ref
+        if ref.server is None and ref.session_id not in self.host.index.by_id:
+            remaining = dialog.view.layout_shown
+            alive = [
+                p.node.session_id
+                for p in (remaining.nodes if remaining is not None else ())
+                if p.node.session_id in self.host.index.by_id
+            ]
+            if not alive:
+                dialog.close()
+                return
+            ref = ref.sibling(alive[0])
+        turn = self._map_turn if ref == self._map_ref else None
+        self.host.spawn(self._read_branch_map(ref, turn, redraw=True), "redraw the branch map")
 
     async def _delete_then_refresh(self, session_id: str) -> None:
         await self.trashing.delete(session_id)
@@ -948,6 +1047,12 @@ class MainWindow(QMainWindow):
         if changes.settings:
             self._render_provider()
         self.usage_label.apply_changes(changes)
+        dialog = self.branch_map
+        if dialog is not None and dialog.isVisible() and self._map_ref.server is None:
+            shown = dialog.view.layout_shown
+            members = shown.member_ids() if shown is not None else frozenset()
+            if changes.sidebar or any(changes.touches(sid) for sid in members):
+                self._map_refresh.start()  # a branch made, a turn started or ended: redraw
 
     def _text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
         tab = self.tab_for(session_id)
@@ -1180,6 +1285,10 @@ class MainWindow(QMainWindow):
         self.rename_label_action.setText(_("Rename branch label…"))
         self.stop_action.setText(_("Stop the answer"))
         self.branch_last_action.setText(_("Branch at the last finished turn"))
+        self.branch_map_action.setText(_("Branch map"))
+        self.branch_map_action.setToolTip(
+            _("Every branch of this conversation's family, turn by turn")
+        )
         self.next_tab_action.setText(_("Next tab"))
         self.previous_tab_action.setText(_("Previous tab"))
         self.previous_alternative_action.setText(_("Previous alternative at this turn"))

@@ -39,6 +39,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
         ("bench_compare.py", ["--turns", "10", "--runs", "1"], "ratio"),
+        ("bench_branch_map.py", ["--branches", "30", "--depth", "40", "--runs", "1"], "ratio"),
         (
             "bench_serve.py",
             ["--turns", "20", "--targets", "10", "--forks", "5", "--retries", "5"]

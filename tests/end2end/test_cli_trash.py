@@ -177,3 +177,21 @@ def test_deleting_while_another_process_forks_leaves_whole_children_or_source_no
         assert Trash(store).contains(source)
         assert not [p for p in store.sessions_dir.iterdir() if p.name.startswith(".")]
     assert refusals == 10
+
+
+def test_delete_with_branches_takes_the_subtree_and_restore_brings_it_back(
+    tmp_path: Path,
+) -> None:
+    from helpers.family import build_map_family
+
+    root = tmp_path / "root"
+    f = build_map_family(SessionStore(root))
+    code, answer = run_cli(root, "session", "delete", f.plain, "--with-branches")
+    assert code == 0 and answer == {"trashed": [f.nested, f.plain]}
+    assert f.plain not in _listed(root) and f.nested not in _listed(root)
+    assert f.edit in _listed(root)
+    assert run_cli(root, "session", "restore", f.plain, f.nested) == (
+        0,
+        {"restored": [f.plain, f.nested]},
+    )
+    assert f.nested in _listed(root)

@@ -65,7 +65,7 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 16
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 17
 
 
 ROUTES = [
@@ -79,6 +79,7 @@ ROUTES = [
     ("GET", "/sessions/{sid}/fork-targets"),
     ("GET", "/sessions/{sid}/lineage"),
     ("GET", "/sessions/{sid}/tree"),
+    ("GET", "/sessions/{sid}/map"),
     ("POST", "/fork-session"),
     ("POST", "/sessions/{sid}/title"),
     ("POST", "/sessions/{sid}/label"),
@@ -573,3 +574,14 @@ def test_an_edit_branches_with_its_prompt_and_the_server_answers_it(
     assert manifest.parent.origin.prompt == "two, in French"
     start = store.read(regenerated).projection
     assert len(start.turns) == 1 and start.turns[0].end_reason == "completed"
+
+
+def test_map_is_the_cli_answer(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    _, local = run_cli(root, "session", "map", sid)
+    with _client(served) as client:
+        assert client.get(f"/sessions/{sid}/map").json() == local
+        missing = client.get("/sessions/01a2505c-0000-7000-8000-000000000000/map")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "session_not_found"
+    assert [n["turnIndex"] for n in local["nodes"]] == [1, 2] and local["edges"] == []

@@ -41,7 +41,7 @@ from branchwise.core.remote.server.events import events
 from branchwise.core.remote.server.forks import fork_session, targets
 from branchwise.core.remote.server.guard import TypedErrorRunner, guard
 from branchwise.core.remote.server.http_io import json_response, query_params
-from branchwise.core.remote.server.lineage import lineage_of, tree_of
+from branchwise.core.remote.server.lineage import lineage_of, map_of, tree_of
 from branchwise.core.remote.server.search import search_sessions
 from branchwise.core.remote.server.sessions import (
     create_session,
@@ -159,6 +159,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     app.router.add_get("/sessions/{session_id}/fork-targets", targets)
     app.router.add_get("/sessions/{session_id}/lineage", lineage_of)
     app.router.add_get("/sessions/{session_id}/tree", tree_of)
+    app.router.add_get("/sessions/{session_id}/map", map_of)
     app.router.add_post("/sessions/{session_id}/title", rename)
     app.router.add_post("/sessions/{session_id}/label", rename_label)
     app.router.add_post("/sessions/{session_id}/trash", trash_session)
