@@ -250,6 +250,11 @@ REASONS: Mapping[str, str] = {
         "On Fedora:\n"
         "    {dnf}"
     ),
+    "no_display": N_(
+        "Branchwise cannot open its window: no display was found (DISPLAY and "
+        "WAYLAND_DISPLAY are not set). Set DISPLAY (for example ssh -X) or use the "
+        "command line (branchwise --help); for headless use set QT_QPA_PLATFORM=offscreen."
+    ),
 }
 """Reason code -> English text (a msgid). Placeholders use ``{name}``."""
 
