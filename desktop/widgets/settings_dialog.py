@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -33,7 +34,7 @@ from branchwise.core.errors import BranchwiseError, InvalidSettings
 from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.core.settings import THEMES, Settings, validate_settings
+from branchwise.core.settings import MAX_DEMO_PACE, THEMES, Settings, validate_settings
 from branchwise.desktop.host.operations import Operations
 
 FIELDS = (
@@ -45,6 +46,7 @@ FIELDS = (
     "temperature",
     "language",
     "theme",
+    "demoPace",
 )
 NO_TEMPERATURE = -0.1
 """The temperature box's lowest value, shown as "Server default" (none is sent)."""
@@ -119,6 +121,11 @@ class SettingsDialog(QDialog):
         for choice in THEMES:
             self.theme.addItem("", choice)
 
+        self.demo_pace = QSpinBox(self)
+        self.demo_pace.setObjectName("demoPace")
+        self.demo_pace.setRange(0, MAX_DEMO_PACE)
+        self.demo_pace.setSingleStep(10)
+
         self.errors: dict[str, QLabel] = {}
         for name in (*FIELDS, "form"):
             label = QLabel(self)
@@ -161,6 +168,7 @@ class SettingsDialog(QDialog):
         )
         self.form.addRow(self._labels["language"], self._with_error(self.language, "language"))
         self.form.addRow(self._labels["theme"], self._with_error(self.theme, "theme"))
+        self.form.addRow(self._labels["demoPace"], self._with_error(self.demo_pace, "demoPace"))
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -194,6 +202,7 @@ class SettingsDialog(QDialog):
         self.system_prompt.setPlainText(settings.system_prompt)
         temperature = settings.temperature
         self.temperature.setValue(NO_TEMPERATURE if temperature is None else temperature)
+        self.demo_pace.setValue(settings.demo_pace)
         self._render_enabled()
 
     # -- what the UI exposes -------------------------------------------------
@@ -214,6 +223,7 @@ class SettingsDialog(QDialog):
             language=self.language.currentData(),
             theme=self.theme.currentData(),
             systemPrompt=self.system_prompt.toPlainText(),
+            demoPace=self.demo_pace.value(),
             temperature=(
                 None
                 if self.temperature.value() <= NO_TEMPERATURE
@@ -353,6 +363,7 @@ class SettingsDialog(QDialog):
         server = self.provider.currentData() == "openai"
         for widget in (self.base_url, self.model, self.refresh_button, self.api_key):
             widget.setEnabled(server)
+        self.demo_pace.setEnabled(not server)
 
     def done(self, result: int) -> None:
         """Stop a model-list request still running when the dialog closes."""
@@ -379,11 +390,17 @@ class SettingsDialog(QDialog):
             "temperature": _("Temperature"),
             "language": _("Language"),
             "theme": _("Appearance"),
+            "demoPace": _("Demo pace"),
         }
         for name, label in self._labels.items():
             label.setText(texts[name])
         self.refresh_button.setText(_("Refresh models"))
         self.temperature.setSpecialValueText(_("Server default"))
+        self.demo_pace.setSpecialValueText(_("Instant"))
+        self.demo_pace.setSuffix(_(" words per second"))
+        self.demo_pace.setToolTip(
+            _("How fast the offline demo responder writes its answers; 0 writes them at once")
+        )
         self.system_prompt.setPlaceholderText(
             _("Sent before every conversation that has none of its own")
         )
