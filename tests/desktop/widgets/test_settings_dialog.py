@@ -1,4 +1,4 @@
-"""The settings dialog as a person uses it: the demo's pace, errors, the shortcut, the model list."""
+"""The settings dialog as a person uses it: the demo pace, errors, the shortcut, the models."""
 
 from __future__ import annotations
 
