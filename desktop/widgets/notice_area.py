@@ -42,6 +42,8 @@ OUTCOME_MS = 8000
 PERSISTENT = (Level.ERROR, Level.WARNING)
 #: The largest share of the window's height the notice rows may take.
 MAX_SHARE = 0.25
+#: Actions done once: their row leaves when clicked (an Undo, "Use it" for an offered server).
+ONCE_ACTIONS = frozenset({RESTORE_ACTION, "use_server"})
 
 
 def same_notice(a: Notice, b: Notice) -> bool:
@@ -138,8 +140,8 @@ class NoticeRow(QFrame):
         action = self.notice.action
         if action is None:
             return
-        if action.kind == RESTORE_ACTION:
-            self._area.dismiss(self)  # an Undo is done once
+        if action.kind in ONCE_ACTIONS:
+            self._area.dismiss(self)
         self._area.run_action(action)
 
     def retranslate_ui(self) -> None:
