@@ -33,6 +33,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -42,6 +43,7 @@ from branchwise.core.errors import BranchwiseError, RemoteUnavailable, ServerUns
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
+from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnResult
 from branchwise.core.search.index import MergedBranch, SearchIndex
 from branchwise.core.search.query import SearchResult
@@ -1014,6 +1016,20 @@ class Host:
         effective = for_conversation(self.settings, conversation)
         return self._provider_factory(effective), effective.system_prompt
 
+    def answers_from(self, ref: ConversationRef | None) -> AnswersFrom:
+        """Who answers ``ref``'s next turn: its own model, the app's, or its server's.
+
+        No conversation (or one not open) means the app's provider.
+        """
+        conversation = self.conversation(ref) if ref is not None else None
+        projection = conversation.projection if conversation is not None else None
+        own = projection.settings if projection is not None else ConversationSettings()
+        if ref is not None and ref.server is not None:
+            source = self.server_of(ref)
+            return AnswersFrom(own.model or "", server=source.name if source else ref.server)
+        provider = self.provider if own.empty else self.turn_provider(own)[0]
+        return AnswersFrom(provider.label, demo=isinstance(provider, DemoProvider))
+
     def configure(self, session_id: str, conversation: ConversationSettings) -> Changes:
         """Give a conversation its own model, system prompt and temperature.
 
@@ -1031,6 +1047,23 @@ class Host:
         self.settings = settings
         self.provider = self._provider_factory(settings)
         return self.emit(Changes(settings=True))
+
+
+@dataclass(frozen=True, slots=True)
+class AnswersFrom:
+    """Who answers the next turn of a conversation, for the status bar.
+
+    Attributes:
+        label: the provider's label (``llama3.2 @ 127.0.0.1:11434``); for a
+            server's conversation, the conversation's own model or ``""`` when
+            the server's default model answers.
+        demo: the offline demo responder answers.
+        server: the ``branchwise serve`` server's name whose model answers, if any.
+    """
+
+    label: str
+    demo: bool = False
+    server: str | None = None
 
 
 class _SearchStopped(Exception):

@@ -40,7 +40,6 @@ from branchwise.core.i18n.language import (
 )
 from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
-from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
@@ -702,7 +701,8 @@ class MainWindow(QMainWindow):
             if changes.sidebar or changes.touches(tab.session_id):
                 tab.apply_changes(changes)
                 self._render_tab_title(tab)
-        if changes.settings:
+        current = self.current_tab()
+        if changes.settings or (current is not None and changes.touches(current.session_id)):
             self._render_provider()
 
     def _text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
@@ -716,6 +716,7 @@ class MainWindow(QMainWindow):
             self.sidebar.select(tab.session_id)
         self._render_window_title()
         self._render_actions()
+        self._render_provider()
         self._state_changed()
 
     # -- remembering the window --------------------------------------------------
@@ -808,11 +809,19 @@ class MainWindow(QMainWindow):
         self._render_actions()
 
     def _render_provider(self) -> None:
-        provider = self.host.provider
-        if isinstance(provider, DemoProvider):
+        """The model the conversation in front will use (its own, the app's, or its server's)."""
+        tab = self.current_tab()
+        answers = self.host.answers_from(tab.ref if tab is not None else None)
+        if answers.server is not None and answers.label:
+            label = fill(
+                _("{model} on {server}"), {"model": answers.label, "server": answers.server}
+            )
+        elif answers.server is not None:
+            label = fill(_("The model of {server}"), {"server": answers.server})
+        elif answers.demo:
             label = _("Demo responder (offline)")
         else:
-            label = provider.label
+            label = answers.label
         self.provider_label.setText(label)
         self.provider_label.setToolTip(
             fill(_("Answers come from: {provider}"), {"provider": label})
