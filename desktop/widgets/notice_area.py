@@ -226,6 +226,7 @@ class NoticeArea(QFrame):
             self.history_button, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom
         )
         self._unsubscribe = notices.subscribe(self.show_notice)
+        self._unsubscribe_withdrawn = notices.subscribe_withdrawn(self._withdrawn)
         for notice in notices.history:
             if notice.level in PERSISTENT or notice.sticky:
                 self.show_notice(notice)
@@ -329,6 +330,11 @@ class NoticeArea(QFrame):
         if self._on_decline is not None:
             self._on_decline(row.notice)
 
+    def _withdrawn(self, notice: Notice) -> None:
+        for row in self.rows():
+            if row.notice.id == notice.id:
+                self.dismiss(row)
+
     def _remove(self, row: NoticeRow) -> None:
         self._rows_layout.removeWidget(row)
         row.hide()
@@ -372,3 +378,4 @@ class NoticeArea(QFrame):
     def close_area(self) -> None:
         """Stop listening to the notice channel."""
         self._unsubscribe()
+        self._unsubscribe_withdrawn()

@@ -326,7 +326,7 @@ class TurnWidget(QFrame):
         finished = self._ask_again is not None and row.turn_id is not None and not row.running
         self.edit_button.setVisible(finished and bool(row.prompt) and not self.editing)
         self.regenerate_button.setVisible(finished and bool(row.prompt) and bool(row.answer))
-        self.retry_button.setVisible(finished and row.failed)
+        self.retry_button.setVisible(finished and row.failed and not row.retried)
         texts = (
             ("edit", self.edit_button, _("Edit"), _("Edit this prompt and send it as a branch")),
             (

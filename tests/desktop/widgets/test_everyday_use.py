@@ -10,11 +10,14 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers.gui import WAIT_MS, App, seed_session
+from helpers.fake_openai_server import FakeOpenAIServer
+from helpers.gui import WAIT_MS, App, run, seed_session
 from helpers.serve import serve_process
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.i18n.reasons import reason_text
 from branchwise.core.providers.detect import choose_provider
 from branchwise.core.settings import Settings
 from branchwise.core.store.store import SessionStore
@@ -65,3 +68,34 @@ def test_the_status_bar_names_the_model_the_conversation_in_front_will_use(
         )
         qtbot.waitUntil(lambda: label.text() == "The model of workstation", timeout=WAIT_MS)
         assert "global-model" not in label.text()
+
+
+def test_a_successful_retry_settles_the_failed_turn_and_its_notice(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    app = make_app(provider_factory=choose_provider)
+    app.host.update_settings(Settings(provider="openai", base_url=_closed_url(), model="m"))
+    app.window.new_conversation()
+    tab = app.window.current_tab()
+    assert tab is not None
+    tab.composer.editor.setPlainText("hello?")
+    qtbot.keyClick(tab.composer.editor, Qt.Key.Key_Return)
+    failure = reason_text("provider_unreachable")
+    qtbot.waitUntil(lambda: any(failure in text for text in app.notice_texts()), timeout=WAIT_MS)
+    failed = tab.transcript.turn_widgets()[0]
+    qtbot.waitUntil(lambda: failed.retry_button.isVisible(), timeout=WAIT_MS)
+    server = run(qtbot, FakeOpenAIServer(models=["m"]).start())
+    try:
+        app.host.update_settings(Settings(provider="openai", base_url=server.base_url, model="m"))
+        qtbot.mouseClick(failed.retry_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: len(tab.transcript.turn_widgets()) == 2, timeout=WAIT_MS)
+        qtbot.waitUntil(lambda: not app.host.is_running(tab.session_id), timeout=WAIT_MS)
+        # The question was answered: nothing is left to retry, and the red notice goes.
+        qtbot.waitUntil(lambda: not failed.retry_button.isVisible(), timeout=WAIT_MS)
+        qtbot.waitUntil(
+            lambda: not any(failure in text for text in app.notice_texts()), timeout=WAIT_MS
+        )
+        assert any(failure in text for text in app.window.notice_area.history_texts())
+        assert failed.status_label.text().startswith("This turn ended with an error: ")
+    finally:
+        run(qtbot, server.stop())
