@@ -61,7 +61,9 @@ def same_notice(a: Notice, b: Notice) -> bool:
 def notice_text(notice: Notice, title_of: Callable[[str], str]) -> str:
     """The notice's sentence in the active language.
 
-    Notices that name a session by id (``child``) get its title filled in.
+    Notices that name a session by id (``child``) get its title filled in; a
+    notice about one conversation (a turn that failed) starts with its title,
+    so with several tabs open the person knows which one it is.
     """
     params = dict(notice.params)
     child = params.get("child")
@@ -69,7 +71,11 @@ def notice_text(notice: Notice, title_of: Callable[[str], str]) -> str:
         params["title"] = untitled(title_of(child))
     elif "title" in params and isinstance(params["title"], str):
         params["title"] = untitled(params["title"])
-    return reason_text(notice.code, **params)
+    text = reason_text(notice.code, **params)
+    if notice.subject is None:
+        return text
+    title = title_of(notice.subject.session_id) or str(notice.params.get("title") or "")
+    return fill(_("{conversation}: {message}"), {"conversation": untitled(title), "message": text})
 
 
 class NoticeRow(QFrame):

@@ -33,6 +33,7 @@ from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
+from branchwise.desktop.widgets.style import set_style_property
 
 STREAM_REPAINT_MS = 50
 #: A repaint that took t ms waits at least this many times t before the next one,
@@ -437,7 +438,7 @@ class TurnWidget(QFrame):
             text = _("This turn was interrupted.")
         self.status_label.setText(text)
         self.status_label.setVisible(bool(text))
-        self.status_label.setProperty("error", row.end_reason == "error")
+        set_style_property(self.status_label, "error", row.end_reason == "error")
         if row.index is not None:
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
         else:

@@ -14,6 +14,8 @@ from helpers.fake_openai_server import FakeOpenAIServer
 from helpers.gui import WAIT_MS, App, run, seed_session
 from helpers.serve import serve_process
 from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QApplication
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.conversation.settings import ConversationSettings
@@ -23,6 +25,7 @@ from branchwise.core.settings import Settings
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
+from branchwise.desktop.widgets.theme import theme_colors, theme_for
 
 
 def _closed_url() -> str:
@@ -99,3 +102,44 @@ def test_a_successful_retry_settles_the_failed_turn_and_its_notice(
         assert failed.status_label.text().startswith("This turn ended with an error: ")
     finally:
         run(qtbot, server.stop())
+
+
+def _failing_turn(qtbot: QtBot, app: App, prompt: str) -> ConversationTab:
+    tab = app.window.current_tab()
+    assert tab is not None
+    tab.composer.editor.setPlainText(prompt)
+    qtbot.keyClick(tab.composer.editor, Qt.Key.Key_Return)
+    qtbot.waitUntil(
+        lambda: (
+            bool(tab.transcript.turn_widgets())
+            and tab.transcript.turn_widgets()[-1].status_label.text().startswith("This turn ended")
+        ),
+        timeout=WAIT_MS,
+    )
+    return tab
+
+
+def test_a_failure_is_red_at_once_and_its_notice_names_the_conversation(
+    qtbot: QtBot, make_app: Callable[..., App], qapp: QApplication
+) -> None:
+    theme_for(qapp).choose("light")
+    app = make_app(provider_factory=choose_provider)
+    app.host.update_settings(Settings(provider="openai", base_url=_closed_url(), model="m"))
+    app.window.new_conversation()
+    tab = _failing_turn(qtbot, app, "Plan a trip to Kyoto")
+    status = tab.transcript.turn_widgets()[-1].status_label
+    error_red = QColor(theme_colors().error_text)
+    qtbot.waitUntil(
+        lambda: status.palette().color(status.foregroundRole()) == error_red, timeout=WAIT_MS
+    )
+    # With two conversations failing, each notice says which one.
+    app.window.new_conversation()
+    _failing_turn(qtbot, app, "Write a haiku")
+    failure = reason_text("provider_unreachable")
+    qtbot.waitUntil(
+        lambda: (
+            sorted(t for t in app.notice_texts() if failure in t)
+            == sorted([f"Plan a trip to Kyoto: {failure}", f"Write a haiku: {failure}"])
+        ),
+        timeout=WAIT_MS,
+    )
