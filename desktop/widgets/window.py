@@ -714,6 +714,11 @@ class MainWindow(QMainWindow):
         tab = self.current_tab()
         if tab is not None and not tab.ref.remote:
             self.sidebar.select(tab.session_id)
+        focused = QApplication.focusWidget()
+        if tab is not None and (focused is None or self.tabs.isAncestorOf(focused)):
+            # Qt hands focus to the new page's first focusable widget (a branch's
+            # "Open parent conversation" button), where typed text would be lost.
+            tab.composer.editor.setFocus()
         self._render_window_title()
         self._render_actions()
         self._render_provider()

@@ -11,8 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.fake_openai_server import FakeOpenAIServer
+from helpers.forking import fork_at
 from helpers.gui import WAIT_MS, App, run, seed_session
 from helpers.serve import serve_process
+from helpers.sessions import complete_turn
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication
@@ -26,6 +28,8 @@ from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.theme import theme_colors, theme_for
+
+CTRL = Qt.KeyboardModifier.ControlModifier
 
 
 def _closed_url() -> str:
@@ -143,3 +147,26 @@ def test_a_failure_is_red_at_once_and_its_notice_names_the_conversation(
         ),
         timeout=WAIT_MS,
     )
+
+
+def test_switching_tabs_with_the_keyboard_puts_the_cursor_in_the_message_box(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    store = SessionStore(root)
+    with store.create("Trip plans") as writer:
+        complete_turn(writer, "r1", "where to?")
+        parent = writer.session_id
+    child = fork_at(store, parent, "r1", op="op-side").child_session_id
+    app = make_app(root=root)
+    first = app.window.open_tab(parent)
+    branch = app.window.open_tab(child)
+    assert branch.banner.open_button.isVisible()
+    app.window.activateWindow()
+    qtbot.waitUntil(app.window.isActiveWindow, timeout=WAIT_MS)
+    for expected in (first, branch, first, branch):
+        qtbot.keyClick(app.window.focusWidget() or app.window, Qt.Key.Key_Tab, CTRL)
+        assert app.window.current_tab() is expected
+        qtbot.waitUntil(lambda t=expected: t.composer.editor.hasFocus(), timeout=WAIT_MS)
+        qtbot.keyClicks(app.window.focusWidget(), "x")
+        assert expected.composer.editor.toPlainText().endswith("x")  # typed text is kept
