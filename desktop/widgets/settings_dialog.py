@@ -270,6 +270,23 @@ class SettingsDialog(QDialog):
         label = self.errors[name]
         label.setText(text)
         label.show()
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """Grow to show every wrapped line of an error or a status.
+
+        A wrapped label's height depends on its width; nested in the form's rows
+        the dialog's minimum size does not follow it, so a two-line error was
+        cut in half. Ask the layout for its height at this width instead.
+        """
+        layout = self.layout()
+        if layout is None:
+            return
+        layout.activate()
+        wanted = layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else -1
+        wanted = max(wanted, layout.totalSizeHint().height())
+        if wanted > self.height():
+            self.resize(self.width(), wanted)
 
     # -- finding a server ------------------------------------------------------------
 
@@ -323,8 +340,9 @@ class SettingsDialog(QDialog):
         self._models_task = asyncio.ensure_future(self._load_models())
 
     async def _load_models(self) -> None:
-        self._show_error("model", "")
-        self.errors["model"].hide()
+        for name in ("model", "baseUrl"):
+            self.errors[name].clear()
+            self.errors[name].hide()
         self.models_status.setText(_("Asking the server for its models…"))
         self.refresh_button.setEnabled(False)
         try:

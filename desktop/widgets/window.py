@@ -200,7 +200,8 @@ class MainWindow(QMainWindow):
         self.trash_action.setObjectName("trashAction")
         self.trash_action.triggered.connect(self.show_trash)
         self.settings_action = QAction(self)
-        self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        # Ctrl+, as in most desktop apps (Qt's Preferences key is empty off macOS; Cmd+, there).
+        self.settings_action.setShortcut(QKeySequence("Ctrl+,"))
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
         self.settings_action.triggered.connect(self.show_settings)
         self.quit_action = QAction(self)

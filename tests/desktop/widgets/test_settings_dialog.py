@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
 import orjson
-from helpers.gui import App
+from helpers.gui import WAIT_MS, App
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QKeySequence
 from pytestqt.qtbot import QtBot
 
+from branchwise.core.i18n.reasons import reason_text
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.detect import choose_provider
 from branchwise.core.settings import DEFAULT_DEMO_PACE
@@ -31,3 +35,49 @@ def test_the_demo_pace_is_a_field_that_is_saved_and_used(
     assert app.host.settings.demo_pace == 12
     # The environment of the test run asks for instant answers (conftest), over the setting.
     assert isinstance(app.host.provider, DemoProvider)
+
+
+def _wholly_shown(dialog: SettingsDialog, name: str) -> bool:
+    label = dialog.errors[name]
+    if label.isHidden() or not label.text():
+        return False
+    bottom = label.mapTo(dialog, QPoint(0, label.height())).y()
+    return label.height() >= label.heightForWidth(label.width()) and bottom <= dialog.height()
+
+
+def test_a_long_error_is_shown_whole(qtbot: QtBot, make_app: Callable[..., App]) -> None:
+    app = make_app()
+    dialog = app.window.show_settings()
+    assert isinstance(dialog, SettingsDialog)
+    qtbot.waitExposed(dialog)
+    dialog.provider.setCurrentIndex(dialog.provider.findData("openai"))
+    dialog.base_url.setText("ftp://not-a-model-server")
+    dialog.save()
+    qtbot.waitUntil(lambda: _wholly_shown(dialog, "baseUrl"), timeout=WAIT_MS)
+    with socket.socket() as probe:  # a port nothing listens on once this closes
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    dialog.base_url.setText(f"http://127.0.0.1:{port}/v1")
+    dialog.refresh_models()
+    # Two lines at the dialog's width: both shown (the second was cut in half before).
+    qtbot.waitUntil(lambda: dialog.error_text("model") != "", timeout=WAIT_MS)
+    assert dialog.error_text("model") == reason_text("provider_unreachable")
+    qtbot.waitUntil(lambda: _wholly_shown(dialog, "model"), timeout=WAIT_MS)
+    # Asking again clears the old address error: it no longer holds.
+    assert dialog.error_text("baseUrl") == ""
+
+
+def test_ctrl_comma_opens_settings(qtbot: QtBot, make_app: Callable[..., App]) -> None:
+    app = make_app()
+    assert app.window.settings_action.shortcut() == QKeySequence("Ctrl+,")
+    app.window.activateWindow()
+    qtbot.waitUntil(app.window.isActiveWindow, timeout=WAIT_MS)
+    qtbot.keyClick(app.window, Qt.Key.Key_Comma, Qt.KeyboardModifier.ControlModifier)
+    qtbot.waitUntil(
+        lambda: (
+            isinstance(app.window._settings_dialog, SettingsDialog)
+            and app.window._settings_dialog.isVisible()
+        ),
+        timeout=WAIT_MS,
+    )
+    assert "Settings" in dict(app.window.show_shortcuts().rows())
