@@ -2,7 +2,9 @@
 
 Failures never disappear on their own: errors and warnings stay until the
 user dismisses them, while outcomes ("Branch created: …") fade after a few
-seconds. A notice identical to one already shown (same code, level, words,
+seconds. An Undo (of a deletion) shows on top and stays until it is used,
+dismissed, or replaced by a newer Undo once it has shown for
+:data:`UNDO_MIN_MS`. A notice identical to one already shown (same code, level, words,
 detail and action) does not stack up as another row: the row counts it
 ("×3") and starts its fade again. However long the rows' texts, the area
 never takes more than :data:`MAX_SHARE` of the window's height; beyond that
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtCore import QElapsedTimer, QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -44,6 +46,13 @@ PERSISTENT = (Level.ERROR, Level.WARNING)
 MAX_SHARE = 0.25
 #: Actions done once: their row leaves when clicked (an Undo, "Use it" for an offered server).
 ONCE_ACTIONS = frozenset({RESTORE_ACTION, "use_server"})
+#: An Undo shows at least this long before a newer Undo may replace it (it never fades).
+UNDO_MIN_MS = 15_000
+
+
+def is_undo(notice: Notice) -> bool:
+    """The notice offers to undo what was just done (a deletion): it stays on top until used."""
+    return notice.action is not None and notice.action.kind == RESTORE_ACTION
 
 
 def same_notice(a: Notice, b: Notice) -> bool:
@@ -121,7 +130,9 @@ class NoticeRow(QFrame):
         layout.addWidget(self.count_label, 0, Qt.AlignmentFlag.AlignTop)
         layout.addWidget(self.action_button)
         layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
-        if notice.level not in PERSISTENT and not notice.sticky:
+        self.shown = QElapsedTimer()
+        self.shown.start()
+        if notice.level not in PERSISTENT and not notice.sticky and not is_undo(notice):
             # Owned by the row, so it dies with it and never fires on a deleted one.
             self._fade = QTimer(self)
             self._fade.setSingleShot(True)
@@ -271,14 +282,29 @@ class NoticeArea(QFrame):
         same = next((row for row in rows if same_notice(row.notice, notice)), None)
         if same is not None:
             same.repeat(notice)
+        elif is_undo(notice):
+            # A newer Undo replaces one shown long enough; a younger one stays below it.
+            for old in [r for r in rows if is_undo(r.notice)]:
+                if old.shown.elapsed() >= UNDO_MIN_MS:
+                    rows.remove(old)
+                    self._remove(old)
+            self._make_room(rows)
+            self._rows_layout.insertWidget(0, NoticeRow(self, notice))
         else:
-            while len(rows) >= MAX_ROWS:
-                victim = next((r for r in rows if r.notice.level not in PERSISTENT), rows[0])
-                rows.remove(victim)
-                self._remove(victim)
+            self._make_room(rows)
             self._rows_layout.addWidget(NoticeRow(self, notice))
         self._render_history_button()
         self._fit()
+
+    def _make_room(self, rows: list[NoticeRow]) -> None:
+        """Below :data:`MAX_ROWS`: outcomes go first, then failures, an Undo last."""
+        while len(rows) >= MAX_ROWS:
+            victim = next(
+                (r for r in rows if r.notice.level not in PERSISTENT and not is_undo(r.notice)),
+                None,
+            ) or next((r for r in rows if not is_undo(r.notice)), rows[-1])
+            rows.remove(victim)
+            self._remove(victim)
 
     # -- size ------------------------------------------------------------------
 
