@@ -661,6 +661,24 @@ class Host:
         server = self.server_of(ref)
         return server.title(ref.session_id) if server is not None else ""
 
+    def title_anywhere(self, session_id: str) -> str:
+        """The best known title of a conversation named by id only (as a notice names it).
+
+        This machine's first, then a server's: ids are random, so one found on a
+        server is that conversation (a branch made there is announced by its title).
+        """
+        title = self.title(session_id)
+        if title or session_id in self.index.by_id:
+            return title
+        for ref, conversation in self._remote.items():
+            if ref.session_id == session_id:
+                return conversation.title
+        for server in self.servers.sources:
+            title = server.title(session_id)
+            if title:
+                return title
+        return ""
+
     def running_at(self, ref: ConversationRef) -> bool:
         """A turn runs in the conversation (here, or on its server)."""
         conversation = self.conversation(ref)

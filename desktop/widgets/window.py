@@ -132,7 +132,11 @@ class MainWindow(QMainWindow):
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
         self.notice_area = NoticeArea(
-            host.notices, host.title, self._notice_action, self, on_decline=self._notice_declined
+            host.notices,
+            host.title_anywhere,
+            self._notice_action,
+            self,
+            on_decline=self._notice_declined,
         )
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
