@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QDir, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -98,6 +98,8 @@ class MainWindow(QMainWindow):
         self.host = host
         self._apply_theme()
         self.first_run = first_run
+        #: The folder the last export went to ("": none yet; the documents folder is offered).
+        self.export_folder = ""
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False
         host.navigator = self._navigate
@@ -602,6 +604,7 @@ class MainWindow(QMainWindow):
         dialog.filterSelected.connect(
             lambda chosen: dialog.setDefaultSuffix("json" if chosen == json else "md")
         )
+        dialog.setDirectory(self._export_folder())
         dialog.selectFile(_file_name(tab.title))
         dialog.fileSelected.connect(lambda path: self.export_to(session_id, Path(path)))
         dialog.finished.connect(dialog.deleteLater)
@@ -609,8 +612,22 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
+    def _export_folder(self) -> str:
+        """Where the export dialog opens: the last export's folder, else the user's documents.
+
+        Never the working folder the app happened to start in.
+        """
+        if self.export_folder and QDir(self.export_folder).exists():
+            return self.export_folder
+        documents = QStandardPaths.writableLocation(
+            QStandardPaths.StandardLocation.DocumentsLocation
+        )
+        return documents if documents and QDir(documents).exists() else QDir.homePath()
+
     def export_to(self, session_id: str, path: Path) -> None:
         """Write the export (the save dialog already asked before replacing a file)."""
+        self.export_folder = str(path.parent)
+        self._state_changed()
         self.host.spawn(
             self.host.operations.export(session_id, path, initiator=self), "export conversation"
         )
@@ -748,12 +765,14 @@ class MainWindow(QMainWindow):
             splitter=tuple(self.splitter.sizes()),
             remote_tabs=self.remote_servers.tab_states(),
             current_remote=self.remote_servers.current_state(),
+            export_folder=self.export_folder,
         )
 
     def restore_state(self, state: WindowState) -> None:
         """Reopen last time's tabs; a conversation that is gone or trashed is skipped."""
         self._restoring = True
         try:
+            self.export_folder = state.export_folder or self.export_folder
             if state.geometry:
                 self.restoreGeometry(QByteArray(state.geometry))
             if len(state.splitter) == self.splitter.count() and all(state.splitter):
