@@ -150,7 +150,7 @@ async def _probe(
         if entry.owned_by in _OWNER_KINDS:
             kind = _OWNER_KINDS[entry.owned_by]
             break
-    return DetectedServer(url, tuple(entry.id for entry in entries), kind)
+    return DetectedServer(url, tuple(entry.id for entry in entries if not entry.embedding), kind)
 
 
 def _unique_urls(urls: Iterable[str]) -> list[str]:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -35,7 +36,7 @@ from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.core.settings import MAX_DEMO_PACE, THEMES, Settings, validate_settings
-from branchwise.desktop.host.operations import Operations
+from branchwise.desktop.host.operations import ModelList, Operations
 
 FIELDS = (
     "provider",
@@ -93,6 +94,10 @@ class SettingsDialog(QDialog):
         self.model = QComboBox(self)
         self.model.setObjectName("model")
         self.model.setEditable(True)
+        self.show_all_models = QCheckBox(self)
+        self.show_all_models.setObjectName("showAllModels")
+        self.show_all_models.toggled.connect(lambda _on: self._render_models())
+        self._model_list: ModelList | None = None
         self.refresh_button = QPushButton(self)
         self.refresh_button.setObjectName("refreshModels")
         self.refresh_button.clicked.connect(self.refresh_models)
@@ -156,6 +161,7 @@ class SettingsDialog(QDialog):
         model_layout = QVBoxLayout(model_box)
         model_layout.setContentsMargins(0, 0, 0, 0)
         model_layout.addLayout(model_row)
+        model_layout.addWidget(self.show_all_models)
         model_layout.addWidget(self.models_status)
         model_layout.addWidget(self.errors["model"])
         self.form.addRow(self._labels["model"], model_box)
@@ -363,23 +369,43 @@ class SettingsDialog(QDialog):
             self.models_status.setText("")
             self._show_error("model", reason_text(answer.failure))
             return
-        models = list(answer.models)
+        self._model_list = answer
+        self._render_models()
+
+    def _render_models(self) -> None:
+        """The listed models for chat; embedding ones only with "Show all models" checked."""
+        answer = self._model_list
+        if answer is None:
+            return
+        every = self.show_all_models.isChecked()
+        models = [m for m in answer.models if every or m not in answer.embedding]
         current = self.model.currentText()
         self.model.clear()
         self.model.addItems(models)
-        self.model.setEditText(current or (models[0] if models else ""))
-        self.models_status.setText(
-            fill(
-                ngettext(
-                    "The server offers {n} model.", "The server offers {n} models.", len(models)
-                ),
-                {"n": len(models)},
-            )
+        chat = [m for m in models if m not in answer.embedding]
+        self.model.setEditText(current or (chat[0] if chat else models[0] if models else ""))
+        status = fill(
+            ngettext("The server offers {n} model.", "The server offers {n} models.", len(models)),
+            {"n": len(models)},
         )
+        hidden = 0 if every else len(answer.embedding)
+        if hidden:
+            status += " " + fill(
+                ngettext("({n} embedding model hidden.)", "({n} embedding models hidden.)", hidden),
+                {"n": hidden},
+            )
+        self.models_status.setText(status)
+        self._fit_height()
 
     def _render_enabled(self) -> None:
         server = self.provider.currentData() == "openai"
-        for widget in (self.base_url, self.model, self.refresh_button, self.api_key):
+        for widget in (
+            self.base_url,
+            self.model,
+            self.refresh_button,
+            self.api_key,
+            self.show_all_models,
+        ):
             widget.setEnabled(server)
         self.demo_pace.setEnabled(not server)
 
@@ -413,6 +439,11 @@ class SettingsDialog(QDialog):
         for name, label in self._labels.items():
             label.setText(texts[name])
         self.refresh_button.setText(_("Refresh models"))
+        self.show_all_models.setText(_("Show all models"))
+        self.show_all_models.setToolTip(
+            _("Also list embedding models, which cannot answer in a conversation")
+        )
+        self._render_models()
         self.temperature.setSpecialValueText(_("Server default"))
         self.demo_pace.setSpecialValueText(_("Instant"))
         self.demo_pace.setSuffix(_(" words per second"))

@@ -6,7 +6,8 @@ import socket
 from collections.abc import Callable
 
 import orjson
-from helpers.gui import WAIT_MS, App
+from helpers.fake_openai_server import FakeOpenAIServer
+from helpers.gui import WAIT_MS, App, run
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QKeySequence
 from pytestqt.qtbot import QtBot
@@ -81,3 +82,33 @@ def test_ctrl_comma_opens_settings(qtbot: QtBot, make_app: Callable[..., App]) -
         timeout=WAIT_MS,
     )
     assert "Settings" in dict(app.window.show_shortcuts().rows())
+
+
+def test_embedding_models_are_hidden_unless_all_are_shown(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    app = make_app(provider_factory=choose_provider)
+    models = ["text-embedding-3-small", "llama3.2", "nomic-embed-text", "qwen2.5", "marked"]
+    fields = {"marked": {"type": "embeddings"}}
+    server = run(qtbot, FakeOpenAIServer(models=models, model_fields=fields).start())
+    try:
+        dialog = app.window.show_settings()
+        assert isinstance(dialog, SettingsDialog)
+        assert dialog.show_all_models.text() == "Show all models"
+        assert not dialog.show_all_models.isChecked()
+        dialog.provider.setCurrentIndex(dialog.provider.findData("openai"))
+        dialog.base_url.setText(server.base_url)
+        qtbot.mouseClick(dialog.refresh_button, Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: dialog.model.count() == 2, timeout=WAIT_MS)
+        listed = [dialog.model.itemText(i) for i in range(dialog.model.count())]
+        assert listed == ["llama3.2", "qwen2.5"]
+        assert dialog.model.currentText() == "llama3.2"  # never an embedding model
+        assert "3 embedding models hidden" in dialog.models_status.text()
+        dialog.show_all_models.click()
+        qtbot.waitUntil(lambda: dialog.model.count() == len(models), timeout=WAIT_MS)
+        assert [dialog.model.itemText(i) for i in range(dialog.model.count())] == models
+        assert dialog.model.currentText() == "llama3.2"  # the choice is kept
+        dialog.show_all_models.click()
+        qtbot.waitUntil(lambda: dialog.model.count() == 2, timeout=WAIT_MS)
+    finally:
+        run(qtbot, server.stop())
