@@ -76,7 +76,7 @@ class ImportSummary:
         return "import_finished_with_branches" if self.branches else "import_finished"
 
     @property
-    def params(self) -> dict[str, int]:
+    def params(self) -> dict[str, Any]:
         """The outcome's numbers, as its sentence takes them."""
         numbers = {"existing": self.existing, "skipped": self.skipped}
         if self.code == "import_finished_with_branches":
@@ -166,11 +166,8 @@ class Importing:
         owner.emit(Changes(sidebar=True, initiator=initiator))
         if summary.session_ids:
             owner.index_all_for_search()
-        owner.notices.post(
-            summary.code,
-            Level.WARNING if summary.cancelled else Level.SUCCESS,
-            **summary.params,
-        )
+        level = Level.WARNING if summary.cancelled else Level.SUCCESS
+        owner.notices.post(summary.code, level, **summary.params)
         return summary
 
     def _progressed(self, step: ImportProgress) -> None:
