@@ -6,6 +6,12 @@ A turn is written as a few commits (docs/storage.md, "Events")::
     [message/delta] …                                at most every flush_interval
     [message/assistant, step/end, usage, turn/end]   the closing commit
 
+The ``usage`` event carries the server's token counts, or, when it sent none
+(or for the demo responder, which counts words), an estimate marked as such
+(:mod:`~branchwise.core.projection.figures`), with the time to the first text
+and the generation time measured here from the stream, so every answer's
+figures survive a restart.
+
 A partial commit stores only the text received since the previous one (a
 ``message/delta``: the first names the message, the next ones continue it;
 replay concatenates), so a long answer costs about twice its length on disk,
@@ -45,6 +51,7 @@ from branchwise.core.errors import BranchwiseError, InvalidMerge
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
 from branchwise.core.projection.events import EndReason
+from branchwise.core.projection.figures import estimate_prompt_tokens, estimate_tokens
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider, TextChunk, Usage
 from branchwise.core.providers.demo import DemoProvider
@@ -145,6 +152,10 @@ class TurnRunner:
         self._cancel_requested = False
         self._started = False
         self._failure: BranchwiseError | None = None  # a commit of the turn that failed
+        self._context: list[dict[str, str]] = []
+        self._requested_at: float | None = None
+        self._first_text_at: float | None = None
+        self._last_text_at: float | None = None
 
     @property
     def running(self) -> bool:
@@ -238,17 +249,25 @@ class TurnRunner:
     async def _consume(self, context: list[dict[str, str]]) -> Usage | None:
         usage = None
         on_text = self.listener.text_received
+        clock = self.clock
+        # The demo counts words, not tokens: its figures are the documented estimate.
+        counts_tokens = not isinstance(self.provider, DemoProvider)
+        self._context = context
+        self._requested_at = clock()
         stream = self.provider.stream(context)
         try:
             async for item in stream:
                 if isinstance(item, TextChunk):
                     if not item.text:
                         continue
+                    self._last_text_at = clock()
+                    if self._first_text_at is None:
+                        self._first_text_at = self._last_text_at
                     self._parts.append(item.text)
                     self._text_len += len(item.text)
                     on_text(self.turn_id, self.message_id, item.text)
                     self._schedule_flush()
-                elif isinstance(item, Usage):
+                elif isinstance(item, Usage) and counts_tokens:
                     usage = item
         finally:
             # A listener that raised leaves the provider's generator suspended:
@@ -303,8 +322,9 @@ class TurnRunner:
             self._flush_handle = None
         text = self.text
         tail: list[dict[str, Any]] = [ev.step_end(step_id)]
-        if usage is not None:
-            tail.append(ev.usage(usage.input_tokens, usage.output_tokens, self.provider.model))
+        usage_event = self._usage_event(usage, text)
+        if usage_event is not None:
+            tail.append(usage_event)
         answer = [ev.assistant_message(self.message_id, text, self.provider.model)] if text else []
         try:
             committed = self._commit([*answer, *tail, self._end(reason, error)])
@@ -335,6 +355,25 @@ class TurnRunner:
         )
         self.listener.turn_ended(result)
         return result
+
+    def _usage_event(self, usage: Usage | None, text: str) -> dict[str, Any] | None:
+        """The call's ``usage``: the server's counts, else an estimate if any text arrived."""
+        if usage is None and not text:
+            return None
+        first, last, asked = self._first_text_at, self._last_text_at, self._requested_at
+        timing: dict[str, Any] = {}
+        if first is not None and last is not None and asked is not None:
+            timing["first_token_ms"] = max(0, round((first - asked) * 1000))
+            timing["generation_ms"] = max(0, round((last - first) * 1000))
+        if usage is not None:
+            return ev.usage(usage.input_tokens, usage.output_tokens, self.provider.model, **timing)
+        return ev.usage(
+            estimate_prompt_tokens(self._context),
+            estimate_tokens(text),
+            self.provider.model,
+            estimated=True,
+            **timing,
+        )
 
     def _end(self, reason: EndReason, error: BranchwiseError | None) -> dict[str, Any]:
         return ev.turn_end(self.turn_id, reason, error.message if error else None)

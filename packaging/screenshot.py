@@ -1,6 +1,7 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
     python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
+                                   [--view conversation|intro]
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
@@ -8,7 +9,10 @@ a conversation of three turns, a fork made from its first turn (with a turn
 of its own and one answered with a table, a quote and a code block) and a
 child conversation spawned from its last turn, built with the same store,
 fork and lineage calls the app uses. ``--theme`` is written to the fixture's
-settings, as the Settings dialog would.
+settings, as the Settings dialog would. Each answer records token figures
+(as a server's usage, timed), so turn footers show them. ``--view intro``
+shows the first-start window instead: no conversation yet, the introduction
+offering the sample conversation.
 """
 
 from __future__ import annotations
@@ -97,7 +101,7 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
             [
                 ev.assistant_message(new_id("msg"), answer, "demo"),
                 ev.step_end(step),
-                ev.usage(40, 120, "demo"),
+                ev.usage(40, 120, "demo", first_token_ms=380, generation_ms=2900),
                 ev.turn_end(turn_id, "completed"),
             ]
         )
@@ -123,7 +127,9 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     return parent, forked.child_session_id, child.child_session_id
 
 
-async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -> int:
+async def _shoot(
+    root: Path, out: Path, ids: tuple[str, str, str], front: str, view: str = "conversation"
+) -> int:
     from PySide6.QtWidgets import QApplication
 
     from branchwise.desktop.host.host import Host
@@ -138,17 +144,18 @@ async def _shoot(root: Path, out: Path, ids: tuple[str, str, str], front: str) -
     window = MainWindow(host)
     window.resize(WIDTH, HEIGHT)
     window.show()
-    window.open_tab(parent)
-    window.open_tab(forked)
-    if front == "parent":
+    if view == "conversation":
         window.open_tab(parent)
-    host.notices.post("fork_created", Level.SUCCESS, child=forked, created=True)
+        window.open_tab(forked)
+        if front == "parent":
+            window.open_tab(parent)
+        host.notices.post("fork_created", Level.SUCCESS, child=forked, created=True)
     for _ in range(40):  # let the tabs load, lay out and paint
         await asyncio.sleep(0.05)
     tab = window.current_tab()
-    assert tab is not None
-    bar = tab.transcript.verticalScrollBar()
-    bar.setValue(bar.maximum())
+    if tab is not None:
+        bar = tab.transcript.verticalScrollBar()
+        bar.setValue(bar.maximum())
     await asyncio.sleep(0.2)
     out.parent.mkdir(parents=True, exist_ok=True)
     if not window.grab().save(str(out), "PNG"):
@@ -166,6 +173,12 @@ def main() -> int:
     parser.add_argument("--lang", default="en")
     parser.add_argument("--front", choices=("fork", "parent"), default="fork", help="tab in front")
     parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
+    parser.add_argument(
+        "--view",
+        choices=("conversation", "intro"),
+        default="conversation",
+        help="a conversation and its branch, or the first-start introduction",
+    )
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         if shutil.which("xvfb-run") is None:
@@ -188,9 +201,9 @@ def main() -> int:
     apply_style(app)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
-        ids = build_fixture(root)
+        ids = build_fixture(root) if args.view == "conversation" else ("", "", "")
         save_settings(root, Settings(theme=args.theme, first_run_done=True))
-        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front))
+        return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front, args.view))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import lineage, tree
 from branchwise.core.log.segments import disk_usage
+from branchwise.core.projection.projection import Projection
+from branchwise.core.projection.turns import Turn
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import parent_state
 
@@ -69,7 +71,7 @@ def session_show(
         "parent": manifest.parent.to_json() if manifest.parent else None,
         "verifiable": projection.verifiable,
         "config": projection.settings.to_json(),
-        "turns": [turn.to_json() for turn in turns],
+        "turns": [_turn_json(projection, turn) for turn in turns],
         "messages": [
             {
                 "messageId": m.message_id,
@@ -83,6 +85,7 @@ def session_show(
         "usage": {
             "inputTokens": projection.input_tokens,
             "outputTokens": projection.output_tokens,
+            "estimated": own_usage_estimated(projection),
         },
         "corruption": snapshot.scan.corruption.to_json()["error"]
         if snapshot.scan.corruption
@@ -92,6 +95,21 @@ def session_show(
     if page is not None:
         answer["page"] = page
     return answer
+
+
+def _turn_json(projection: Projection, turn: Turn) -> dict[str, Any]:
+    """A turn as ``session show`` prints it, with its answer's figures (``usage``)."""
+    figures = projection.answer_figures(turn.turn_id)
+    return {**turn.to_json(), "usage": figures.to_json() if figures is not None else None}
+
+
+def own_usage_estimated(projection: Projection) -> bool:
+    """Any of the conversation's own turns (not inherited ones) counted by the estimate."""
+    return any(
+        figures.estimated and not figures.inherited
+        for figures in map(projection.answer_figures, projection.turn_usage)
+        if figures is not None
+    )
 
 
 def session_targets(

@@ -298,11 +298,32 @@ def tool_result(call_id: str, output: str, name: str | None = None) -> Event:
     return event
 
 
-def usage(input_tokens: int, output_tokens: int, model: str) -> Event:
-    """Token usage of a turn (never copied by fork)."""
-    return {
+def usage(
+    input_tokens: int,
+    output_tokens: int,
+    model: str,
+    *,
+    estimated: bool = False,
+    first_token_ms: int | None = None,
+    generation_ms: int | None = None,
+) -> Event:
+    """Token usage of a model call (a fork inherits it but never counts it again).
+
+    ``estimated`` marks counts the runner estimated because the server sent
+    none; ``first_token_ms`` and ``generation_ms`` are the runner's timings
+    (see :mod:`~branchwise.core.projection.figures`). Each is written only
+    when set, so older logs, which have none of them, read as before.
+    """
+    event: Event = {
         "type": EventType.USAGE.value,
         "inputTokens": input_tokens,
         "outputTokens": output_tokens,
         "model": model,
     }
+    if estimated:
+        event["estimated"] = True
+    if first_token_ms is not None:
+        event["firstTokenMs"] = first_token_ms
+    if generation_ms is not None:
+        event["generationMs"] = generation_ms
+    return event

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from branchwise.core.conversation.settings import ConversationSettings, from_event
 from branchwise.core.projection.events import EventType
+from branchwise.core.projection.figures import AnswerFigures, figures_from_record
 from branchwise.core.projection.turns import Hook, Turn, TurnTracker
 
 MERGE_PREFIX = "Context I brought back from a side conversation (a branch of this one):\n\n"
@@ -71,6 +72,11 @@ class Projection(TurnTracker):
         merges: the ``session/merge`` records (what branches brought back), with ``seq``.
         seed_length: the seq a fork inherited through: ``usage`` up to it
             was paid by the parent, so it is not counted again (docs/storage.md, "Invariants" 6).
+        turn_usage: turn id -> what its ``usage`` events recorded, summed
+            (``inputTokens``, ``outputTokens``, ``estimated``, ``firstTokenMs``,
+            ``generationMs`` and the last ``seq``); read it through
+            :meth:`answer_figures`. Inherited turns are kept too (their answers
+            are shown with their figures) and marked by their seq.
     """
 
     title: str = ""
@@ -84,11 +90,17 @@ class Projection(TurnTracker):
     settings: ConversationSettings = field(default_factory=ConversationSettings)
     merges: list[dict[str, Any]] = field(default_factory=list)
     seed_length: int = 0
+    turn_usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     _by_message: dict[str, Message] = field(default_factory=dict, repr=False)
 
     def message(self, message_id: str) -> Message | None:
         """The message with this id, if any."""
         return self._by_message.get(message_id)
+
+    def answer_figures(self, turn_id: str) -> AnswerFigures | None:
+        """A turn's token and speed figures (``None`` when its log recorded no usage)."""
+        record = self.turn_usage.get(turn_id)
+        return figures_from_record(record, self.seed_length) if record is not None else None
 
     def model_messages(self) -> list[dict[str, str]]:
         """The conversation as a model sees it: user and assistant texts in order.
@@ -232,6 +244,20 @@ class Projection(TurnTracker):
         self.checkpoints[event["checkpointId"]] = list(event["blobs"])
 
     def _usage(self, event: dict[str, Any], turn: Turn | None) -> None:
+        owner = turn if turn is not None else (self.turns[-1] if self.turns else None)
+        if owner is not None:
+            record = self.turn_usage.get(owner.turn_id)
+            if record is None:
+                record = self.turn_usage[owner.turn_id] = {"inputTokens": 0, "outputTokens": 0}
+            record["inputTokens"] += int(event["inputTokens"])
+            record["outputTokens"] += int(event["outputTokens"])
+            record["seq"] = event["seq"]
+            if event.get("estimated"):
+                record["estimated"] = True
+            if "firstTokenMs" in event and "firstTokenMs" not in record:
+                record["firstTokenMs"] = int(event["firstTokenMs"])
+            if "generationMs" in event:
+                record["generationMs"] = record.get("generationMs", 0) + int(event["generationMs"])
         if event["seq"] <= self.seed_length:
             return  # inherited verbatim from the parent, which already counted it
         self.input_tokens += int(event["inputTokens"])

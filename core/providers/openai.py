@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,6 +43,12 @@ from branchwise.core.errors import (
     ProviderUnreachable,
 )
 from branchwise.core.providers.base import StreamItem
+from branchwise.core.providers.context_window import (
+    llamacpp_context,
+    lmstudio_context,
+    ollama_context,
+    server_root,
+)
 from branchwise.core.providers.openai_wire import (
     ChatStreamReader,
     ModelEntry,
@@ -152,6 +158,40 @@ class OpenAIProvider:
         if len(body) > MAX_JSON_BODY:
             raise ProviderBadStream(f"the model list from {self.host} is too large", host=self.host)
         return parse_model_list(body, self.host)
+
+    async def context_length(self) -> int | None:
+        """The model's context window as the server states it, or ``None`` if it does not.
+
+        Asks the server's own APIs (:mod:`~branchwise.core.providers.context_window`):
+        LM Studio's, then Ollama's, then llama.cpp's. Never raises: an answer
+        that is missing, refused or unreadable only means "not stated".
+        """
+        if not self.model:
+            return None
+        root, model = server_root(self.base_url), self.model
+        asks: tuple[tuple[str, str, bytes | None, Callable[[bytes], int | None]], ...] = (
+            ("GET", "/api/v0/models", None, lambda body: lmstudio_context(body, model)),
+            ("POST", "/api/show", orjson.dumps({"model": model}), ollama_context),
+            ("GET", "/props", None, llamacpp_context),
+        )
+        timeout = httpx.Timeout(self._timeout.connect or 5.0)
+        async with self._client_cm() as client:
+            for method, path, content, read in asks:
+                try:
+                    response = await client.request(
+                        method,
+                        root + path,
+                        content=content,
+                        headers=self._headers(),
+                        timeout=timeout,
+                    )
+                except httpx.HTTPError:
+                    return None  # not reachable now: the next time asks again
+                if response.status_code == 200:
+                    found = read(response.content)
+                    if found is not None:
+                        return found
+        return None
 
     async def stream(self, messages: Sequence[Mapping[str, str]]) -> AsyncIterator[StreamItem]:
         """Stream the answer to ``messages``: text chunks in order, then usage if sent.

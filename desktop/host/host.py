@@ -66,6 +66,7 @@ from branchwise.desktop.host.sources import (
     Servers,
     branch_title,
 )
+from branchwise.desktop.host.usage import ContextWindows, ConversationUsage, conversation_usage
 
 if TYPE_CHECKING:
     from branchwise.desktop.host.backends import Checkpoint, ForkBackend
@@ -164,6 +165,9 @@ class Host:
         self.server_operations = ServerOperations(self)
         """Create, rename, delete, restore and search servers' conversations, off the UI thread."""
         self._remote: dict[ConversationRef, RemoteConversation] = {}
+        self.context_windows = ContextWindows(self.spawn, self.emit)
+        """The context length each model's server states (the status bar's fill)."""
+        self._demo_families: set[str] = set()
         self._following: dict[ConversationRef, asyncio.Task[None]] = {}
         self._heard_servers: set[int] = set()
 
@@ -560,6 +564,22 @@ class Host:
         if ref.server is None:
             return self._open.get(ref.session_id)
         return self._remote.get(ref)
+
+    def usage_at(self, ref: ConversationRef) -> ConversationUsage | None:
+        """The token total and context fill of an open conversation (``None``: not loaded).
+
+        The context length is known only for a conversation of this machine
+        whose model's server states it; the first call asks that server.
+        """
+        conversation = self.conversation(ref)
+        projection = conversation.projection if conversation is not None else None
+        if projection is None:
+            return None
+        length = None
+        if ref.server is None:
+            provider = self.turn_provider(projection.settings, ref.session_id)[0]
+            length = self.context_windows.known(provider)
+        return conversation_usage(projection, length)
 
     async def open(self, ref: ConversationRef) -> Conversation:
         """Open a conversation of this machine or of a server (idempotent).
@@ -1024,11 +1044,19 @@ class Host:
 
     # -- settings ---------------------------------------------------------------
 
-    def turn_provider(self, conversation: ConversationSettings) -> tuple[Provider, str]:
+    def turn_provider(
+        self, conversation: ConversationSettings, session_id: str | None = None
+    ) -> tuple[Provider, str]:
         """The provider and system prompt for a turn of a conversation with these settings.
 
-        A conversation that sets nothing of its own shares the app's provider.
+        A conversation that sets nothing of its own shares the app's provider;
+        one of a family :meth:`answer_with_demo` named is answered by the demo.
         """
+        if session_id is not None and self._demo_families:
+            manifest = self.index.by_id.get(session_id)
+            root = manifest.root_session_id if manifest is not None else None
+            if (root or session_id) in self._demo_families:
+                return DemoProvider(), ""
         if conversation.empty:
             return self.provider, self.settings.system_prompt
         effective = for_conversation(self.settings, conversation)
@@ -1045,8 +1073,16 @@ class Host:
         if ref is not None and ref.server is not None:
             source = self.server_of(ref)
             return AnswersFrom(own.model or "", server=source.name if source else ref.server)
-        provider = self.provider if own.empty else self.turn_provider(own)[0]
+        provider = self.turn_provider(own, ref.session_id if ref is not None else None)[0]
         return AnswersFrom(provider.label, demo=isinstance(provider, DemoProvider))
+
+    def answer_with_demo(self, root_session_id: str) -> None:
+        """Have the demo responder answer this conversation and its branches while the app runs.
+
+        The sample conversation (:mod:`~branchwise.desktop.host.sample`) is
+        made offline whatever model Settings name.
+        """
+        self._demo_families.add(root_session_id)
 
     def configure(self, session_id: str, conversation: ConversationSettings) -> Changes:
         """Give a conversation its own model, system prompt and temperature.

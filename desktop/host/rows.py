@@ -25,6 +25,7 @@ from typing import Any
 from branchwise.core.conversation.ask_again import retried_turns
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet, TargetReason
+from branchwise.core.projection.figures import AnswerFigures
 from branchwise.core.projection.projection import Message, Projection
 
 #: Turns shown per page; scrolling up loads the previous page.
@@ -82,6 +83,7 @@ class Row:
         end_reason: how the turn ended; ``None`` while it runs.
         error: the failure text of a turn that ended in error.
         retried: a failed turn whose prompt a later turn answered (nothing to retry).
+        figures: the answer's token and speed figures, once its ``usage`` is committed.
     """
 
     row_id: str
@@ -92,6 +94,7 @@ class Row:
     end_reason: str | None
     error: str | None = None
     retried: bool = False
+    figures: AnswerFigures | None = None
 
     @property
     def key(self) -> str:
@@ -183,10 +186,10 @@ def rows_from_projection(
             )
         else:
             turn = turn_positions[name]
-            rows.append(_turn_row(turn, grouped[name], live, turn.turn_id in retried))
+            rows.append(_turn_row(projection, turn, grouped[name], live, turn.turn_id in retried))
     for turn in projection.turns:
         if turn.turn_id not in grouped:  # a turn with no message at all (damaged history)
-            rows.append(_turn_row(turn, [], live, turn.turn_id in retried))
+            rows.append(_turn_row(projection, turn, [], live, turn.turn_id in retried))
     return rows
 
 
@@ -207,10 +210,11 @@ def row_for_turn(
             break
     messages.reverse()
     retried = turn.end_reason == "error" and turn_id in retried_turns(projection)
-    return _turn_row(turn, messages, live, retried)
+    return _turn_row(projection, turn, messages, live, retried)
 
 
 def _turn_row(
+    projection: Projection,
     turn: Any,
     messages: list[Message],
     live: Mapping[str, tuple[str, str]] | None,
@@ -237,6 +241,7 @@ def _turn_row(
         end_reason=turn.end_reason,
         error=turn.error,
         retried=retried,
+        figures=projection.answer_figures(turn.turn_id),
     )
 
 

@@ -88,8 +88,10 @@ class SessionOwner(Protocol):
         """Run ``coro`` as a task whose failure becomes a notice."""
         ...
 
-    def turn_provider(self, conversation: ConversationSettings) -> tuple[Provider, str]:
-        """The provider and system prompt for a turn with these settings."""
+    def turn_provider(
+        self, conversation: ConversationSettings, session_id: str | None = None
+    ) -> tuple[Provider, str]:
+        """The provider and system prompt for a turn of ``session_id`` with these settings."""
         ...
 
     def turn_finished(self, session: OpenSession, result: TurnResult) -> None:
@@ -397,7 +399,9 @@ class OpenSession(Conversation, TurnListener):
             raise TurnRunning(
                 "a turn is already running in this conversation", sessionId=self.session_id
             )
-        provider, system = self._host.turn_provider(self.writer.projection.settings)
+        provider, system = self._host.turn_provider(
+            self.writer.projection.settings, self.session_id
+        )
         self._runner = TurnRunner(self.writer, provider, self, system=system)
         self._turn_task = asyncio.ensure_future(start(self._runner))
         try:

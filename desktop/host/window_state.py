@@ -8,7 +8,8 @@ It is a convenience, not data: a missing, damaged or foreign file is ignored
 skipped with a notice. Tabs of conversations kept on a ``branchwise serve``
 are kept apart (``remoteTabs``: the server's URL, the id and the title last
 shown), so the window can show each at once and open it when its server
-answers; a file without that key (an older version's) has none. Qt's
+answers; a file without that key (an older version's) has none. ``introDismissed``
+remembers that the first-start introduction was dismissed. Qt's
 geometry blob is kept as opaque base64 text; this module never interprets
 it, so it stays Qt-free.
 """
@@ -71,6 +72,7 @@ class WindowState:
         remote_tabs: the open conversations kept on servers, left to right.
         current_remote: the server conversation in front, if one was.
         export_folder: where the last export was saved ("" before the first).
+        intro_dismissed: the first-start introduction was dismissed (it stays hidden).
     """
 
     tabs: tuple[str, ...] = ()
@@ -80,6 +82,7 @@ class WindowState:
     remote_tabs: tuple[RemoteTab, ...] = ()
     current_remote: RemoteTab | None = None
     export_folder: str = ""
+    intro_dismissed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The file's shape."""
@@ -92,6 +95,7 @@ class WindowState:
             "remoteTabs": [tab.to_json() for tab in self.remote_tabs],
             "currentRemote": self.current_remote.to_json() if self.current_remote else None,
             "exportFolder": self.export_folder,
+            "introDismissed": self.intro_dismissed,
         }
 
 
@@ -148,6 +152,7 @@ def _parse(data: object) -> WindowState | None:
         remote_tabs=remote_tabs,
         current_remote=current_remote if current_remote in remote_tabs else None,
         export_folder=export_folder,
+        intro_dismissed=data.get("introDismissed") is True,
     )
 
 

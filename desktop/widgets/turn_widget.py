@@ -34,6 +34,7 @@ from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
 from branchwise.desktop.widgets.style import set_style_property
+from branchwise.desktop.widgets.usage_label import figures_text, figures_tooltip
 
 STREAM_REPAINT_MS = 50
 #: A repaint that took t ms waits at least this many times t before the next one,
@@ -222,6 +223,10 @@ class TurnWidget(QFrame):
         self.number_label = QLabel(self)
         self.number_label.setObjectName("turnNumber")
         footer.addWidget(self.number_label)
+        self.figures_label = QLabel(self)
+        self.figures_label.setObjectName("turnFigures")
+        self.figures_label.setTextFormat(Qt.TextFormat.PlainText)
+        footer.addWidget(self.figures_label)
         footer.addStretch(1)
         self.edit_button = self._action_button(EDIT_BUTTON, self._open_editor)
         self.regenerate_button = self._action_button(REGENERATE_BUTTON, self._regenerate)
@@ -443,6 +448,10 @@ class TurnWidget(QFrame):
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
         else:
             self.number_label.setText(_("Imported history"))
+        figures = None if row.running else row.figures
+        self.figures_label.setVisible(figures is not None)
+        self.figures_label.setText(figures_text(figures) if figures is not None else "")
+        self.figures_label.setToolTip(figures_tooltip(figures) if figures is not None else "")
 
     def message_label(self, message_id: str) -> MessageLabel | None:
         """The label showing one message of this turn."""

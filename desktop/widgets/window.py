@@ -48,11 +48,13 @@ from branchwise.desktop.host.importing import Importing
 from branchwise.desktop.host.merge_journal import JOURNAL_NAME as MERGE_JOURNAL
 from branchwise.desktop.host.merging import resume_merges
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
+from branchwise.desktop.host.sample import create_sample
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.import_dialog import ImportDialog
+from branchwise.desktop.widgets.introduction import Introduction
 from branchwise.desktop.widgets.notice_area import NoticeArea
 from branchwise.desktop.widgets.remote_servers import RemoteServers
 from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
@@ -63,6 +65,7 @@ from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
 from branchwise.desktop.widgets.theme import theme_for
 from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
+from branchwise.desktop.widgets.usage_label import UsageLabel
 
 TAB_TITLE_CHARS = 28
 MERGE_RETRY_MS = 20_000
@@ -145,7 +148,17 @@ class MainWindow(QMainWindow):
         right_layout.setContentsMargins(0, 0, 0, 0)
         right_layout.setSpacing(0)
         right_layout.addWidget(self.tabs, 1)
-        right_layout.addWidget(self.empty_label, 1)
+        self.introduction = Introduction(self)
+        self.introduction.sample_requested.connect(self.try_sample)
+        self.introduction.dismissed.connect(self.dismiss_introduction)
+        self.intro_dismissed = False
+        self.empty_state = QWidget(self)
+        empty_layout = QVBoxLayout(self.empty_state)
+        empty_layout.addStretch(1)
+        empty_layout.addWidget(self.introduction, 0, Qt.AlignmentFlag.AlignHCenter)
+        empty_layout.addWidget(self.empty_label)
+        empty_layout.addStretch(1)
+        right_layout.addWidget(self.empty_state, 1)
         right_layout.addWidget(self.notice_area)
         self.splitter = splitter = QSplitter(self)
         splitter.setObjectName("mainSplitter")
@@ -177,6 +190,8 @@ class MainWindow(QMainWindow):
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
         self.statusBar().addPermanentWidget(self.provider_label)
+        self.usage_label = UsageLabel(host, self)
+        self.statusBar().addWidget(self.usage_label)
         self._settings_dialog: SettingsDialog | None = None
         self._build_menus()
         self.remote_servers = RemoteServers(self)
@@ -518,6 +533,25 @@ class MainWindow(QMainWindow):
         tab = self.open_tab(session.session_id)
         tab.composer.editor.setFocus()
 
+    def try_sample(self) -> None:
+        """The introduction's "Try a sample conversation": made off the UI thread, then shown."""
+        self.introduction.set_making(True)
+
+        async def make() -> None:
+            try:
+                sample = await create_sample(self.host)
+            finally:
+                self.introduction.set_making(False)
+            self.open_tab(sample.root)
+
+        self.host.spawn(make(), "make the sample conversation")
+
+    def dismiss_introduction(self) -> None:
+        """Hide the introduction for good (remembered in the window state)."""
+        self.intro_dismissed = True
+        self._render_empty_state()
+        self.save_state()
+
     def _close_tab_at(self, index: int) -> None:
         tab = self.tabs.widget(index)
         if not isinstance(tab, ConversationTab):
@@ -726,6 +760,7 @@ class MainWindow(QMainWindow):
         current = self.current_tab()
         if changes.settings or (current is not None and changes.touches(current.session_id)):
             self._render_provider()
+        self.usage_label.apply_changes(changes)
 
     def _text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
         tab = self.tab_for(session_id)
@@ -734,6 +769,7 @@ class MainWindow(QMainWindow):
 
     def _current_changed(self, _index: int) -> None:
         tab = self.current_tab()
+        self.usage_label.show_for(tab.ref if tab is not None else None)
         if tab is not None and not tab.ref.remote:
             self.sidebar.select(tab.session_id)
         focused = QApplication.focusWidget()
@@ -766,11 +802,14 @@ class MainWindow(QMainWindow):
             remote_tabs=self.remote_servers.tab_states(),
             current_remote=self.remote_servers.current_state(),
             export_folder=self.export_folder,
+            intro_dismissed=self.intro_dismissed,
         )
 
     def restore_state(self, state: WindowState) -> None:
         """Reopen last time's tabs; a conversation that is gone or trashed is skipped."""
         self._restoring = True
+        self.intro_dismissed = state.intro_dismissed
+        self._render_empty_state()
         try:
             self.export_folder = state.export_folder or self.export_folder
             if state.geometry:
@@ -834,6 +873,8 @@ class MainWindow(QMainWindow):
         self.export_action.setEnabled(has_tabs)
         self.tabs.setVisible(has_tabs)
         self.empty_label.setVisible(not has_tabs)
+        self.empty_state.setVisible(not has_tabs)
+        self.introduction.setVisible(not has_tabs and not self.intro_dismissed)
         self._render_window_title()
         self._render_actions()
 
@@ -969,6 +1010,8 @@ class MainWindow(QMainWindow):
         )
         self._render_language_menu()
         self._render_provider()
+        self.usage_label.retranslate_ui()
+        self.introduction.retranslate_ui()
         self.sidebar.retranslate_ui()
         self.remote_servers.retranslate_ui()
         self.search_panel.retranslate_ui()

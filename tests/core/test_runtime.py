@@ -13,6 +13,7 @@ import orjson
 from helpers.cli import cli_command, wait_for_partial_text
 from helpers.recording import Recorder
 
+from branchwise.core.projection.figures import estimate_prompt_tokens, estimate_tokens
 from branchwise.core.providers.demo import DemoProvider, demo_answer, split_chunks
 from branchwise.core.runtime import TurnResult, TurnRunner
 from branchwise.core.store.store import SessionStore
@@ -37,7 +38,13 @@ def test_a_whole_turn_is_streamed_and_committed(store: SessionStore) -> None:
         result.message_id,
         result.boundary_sequence,
     )
-    assert snapshot.projection.output_tokens == len(recorder.chunks)
+    # The demo counts words, not tokens: its figures are the documented estimate.
+    figures = snapshot.projection.answer_figures(result.turn_id)
+    assert figures is not None and figures.estimated
+    assert snapshot.projection.output_tokens == figures.output_tokens == estimate_tokens(answer)
+    assert figures.input_tokens == estimate_prompt_tokens(
+        [{"role": "user", "content": "Hello there"}]
+    )
 
 
 def test_the_model_sees_the_whole_conversation(store: SessionStore) -> None:

@@ -65,7 +65,11 @@ def test_targets_fork_child_lineage_tree(tmp_path: Path) -> None:
 
     fork_id = forked["childSessionId"]
     _, shown = run_cli(root, "session", "show", fork_id)
-    assert len(shown["turns"]) == 1 and shown["usage"] == {"inputTokens": 0, "outputTokens": 0}
+    assert len(shown["turns"]) == 1 and shown["usage"] == {
+        "inputTokens": 0,
+        "outputTokens": 0,
+        "estimated": False,
+    }
 
     _, child = run_cli(
         root, "session", "child", fork_id, "--title", "Helper", "--turn", first["turnId"]

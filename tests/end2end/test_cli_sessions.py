@@ -22,9 +22,14 @@ def test_new_say_show_list_verify(tmp_path: Path) -> None:
     assert said["endReason"] == "completed"
     _, shown = run_cli(root, "session", "show", session_id)
     assert shown["title"] == "Plans" and shown["generation"] == 1 and shown["parent"] is None
+    turn_usage = shown["turns"][0].pop("usage")
     assert shown["turns"] == [
         {k: said[k] for k in ("turnId", "messageId", "boundarySequence", "endReason")}
     ]
+    # The demo reports no token counts: the turn's figures are estimated, and timed.
+    assert turn_usage["estimated"] is True and turn_usage["inherited"] is False
+    assert turn_usage["outputTokens"] == shown["usage"]["outputTokens"]
+    assert isinstance(turn_usage["firstTokenMs"], int)
     assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
     assert shown["messages"][1]["messageId"] == said["messageId"]
     assert shown["usage"]["outputTokens"] > 0

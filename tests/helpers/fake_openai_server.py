@@ -65,6 +65,11 @@ class Behaviour:
         whole_json: ignore ``stream`` and answer one JSON completion, as some servers do.
         retry_after: the ``Retry-After`` header sent with an error ``status``.
         raw_body: send exactly these bytes as the streamed body instead of chunks.
+        context_length: the model's context window, stated the way ``kind`` states it.
+        kind: which server's own API states ``context_length``: ``"lmstudio"``
+            (``GET /api/v0/models``), ``"ollama"`` (``POST /api/show``) or
+            ``"llamacpp"`` (``GET /props``); the others answer 404, as they
+            do on servers that are not that kind.
     """
 
     chunks: Sequence[str] = DEFAULT_CHUNKS
@@ -91,6 +96,8 @@ class Behaviour:
     whole_json: bool = False
     retry_after: int | None = None
     raw_body: bytes | None = None
+    context_length: int | None = None
+    kind: str = "llamacpp"
 
 
 class FakeOpenAIServer:
@@ -128,6 +135,9 @@ class FakeOpenAIServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/api/v0/models", self._lmstudio_models)
+        app.router.add_post("/api/show", self._ollama_show)
+        app.router.add_get("/props", self._llamacpp_props)
         self._runner = web.AppRunner(
             app, access_log=None, handle_signals=False, shutdown_timeout=0.2
         )
@@ -187,6 +197,41 @@ class FakeOpenAIServer:
             for m in b.models
         ]
         return web.json_response({"object": "list", "data": data})
+
+    def _states_context(self, request: web.Request, kind: str) -> bool:
+        self._record(request, None)
+        b = self.behaviour
+        return b.kind == kind and b.context_length is not None
+
+    async def _lmstudio_models(self, request: web.Request) -> web.Response:
+        if not self._states_context(request, "lmstudio"):
+            return web.Response(status=404, text="Unexpected endpoint or method.")
+        data = [
+            {
+                "id": m,
+                "object": "model",
+                "type": "llm",
+                "state": "loaded",
+                "max_context_length": self.behaviour.context_length,
+            }
+            for m in self.behaviour.models
+        ]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _ollama_show(self, request: web.Request) -> web.Response:
+        if not self._states_context(request, "ollama"):
+            return web.Response(status=404, text="404 page not found")
+        info = {
+            "general.architecture": "llama",
+            "llama.context_length": self.behaviour.context_length,
+        }
+        return web.json_response({"details": {"family": "llama"}, "model_info": info})
+
+    async def _llamacpp_props(self, request: web.Request) -> web.Response:
+        if not self._states_context(request, "llamacpp"):
+            return web.Response(status=404, text="File Not Found")
+        settings = {"n_ctx": self.behaviour.context_length, "temperature": 0.8}
+        return web.json_response({"default_generation_settings": settings, "total_slots": 1})
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
