@@ -762,3 +762,13 @@ class QtLibrariesMissing(BranchwiseError):
     code = "qt_libraries_missing"
     definitive = True
     http_status = 500
+
+
+class NoDisplay(BranchwiseError):
+    """No display to open the window on (no ``DISPLAY`` nor ``WAYLAND_DISPLAY``), found before
+    Qt starts: Qt itself would abort naming a library that is not the problem.
+    """
+
+    code = "no_display"
+    definitive = True
+    http_status = 500

@@ -53,6 +53,12 @@ PROVIDERS = ("demo", "openai")
 THEMES = ("system", "light", "dark")
 ThemeChoice = Literal["system", "light", "dark"]
 DEFAULT_KEY_ENVS = ("BRANCHWISE_API_KEY", "OPENAI_API_KEY")
+DEFAULT_DEMO_PACE = 40
+"""Words per second the demo responder streams at: slow enough to watch an answer
+arrive and branch while it does, fast enough not to be a wait."""
+MAX_DEMO_PACE = 10_000
+DEMO_PACE_ENV = "BRANCHWISE_DEMO_PACE"
+"""Overrides the saved pace (words per second; ``0`` = instant), for scripts and test runs."""
 ProviderKind = Literal["demo", "openai"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -143,6 +149,7 @@ class Settings:
             (``None``: the server's default).
         theme: ``system`` (follow the system's colour scheme), ``light`` or ``dark``;
             files written before themes existed read as ``system``.
+        demo_pace: words per second the demo responder streams (``0``: all at once).
     """
 
     provider: ProviderKind = "demo"
@@ -155,6 +162,7 @@ class Settings:
     system_prompt: str = ""
     temperature: float | None = None
     theme: ThemeChoice = "system"
+    demo_pace: int = DEFAULT_DEMO_PACE
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape (camelCase, with the format version)."""
@@ -170,6 +178,7 @@ class Settings:
             "systemPrompt": self.system_prompt,
             "temperature": self.temperature,
             "theme": self.theme,
+            "demoPace": self.demo_pace,
         }
 
     @property
@@ -189,6 +198,7 @@ _JSON_NAMES = {
     "systemPrompt": "system_prompt",
     "temperature": "temperature",
     "theme": "theme",
+    "demoPace": "demo_pace",
 }
 assert set(_JSON_NAMES.values()) == {f.name for f in fields(Settings)}
 
@@ -254,6 +264,12 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         raise InvalidSettings(
             f"theme must be one of {', '.join(THEMES)}, not {theme!r}", field="theme"
         )
+    demo_pace = values.get("demo_pace", DEFAULT_DEMO_PACE)
+    if type(demo_pace) is not int or not 0 <= demo_pace <= MAX_DEMO_PACE:
+        raise InvalidSettings(
+            f"demoPace must be a whole number of words per second from 0 to {MAX_DEMO_PACE}",
+            field="demoPace",
+        )
     try:
         defaults = validate_conversation_settings(
             system=values.get("system_prompt"), temperature=values.get("temperature")
@@ -272,6 +288,7 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         system_prompt=defaults.system or "",
         temperature=defaults.temperature,
         theme=theme,
+        demo_pace=demo_pace,
     )
 
 
@@ -365,6 +382,19 @@ def resolve_api_key(settings: Settings, environ: Mapping[str, str] | None = None
         if value:
             return value
     return None
+
+
+def demo_pace(settings: Settings, environ: Mapping[str, str] | None = None) -> int:
+    """Words per second for the demo responder: ``$BRANCHWISE_DEMO_PACE`` if valid, else saved.
+
+    The variable lets a script or a test run ask for instant answers without
+    changing the person's settings; a value that is not a pace is ignored.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(DEMO_PACE_ENV, "").strip()
+    if raw.isdigit() and int(raw) <= MAX_DEMO_PACE:
+        return int(raw)
+    return settings.demo_pace
 
 
 def _is_openai(base_url: str) -> bool:

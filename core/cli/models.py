@@ -21,6 +21,7 @@ from branchwise.core.errors import InvalidSettings
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.detect import candidate_urls, choose_provider, detect_servers
+from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import (
     Settings,
     SettingsNotice,
@@ -45,6 +46,11 @@ def register_top(sub: argparse._SubParsersAction) -> None:
     )
     models.add_argument(
         "--timeout", type=float, default=1.0, help="seconds per server when detecting"
+    )
+    models.add_argument(
+        "--all",
+        action="store_true",
+        help="list embedding models too (left out by default: they cannot chat)",
     )
     models.set_defaults(func=cmd_models)
 
@@ -152,7 +158,10 @@ def cmd_models(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         result = {"servers": [server.to_json() for server in servers]}
     else:
         provider = provider_from_args(store, args)
-        models = asyncio.run(provider.list_models())
+        if isinstance(provider, OpenAIProvider):
+            models = asyncio.run(provider.list_models(include_embedding=args.all))
+        else:
+            models = asyncio.run(provider.list_models())
         result = {
             "provider": "openai" if settings.configured else "demo",
             "baseUrl": settings.base_url if settings.configured else None,

@@ -260,6 +260,11 @@ REASONS: Mapping[str, str] = {
         "On Fedora:\n"
         "    {dnf}"
     ),
+    "no_display": N_(
+        "Branchwise cannot open its window: no display was found (DISPLAY and "
+        "WAYLAND_DISPLAY are not set). Set DISPLAY (for example ssh -X) or use the "
+        "command line (branchwise --help); for headless use set QT_QPA_PLATFORM=offscreen."
+    ),
 }
 """Reason code -> English text (a msgid). Placeholders use ``{name}``."""
 
@@ -298,6 +303,14 @@ def _imported(n: int) -> str:
     )
 
 
+def _imported_with_branches(n: int) -> str:
+    return ngettext(
+        "Imported {n} conversation with {branches} ({existing} already there, {skipped} skipped).",
+        "Imported {n} conversations with {branches} ({existing} already there, {skipped} skipped).",
+        n,
+    )
+
+
 def _import_cancelled(n: int) -> str:
     return ngettext(
         "Import cancelled after {n} conversation ({existing} already there, {skipped} skipped).",
@@ -310,6 +323,8 @@ PLURAL_REASONS: Mapping[str, Callable[[int], str]] = {
     "fork_recovered": _recovered,
     "journal_record_dropped": _dropped,
     "import_finished": _imported,
+    # ``count`` is the conversations, ``branches`` their forks and sub-agents (a number).
+    "import_finished_with_branches": _imported_with_branches,
     "import_cancelled": _import_cancelled,
 }
 """Codes whose sentence depends on a ``count`` param (shown as ``{n}``)."""
@@ -350,6 +365,8 @@ def reason_text(code: str, **params: Any) -> str:
         # "Could not branch: {reason}" carries a refusal code; show its sentence.
         params = {**params, "reason": reason_text(nested)}
     plural = PLURAL_REASONS.get(code)
+    if isinstance(params.get("branches"), int):
+        params = {**params, "branches": branch_count(params["branches"])}
     if plural is not None:
         count = _count(params)
         return fill(plural(count), {**params, "n": format_number(count)})

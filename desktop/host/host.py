@@ -34,6 +34,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -857,6 +858,24 @@ class Host:
         self.index.put(manifest)
         return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
 
+    def title_anywhere(self, session_id: str) -> str:
+        """The best known title of a conversation named by id only (as a notice names it).
+
+        This machine's first, then a server's: ids are random, so one found on a
+        server is that conversation (a branch made there is announced by its title).
+        """
+        title = self.title(session_id)
+        if title or session_id in self.index.by_id:
+            return title
+        for ref, conversation in self._remote.items():
+            if ref.session_id == session_id:
+                return conversation.title
+        for server in self.servers.sources:
+            title = server.title(session_id)
+            if title:
+                return title
+        return ""
+
     def running_at(self, ref: ConversationRef) -> bool:
         """A turn runs in the conversation (here, or on its server)."""
         conversation = self.conversation(ref)
@@ -1238,6 +1257,20 @@ class Host:
         effective = for_conversation(self.settings, conversation)
         return self._provider_factory(effective), effective.system_prompt
 
+    def answers_from(self, ref: ConversationRef | None) -> AnswersFrom:
+        """Who answers ``ref``'s next turn: its own model, the app's, or its server's.
+
+        No conversation (or one not open) means the app's provider.
+        """
+        conversation = self.conversation(ref) if ref is not None else None
+        projection = conversation.projection if conversation is not None else None
+        own = projection.settings if projection is not None else ConversationSettings()
+        if ref is not None and ref.server is not None:
+            source = self.server_of(ref)
+            return AnswersFrom(own.model or "", server=source.name if source else ref.server)
+        provider = self.turn_provider(own, ref.session_id if ref is not None else None)[0]
+        return AnswersFrom(provider.label, demo=isinstance(provider, DemoProvider))
+
     def answer_with_demo(self, root_session_id: str) -> None:
         """Have the demo responder answer this conversation and its branches while the app runs.
 
@@ -1263,6 +1296,23 @@ class Host:
         self.settings = settings
         self.provider = self._provider_factory(settings)
         return self.emit(Changes(settings=True))
+
+
+@dataclass(frozen=True, slots=True)
+class AnswersFrom:
+    """Who answers the next turn of a conversation, for the status bar.
+
+    Attributes:
+        label: the provider's label (``llama3.2 @ 127.0.0.1:11434``); for a
+            server's conversation, the conversation's own model or ``""`` when
+            the server's default model answers.
+        demo: the offline demo responder answers.
+        server: the ``branchwise serve`` server's name whose model answers, if any.
+    """
+
+    label: str
+    demo: bool = False
+    server: str | None = None
 
 
 class _SearchStopped(Exception):

@@ -118,13 +118,15 @@ class ModelList:
     """A model server's answer to "which models do you offer?".
 
     Attributes:
-        models: the model ids, in the server's order.
+        models: the model ids, in the server's order (embedding models too).
+        embedding: those of ``models`` that only make embeddings (cannot chat).
         unlisted: a reason code when the server does not list models (not a
             failure: such a server chats with a typed model name).
         failure: a reason code when the server could not be asked.
     """
 
     models: tuple[str, ...] = ()
+    embedding: frozenset[str] = frozenset()
     unlisted: str | None = None
     failure: str | None = None
 
@@ -223,12 +225,15 @@ class Operations:
         """The models of the server ``draft`` names (its address and key as typed, unsaved)."""
         try:
             provider = OpenAIProvider(draft.base_url, "", api_key=resolve_api_key(draft))
-            models = await provider.list_models()
+            entries = await provider.model_entries()
         except ModelListUnavailable as exc:
             return ModelList(unlisted=exc.code)
         except ProviderError as exc:
             return ModelList(failure=exc.code)
-        return ModelList(models=tuple(models))
+        return ModelList(
+            models=tuple(entry.id for entry in entries),
+            embedding=frozenset(entry.id for entry in entries if entry.embedding),
+        )
 
     async def detect_servers(
         self, draft: Settings, candidates: Sequence[str] | None = None

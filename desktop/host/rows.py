@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from branchwise.core.conversation.ask_again import retried_turns
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet, TargetReason
 from branchwise.core.projection.figures import AnswerFigures
@@ -85,6 +86,7 @@ class Row:
         entries: the messages, in order.
         end_reason: how the turn ended; ``None`` while it runs.
         error: the failure text of a turn that ended in error.
+        retried: a failed turn whose prompt a later turn answered (nothing to retry).
         figures: the answer's token and speed figures, once its ``usage`` is committed.
     """
 
@@ -95,6 +97,7 @@ class Row:
     entries: tuple[Entry, ...]
     end_reason: str | None
     error: str | None = None
+    retried: bool = False
     figures: AnswerFigures | None = None
 
     @property
@@ -181,6 +184,7 @@ def rows_from_projection(
             order.append(message.turn_id)
         bucket.append(message)
     turn_positions = {turn.turn_id: turn for turn in projection.turns}
+    retried = retried_turns(projection)
     sources = _merge_sources(projection)
     rows: list[Row] = []
     for name in order:
@@ -198,10 +202,11 @@ def rows_from_projection(
                 )
             )
         else:
-            rows.append(_turn_row(projection, turn_positions[name], grouped[name], live))
+            turn = turn_positions[name]
+            rows.append(_turn_row(projection, turn, grouped[name], live, turn.turn_id in retried))
     for turn in projection.turns:
         if turn.turn_id not in grouped:  # a turn with no message at all (damaged history)
-            rows.append(_turn_row(projection, turn, [], live))
+            rows.append(_turn_row(projection, turn, [], live, turn.turn_id in retried))
     return rows
 
 
@@ -221,7 +226,8 @@ def row_for_turn(
         elif seen_turn:
             break
     messages.reverse()
-    return _turn_row(projection, turn, messages, live)
+    retried = turn.end_reason == "error" and turn_id in retried_turns(projection)
+    return _turn_row(projection, turn, messages, live, retried)
 
 
 def _turn_row(
@@ -229,6 +235,7 @@ def _turn_row(
     turn: Any,
     messages: list[Message],
     live: Mapping[str, tuple[str, str]] | None,
+    retried: bool = False,
 ) -> Row:
     entries = [_entry(m) for m in messages]
     answer_id = turn.message_id
@@ -250,6 +257,7 @@ def _turn_row(
         entries=tuple(entries),
         end_reason=turn.end_reason,
         error=turn.error,
+        retried=retried,
         figures=projection.answer_figures(turn.turn_id),
     )
 

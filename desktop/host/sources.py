@@ -50,7 +50,7 @@ from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.projection import Projection
-from branchwise.core.remote.client import RemoteStore
+from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import (
     CAP_EVENTS_LAST_TURNS,
     CAP_FORK_ORIGIN,
@@ -843,6 +843,32 @@ class Servers:
             self.add(connection, read_token(self.root, connection), **options)
             for connection in load_connections(self.root)
         ]
+
+    async def try_connect(self, name: str, url: str, token: str, **options: Any) -> RemoteSource:
+        """Ask the server first; only a server that takes the token is saved and connected.
+
+        A wrong token used to be saved anyway, the refusal coming later as a
+        notice: now nothing is written until the server has answered.
+
+        Raises:
+            InvalidServerUrl: as :meth:`connect`.
+            RemoteRefusal: the server refused (``unauthorized``: a wrong token).
+            RemoteUnavailable: nothing answered there.
+        """
+        checked = server_url(url)
+        probe = RemoteStore(checked, token.strip(), timeout=float(options.get("timeout", 10.0)))
+        if token.strip() and not any(c.isspace() for c in token.strip()):
+            await probe.list_sessions()  # needs the token, as every route does
+        return self.connect(name, checked, token, **options)
+
+    async def last_saved(self) -> tuple[Connection, str] | None:
+        """The server saved last and its token, to show when "Connect to server…" reopens."""
+
+        def read() -> tuple[Connection, str] | None:
+            saved = load_connections(self.root)
+            return (saved[-1], read_token(self.root, saved[-1])) if saved else None
+
+        return await asyncio.to_thread(read)
 
     def connect(self, name: str, url: str, token: str, **options: Any) -> RemoteSource:
         """Save a new server (its token in a private file) and connect to it.

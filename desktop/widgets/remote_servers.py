@@ -15,7 +15,7 @@ carry out.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import shiboken6
@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, RemoteRefusal, RemoteUnavailable
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.connections import Connection
@@ -112,6 +112,8 @@ class ConnectDialog(QDialog):
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
+        self.submit: Callable[[ConnectDialog], Awaitable[bool]] | None = None
+        self._pending: asyncio.Task[None] | None = None
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         self.form = QFormLayout()
@@ -124,10 +126,46 @@ class ConnectDialog(QDialog):
         layout.addWidget(self.buttons)
         self.retranslate_ui()
 
-    def show_error(self, code: str) -> None:
-        """Say why the input cannot be used (the dialog stays open)."""
-        self.error_label.setText(reason_text(code))
+    def show_error(self, code: str, server_said: str = "") -> None:
+        """Say why the input cannot be used (the dialog stays open).
+
+        ``server_said`` is the server's refusal in its own words, shown beneath.
+        """
+        text = reason_text(code)
+        if server_said:
+            text += "\n" + fill(_("The server said: {message}"), {"message": server_said})
+        self.error_label.setText(text)
         self.error_label.show()
+
+    def fill_saved(self, connection: Connection, token: str) -> None:
+        """Show a saved server's fields (only into a dialog nobody has typed in yet)."""
+        edits = (self.name_edit, self.url_edit, self.token_edit)
+        if any(edit.text() for edit in edits):
+            return
+        self.name_edit.setText(connection.name)
+        self.url_edit.setText(connection.url)
+        self.token_edit.setText(token)
+
+    def accept(self) -> None:
+        """Connect: the dialog closes only once the server has taken the token."""
+        if self.submit is None:
+            super().accept()
+            return
+        if self._pending is not None and not self._pending.done():
+            return
+        self._pending = asyncio.ensure_future(self._connect(self.submit))
+
+    async def _connect(self, submit: Callable[[ConnectDialog], Awaitable[bool]]) -> None:
+        ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok_button.setEnabled(False)
+        self.error_label.hide()
+        try:
+            done = await submit(self)
+        finally:
+            if shiboken6.isValid(ok_button):
+                ok_button.setEnabled(True)
+        if done and shiboken6.isValid(self):
+            super().accept()
 
     def retranslate_ui(self) -> None:
         """Render the dialog's texts in the current language."""
@@ -269,18 +307,30 @@ class RemoteServers(QObject):
         dialog = ConnectDialog(self.window.tabs.window())
         self.dialog = dialog
 
-        def accepted() -> None:
+        async def submit(entered: ConnectDialog) -> bool:
             try:
-                server = self.host.servers.connect(
-                    dialog.name_edit.text(), dialog.url_edit.text(), dialog.token_edit.text()
+                server = await self.host.servers.try_connect(
+                    entered.name_edit.text(), entered.url_edit.text(), entered.token_edit.text()
                 )
+            except RemoteRefusal as exc:
+                entered.show_error(exc.code, exc.message)  # keep what was typed
+                return False
+            except RemoteUnavailable as exc:
+                entered.show_error(exc.code, exc.message)
+                return False
             except BranchwiseError as exc:
-                dialog.show_error(exc.code)
-                dialog.open()  # keep what was typed; say what is wrong
-                return
+                entered.show_error(exc.code)
+                return False
             self._show(server)
+            return True
 
-        dialog.accepted.connect(accepted)
+        async def fill_saved() -> None:
+            saved = await self.host.servers.last_saved()
+            if saved is not None and shiboken6.isValid(dialog):
+                dialog.fill_saved(*saved)
+
+        dialog.submit = submit
+        self.host.spawn(fill_saved(), "show the saved server")
         dialog.open()
         return dialog
 

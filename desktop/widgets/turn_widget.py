@@ -38,6 +38,7 @@ from branchwise.desktop.host.landing import TurnTarget
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
+from branchwise.desktop.widgets.style import set_style_property
 from branchwise.desktop.widgets.usage_label import figures_text, figures_tooltip
 
 STREAM_REPAINT_MS = 50
@@ -477,7 +478,7 @@ class TurnWidget(QFrame):
         finished = self._ask_again is not None and row.turn_id is not None and not row.running
         self.edit_button.setVisible(finished and bool(row.prompt) and not self.editing)
         self.regenerate_button.setVisible(finished and bool(row.prompt) and bool(row.answer))
-        self.retry_button.setVisible(finished and row.failed)
+        self.retry_button.setVisible(finished and row.failed and not row.retried)
         texts = (
             ("edit", self.edit_button, _("Edit"), _("Edit this prompt and send it as a branch")),
             (
@@ -594,7 +595,7 @@ class TurnWidget(QFrame):
             text = _("This turn was interrupted.")
         self.status_label.setText(text)
         self.status_label.setVisible(bool(text))
-        self.status_label.setProperty("error", row.end_reason == "error")
+        set_style_property(self.status_label, "error", row.end_reason == "error")
         if row.index is not None:
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
         elif self.row.brought_back:

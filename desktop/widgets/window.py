@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QDir, QPoint, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
@@ -42,7 +42,6 @@ from branchwise.core.i18n.language import (
 )
 from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
-from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
@@ -119,6 +118,8 @@ class MainWindow(QMainWindow):
         self.host = host
         self._apply_theme()
         self.first_run = first_run
+        #: The folder the last export went to ("": none yet; the documents folder is offered).
+        self.export_folder = ""
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False
         self._close_when_idle: set[ConversationRef] = set()
@@ -249,7 +250,8 @@ class MainWindow(QMainWindow):
         self.trash_action.setObjectName("trashAction")
         self.trash_action.triggered.connect(self.show_trash)
         self.settings_action = QAction(self)
-        self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        # Ctrl+, as in most desktop apps (Qt's Preferences key is empty off macOS; Cmd+, there).
+        self.settings_action.setShortcut(QKeySequence("Ctrl+,"))
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
         self.settings_action.triggered.connect(self.show_settings)
         self.quit_action = QAction(self)
@@ -377,7 +379,7 @@ class MainWindow(QMainWindow):
 
         ("Branch created: <title> · Regenerated 2"), rendered when the notice is.
         """
-        title = untitled(self.host.title(session_id))
+        title = untitled(self.host.title_anywhere(session_id))
         label = self.host.label_at(ConversationRef(session_id))
         return title + LABEL_SEPARATOR + label if label else title
 
@@ -938,6 +940,7 @@ class MainWindow(QMainWindow):
         dialog.filterSelected.connect(
             lambda chosen: dialog.setDefaultSuffix("json" if chosen == json else "md")
         )
+        dialog.setDirectory(self._export_folder())
         dialog.selectFile(_file_name(tab.title))
         dialog.fileSelected.connect(lambda path: self.export_to(session_id, Path(path)))
         dialog.finished.connect(dialog.deleteLater)
@@ -945,8 +948,22 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
+    def _export_folder(self) -> str:
+        """Where the export dialog opens: the last export's folder, else the user's documents.
+
+        Never the working folder the app happened to start in.
+        """
+        if self.export_folder and QDir(self.export_folder).exists():
+            return self.export_folder
+        documents = QStandardPaths.writableLocation(
+            QStandardPaths.StandardLocation.DocumentsLocation
+        )
+        return documents if documents and QDir(documents).exists() else QDir.homePath()
+
     def export_to(self, session_id: str, path: Path) -> None:
         """Write the export (the save dialog already asked before replacing a file)."""
+        self.export_folder = str(path.parent)
+        self._state_changed()
         self.host.spawn(
             self.host.operations.export(session_id, path, initiator=self), "export conversation"
         )
@@ -1044,7 +1061,8 @@ class MainWindow(QMainWindow):
             if changes.sidebar or changes.touches(tab.session_id):
                 tab.apply_changes(changes)
                 self._render_tab_title(tab)
-        if changes.settings:
+        current = self.current_tab()
+        if changes.settings or (current is not None and changes.touches(current.session_id)):
             self._render_provider()
         self.usage_label.apply_changes(changes)
         dialog = self.branch_map
@@ -1064,8 +1082,14 @@ class MainWindow(QMainWindow):
         self.usage_label.show_for(tab.ref if tab is not None else None)
         if tab is not None and not tab.ref.remote:
             self.sidebar.select(tab.session_id)
+        focused = QApplication.focusWidget()
+        if tab is not None and (focused is None or self.tabs.isAncestorOf(focused)):
+            # Qt hands focus to the new page's first focusable widget (a branch's
+            # "Open parent conversation" button), where typed text would be lost.
+            tab.composer.editor.setFocus()
         self._render_window_title()
         self._render_actions()
+        self._render_provider()
         self._state_changed()
 
     # -- remembering the window --------------------------------------------------
@@ -1087,6 +1111,7 @@ class MainWindow(QMainWindow):
             splitter=tuple(self.splitter.sizes()),
             remote_tabs=self.remote_servers.tab_states(),
             current_remote=self.remote_servers.current_state(),
+            export_folder=self.export_folder,
             intro_dismissed=self.intro_dismissed,
         )
 
@@ -1096,6 +1121,7 @@ class MainWindow(QMainWindow):
         self.intro_dismissed = state.intro_dismissed
         self._render_empty_state()
         try:
+            self.export_folder = state.export_folder or self.export_folder
             if state.geometry:
                 self.restoreGeometry(QByteArray(state.geometry))
             if len(state.splitter) == self.splitter.count() and all(state.splitter):
@@ -1172,11 +1198,19 @@ class MainWindow(QMainWindow):
         self._render_actions()
 
     def _render_provider(self) -> None:
-        provider = self.host.provider
-        if isinstance(provider, DemoProvider):
+        """The model the conversation in front will use (its own, the app's, or its server's)."""
+        tab = self.current_tab()
+        answers = self.host.answers_from(tab.ref if tab is not None else None)
+        if answers.server is not None and answers.label:
+            label = fill(
+                _("{model} on {server}"), {"model": answers.label, "server": answers.server}
+            )
+        elif answers.server is not None:
+            label = fill(_("The model of {server}"), {"server": answers.server})
+        elif answers.demo:
             label = _("Demo responder (offline)")
         else:
-            label = provider.label
+            label = answers.label
         self.provider_label.setText(label)
         self.provider_label.setToolTip(
             fill(_("Answers come from: {provider}"), {"provider": label})

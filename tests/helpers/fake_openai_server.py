@@ -22,8 +22,8 @@ import argparse
 import asyncio
 import contextlib
 import signal
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,8 @@ class Behaviour:
         list_models: ``False`` answers ``GET /v1/models`` with a plain 404 page, as
             servers that chat without listing models do.
         owned_by: the ``owned_by`` of every model (servers differ; detection reads it).
+        model_fields: extra fields of some models' entries (``{"type": "embeddings"}``
+            as LM Studio marks an embedding model).
         reject_stream_options: answer 400 naming ``stream_options`` when it is sent.
         whole_json: ignore ``stream`` and answer one JSON completion, as some servers do.
         retry_after: the ``Retry-After`` header sent with an error ``status``.
@@ -89,6 +91,7 @@ class Behaviour:
     models: Sequence[str] = ("fake-model", "fake-model-2")
     list_models: bool = True
     owned_by: str = "fake"
+    model_fields: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     reject_stream_options: bool = False
     whole_json: bool = False
     retry_after: int | None = None
@@ -189,7 +192,10 @@ class FakeOpenAIServer:
             return web.Response(status=404, text="404 page not found")
         if b.status is not None:
             return _json_error(b.status, b.error_message, b.error_body)
-        data = [{"id": m, "object": "model", "owned_by": b.owned_by} for m in b.models]
+        data = [
+            {"id": m, "object": "model", "owned_by": b.owned_by, **b.model_fields.get(m, {})}
+            for m in b.models
+        ]
         return web.json_response({"object": "list", "data": data})
 
     def _states_context(self, request: web.Request, kind: str) -> bool:
@@ -343,6 +349,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--require-key")
     parser.add_argument("--models", help="comma-separated model ids")
     parser.add_argument("--no-model-list", action="store_true", help="404 on GET /v1/models")
+    parser.add_argument(
+        "--model-type", action="append", default=[], help='ID=TYPE: a model entry\'s "type"'
+    )
     parser.add_argument("--record", type=Path, help="append each request as a JSON line here")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = {
@@ -364,6 +373,9 @@ def main(argv: list[str] | None = None) -> None:
         knobs["usage"] = None
     if args.models:
         knobs["models"] = tuple(m for m in args.models.split(",") if m)
+    if args.model_type:
+        pairs = (item.split("=", 1) for item in args.model_type)
+        knobs["model_fields"] = {model: {"type": kind} for model, kind in pairs}
     server = FakeOpenAIServer(port=args.port, **knobs)
     server.record_path = args.record
     asyncio.run(_serve_forever(server))
