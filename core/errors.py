@@ -195,6 +195,12 @@ class InvalidTitle(BranchwiseError):
     code = "invalid_title"
 
 
+class InvalidLabel(BranchwiseError):
+    """A branch label a person gave that is empty or too long."""
+
+    code = "invalid_label"
+
+
 class ReadOnlyDataFolder(BranchwiseError):
     """The data folder (or a session folder in it) cannot be written.
 

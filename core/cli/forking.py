@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from branchwise.core.conversation.names import new_branch_title
+from branchwise.core.conversation.names import new_branch_name_from_store
 from branchwise.core.conversation.views import session_lineage, session_targets, session_tree
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
@@ -93,10 +93,16 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
             boundary = target.boundary_sequence if target and target.boundary_sequence else 0
         if generation is None:
             generation = current.generation
-    if title is None:
-        title = new_branch_title(store, source_id)
+    name = new_branch_name_from_store(store, source_id, args.turn)
     request = ForkRequest(source_id, args.turn, boundary, generation, args.child_id)
-    result = fork(store, request, args.operation_id or new_id("op"), title=title)
+    result = fork(
+        store,
+        request,
+        args.operation_id or new_id("op"),
+        title=name.title if title is None else title,
+        label=name.label,
+        fork_turn_index=name.fork_turn_index,
+    )
     return result.to_json()
 
 

@@ -8,13 +8,16 @@ and nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from branchwise.core.conversation.names import LabelReader, label_json
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import lineage, tree
 from branchwise.core.log.segments import disk_usage
+from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import parent_state
 
@@ -32,7 +35,8 @@ def session_list(store: SessionStore) -> dict[str, Any]:
         else:
             readable.append(item)
     readable.sort(key=lambda m: (m.created_at, m.session_id), reverse=True)
-    return {"sessions": [m.to_json() for m in readable], "damaged": damaged}
+    labels = LabelReader(store, readable)
+    return {"sessions": [{**m.to_json(), **labels.fields(m)} for m in readable], "damaged": damaged}
 
 
 def session_show(
@@ -67,6 +71,7 @@ def session_show(
         "kind": manifest.kind,
         "generation": manifest.generation,
         "parent": manifest.parent.to_json() if manifest.parent else None,
+        **LabelReader(store).fields(manifest),
         "verifiable": projection.verifiable,
         "config": projection.settings.to_json(),
         "turns": [turn.to_json() for turn in turns],
@@ -102,8 +107,11 @@ def session_targets(
 
 
 def session_lineage(store: SessionStore, session_id: str) -> dict[str, Any]:
-    """A session's ancestors, nearest first."""
-    return lineage(store, validate_session_id(session_id)).to_json()
+    """A session's ancestors, nearest first, each with its label."""
+    found = lineage(store, validate_session_id(session_id))
+    result = found.to_json()
+    _add_labels(store, result["lineage"], found.chain)
+    return result
 
 
 def session_tree(store: SessionStore, session_id: str) -> dict[str, Any]:
@@ -115,8 +123,45 @@ def session_tree(store: SessionStore, session_id: str) -> dict[str, Any]:
     """
     top = tree(store, validate_session_id(session_id))
     result = top.to_json()
+    placed = [node.manifest for node, _ in top.walk()]
+    _add_labels(store, result["sessions"], placed)
     parent = top.manifest.parent
     result["sessions"][0]["parentState"] = (
         parent_state(store, parent.session_id) if parent else None
     )
     return result
+
+
+def _add_labels(
+    store: SessionStore,
+    entries: list[dict[str, Any]],
+    manifests: Sequence[Manifest],
+    *,
+    siblings: Sequence[Manifest] | None = None,
+) -> None:
+    """Add ``"label"``, ``"labelParts"`` and ``"forkTurnIndex"`` to each entry (same order).
+
+    ``siblings``: manifests that hold every sibling a label may be numbered
+    among (a whole tree does); otherwise they are read when one is needed.
+    """
+    labels = LabelReader(store, siblings)
+    for entry, manifest in zip(entries, manifests, strict=True):
+        entry.update(labels.fields(manifest))
+
+
+def label_hits(store: SessionStore, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Search hits with the ``"label"``, ``"labelParts"`` and ``"forkTurnIndex"`` of the
+    conversation each names (all ``None`` for a conversation gone since it was indexed)."""
+    labels = LabelReader(store)
+    known: dict[str, dict[str, Any]] = {}
+    for hit in hits:
+        session_id = hit["sessionId"]
+        if session_id not in known:
+            try:
+                manifest = load_manifest(store.session_dir(validate_session_id(session_id)))
+            except BranchwiseError:
+                known[session_id] = label_json(None, None)
+            else:
+                known[session_id] = labels.fields(manifest)
+        hit.update(known[session_id])
+    return hits

@@ -103,6 +103,7 @@ from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.manifest import (
     ORIGIN_KINDS,
     SEGMENTED,
+    BranchLabel,
     BranchOrigin,
     Manifest,
     ParentLink,
@@ -462,6 +463,8 @@ def _child_manifest(
     child_id: str,
     operation_id: str,
     title: str | None,
+    label: BranchLabel | None = None,
+    fork_turn_index: int | None = None,
 ) -> Manifest:
     return Manifest(
         session_id=child_id,
@@ -480,6 +483,8 @@ def _child_manifest(
         seed_length=request.boundary_sequence,
         created_by_operation=operation_id,
         format=SEGMENTED,
+        label=label,
+        fork_turn_index=fork_turn_index,
     )
 
 
@@ -495,6 +500,8 @@ class ForkCall:
     request: ForkRequest
     operation_id: str
     title: str | None = None
+    label: BranchLabel | None = None
+    fork_turn_index: int | None = None
     settings: ConversationSettings | None = None
 
 
@@ -518,6 +525,8 @@ def fork(
     operation_id: str,
     *,
     title: str | None = None,
+    label: BranchLabel | None = None,
+    fork_turn_index: int | None = None,
     cache: TargetsCache | None = None,
 ) -> ForkResult:
     """Fork ``request``'s source at its turn into a new, independent child session.
@@ -537,6 +546,9 @@ def fork(
             and a ``session/title`` event in its first own commit); ``None``
             keeps the source's title. Not part of the request: a retry may
             name the child differently and still gets the child made first.
+        label, fork_turn_index: what the child's manifest says of how it
+            differs and of the turn it leaves at (``core/conversation/names.py``
+            makes them; ``None``: computed when read). Not part of the request either.
         cache: replays kept by a caller that forks (and queries targets) again
             and again (``branchwise serve``): a source without a turn index is
             then replayed once, not once per fork.
@@ -554,7 +566,8 @@ def fork(
             untouched, and a retry once there is space makes the one child.
     """
     index = OperationIndex(store.root)
-    begun = _begin(store, index, ForkCall(request, operation_id, title), cache, durable=True)
+    call = ForkCall(request, operation_id, title, label, fork_turn_index)
+    begun = _begin(store, index, call, cache, durable=True)
     if isinstance(begun, ForkResult):
         return begun
     try:
@@ -607,7 +620,17 @@ def fork_together(
     if len(calls) == 1 and not all_or_nothing:
         call = calls[0]
         try:
-            return [fork(store, call.request, call.operation_id, title=call.title, cache=cache)]
+            return [
+                fork(
+                    store,
+                    call.request,
+                    call.operation_id,
+                    title=call.title,
+                    label=call.label,
+                    fork_turn_index=call.fork_turn_index,
+                    cache=cache,
+                )
+            ]
         except Exception as exc:  # noqa: BLE001 - the caller gets each call's own refusal
             return [exc]
     index = OperationIndex(store.root)
@@ -760,7 +783,15 @@ def _child_contents(begun: _Reserved) -> tuple[Manifest, list[dict[str, Any]]]:
     """The child's manifest and its first own commit, stamped after the cut."""
     request, title = begun.call.request, begun.call.title
     source, operation_id = begun.source, begun.call.operation_id
-    manifest = _child_manifest(source, request, begun.child, operation_id, title)
+    manifest = _child_manifest(
+        source,
+        request,
+        begun.child,
+        operation_id,
+        title,
+        begun.call.label,
+        begun.call.fork_turn_index,
+    )
     boundary = request.boundary_sequence
     own: list[dict[str, Any]] = []
     if not boundary:  # at the start: no inherited session/created, so the child has its own

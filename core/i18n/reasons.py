@@ -121,6 +121,7 @@ REASONS: Mapping[str, str] = {
     # The session store.
     "lease_held": N_("Another window or process is writing to this conversation."),
     "invalid_title": N_("A title needs 1 to {maxLength} characters."),
+    "invalid_label": N_("A branch label needs 1 to {maxLength} characters."),
     "app_running": N_(
         "Branchwise is already running with this data folder. Switch to that window, "
         "or start with --data-dir to use another folder."

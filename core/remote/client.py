@@ -317,6 +317,17 @@ class RemoteStore:
             headers={"Content-Type": "application/json"},
         )
 
+    async def rename_label(self, session_id: str, label: str) -> dict[str, Any]:
+        """``POST /sessions/{id}/label``: ``{"sessionId", "title", "label", "labelParts",
+        "forkTurnIndex"}`` as stored (a server advertising ``session-label-v1``)."""
+        return await self._object(
+            "POST",
+            f"/sessions/{validate_session_id(session_id)}/label",
+            "rename_label",
+            content=orjson.dumps({"label": label}),
+            headers={"Content-Type": "application/json"},
+        )
+
     async def trash(self, session_id: str) -> dict[str, Any]:
         """``POST /sessions/{id}/trash``: ``{"trashed": [id]}`` (restorable on the server)."""
         return await self._object(

@@ -23,6 +23,7 @@ CAP_FORK_TITLE = "session-fork-title-v1"  # POST /fork-session takes an optional
 # null at the start), and POST /sessions/{id}/turns takes {"answer": true} to ask it.
 CAP_FORK_ORIGIN = "session-fork-origin-v1"
 CAP_EVENTS_LAST_TURNS = "session-events-last-turns-v1"  # GET /sessions/{id}/events?lastTurns=K
+CAP_LABEL = "session-label-v1"  # POST /sessions/{id}/label
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -39,6 +40,7 @@ CAPABILITIES = (
     CAP_FORK_TITLE,
     CAP_FORK_ORIGIN,
     CAP_EVENTS_LAST_TURNS,
+    CAP_LABEL,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
@@ -133,6 +135,19 @@ def validate_title_body(body: object) -> str:
     if not isinstance(title, str):
         raise InvalidRequest("title must be a str", field="title")
     return title
+
+
+def validate_label_body(body: object) -> str:
+    """Check a ``POST /sessions/{id}/label`` body: ``{"label": str}``; the label as given."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"label"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    label = body.get("label")
+    if not isinstance(label, str):
+        raise InvalidRequest("label must be a str", field="label")
+    return label
 
 
 def validate_turn_body(body: object) -> dict[str, Any]:

@@ -37,9 +37,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+from branchwise.core.conversation.names import (
+    branched_from,
+    display_title,
+    given_branch_label,
+    label_in,
+    render_label,
+    stored_fork_turn_index,
+)
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, RemoteUnavailable, ServerUnsupported
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
+from branchwise.core.i18n.language import _, format_date
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnResult
@@ -185,7 +194,39 @@ class Host:
         for error in self._index.damaged:
             self.notices.post(error.code, Level.WARNING, detail=error.message)
         self.index_all_for_search()
+        self._find_fork_turns()
         return self.emit(Changes(sidebar=True))
+
+    def _find_fork_turns(self) -> None:
+        """Count the fork turn of each branch whose manifest is older than labels, in the
+        background (one log read each); without a running event loop nothing is scheduled.
+
+        Until then such a branch's label reads "Branch"; the counts are kept in
+        the index only (a manifest is its writer's to rewrite).
+        """
+        index = self.index
+        older = [m for m in index.by_id.values() if m.parent and m.fork_turn_index is None]
+        if not older:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        async def find() -> None:
+            found = await asyncio.to_thread(
+                lambda: [(m, stored_fork_turn_index(self.store, m)) for m in older]
+            )
+            changed = set()
+            for manifest, turn in found:
+                current = index.by_id.get(manifest.session_id)
+                if turn is not None and current is not None and current.fork_turn_index is None:
+                    index.put(current.with_changes(fork_turn_index=turn))
+                    changed.add(manifest.session_id)
+            if changed:
+                self.emit(Changes(sidebar=True, sessions=frozenset(changed)))
+
+        self.spawn(find(), "count fork turns")
 
     def prune_operations(self, now: float | None = None) -> tuple[PrunedReservation, ...]:
         """Remove fork reservations past the horizon that no journalled operation names.
@@ -658,6 +699,84 @@ class Host:
             return conversation.title
         server = self.server_of(ref)
         return server.title(ref.session_id) if server is not None else ""
+
+    def manifest_at(self, ref: ConversationRef) -> Manifest | None:
+        """The best known manifest of a conversation of either source (an open one's is newest)."""
+        indexed = self.lineage_at(ref).by_id.get(ref.session_id)
+        session = self._open.get(ref.session_id) if ref.server is None else None
+        if session is None:
+            return indexed
+        # Its writer's is newer still (a first prompt's label); the index may know its fork turn.
+        manifest = session.writer.manifest if session.writer is not None else session.manifest
+        if manifest.fork_turn_index is None and indexed is not None:
+            manifest = manifest.with_changes(fork_turn_index=indexed.fork_turn_index)
+        return manifest
+
+    def label_at(self, ref: ConversationRef) -> str | None:
+        """How a branch differs from its parent, in the active language (``None``: a root).
+
+        Rendered on each call from the manifest's structure, so a language
+        switch re-renders it; the same rule for a server's conversations,
+        whose listing carries the structure.
+        """
+        manifest = self.manifest_at(ref)
+        if manifest is None:
+            return None
+        label = label_in(self.lineage_at(ref), manifest)
+        return render_label(label, manifest.fork_turn_index)
+
+    def branch_tooltip_at(self, ref: ConversationRef) -> str:
+        """Title, label and "Branched from turn N of <parent> on <date>", one a line."""
+        lines = [display_title(self.title_at(ref)) or _("Untitled conversation")]
+        manifest = self.manifest_at(ref)
+        label = self.label_at(ref)
+        if label:
+            lines.append(label)
+        if manifest is not None and manifest.parent is not None:
+            parent = display_title(self.title_at(ref.sibling(manifest.parent.session_id)))
+            when = format_date(manifest.created_at) if manifest.created_at else ""
+            origin = branched_from(
+                manifest, parent or _("Untitled conversation"), manifest.fork_turn_index, when
+            )
+            if origin:
+                lines.append(origin)
+        return "\n".join(lines)
+
+    async def rename_label(self, ref: ConversationRef, text: str) -> Changes:
+        """Give a branch a label of the user's words, written off the UI thread.
+
+        Uses the open writer when the app has one; otherwise takes the lease
+        just for the write. A conversation on a server is renamed there.
+
+        Raises:
+            InvalidLabel: an empty or overlong label (nothing is written).
+            LeaseHeld: another process is writing the conversation.
+            ServerUnsupported: the server cannot rename labels.
+        """
+        label = given_branch_label(text)
+        if ref.server is not None:
+            server = self.server_of(ref)
+            if server is None:
+                raise RemoteUnavailable(f"no connection to {ref.server}", server=ref.server)
+            await server.rename_label(ref.session_id, label.text or "")
+            return self.emit(Changes(sidebar=True, sessions=frozenset({ref.session_id})))
+        session_id = ref.session_id
+        session = self.session(session_id)
+        writer = session.writer if session is not None else None
+
+        def write() -> Manifest:
+            if writer is not None:
+                writer.set_label(label)
+                return writer.manifest
+            with self.store.open_writer(session_id) as own:
+                own.set_label(label)
+                return own.manifest
+
+        manifest = await asyncio.to_thread(write)
+        if session is not None:
+            session.manifest = manifest
+        self.index.put(manifest)
+        return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
 
     def running_at(self, ref: ConversationRef) -> bool:
         """A turn runs in the conversation (here, or on its server)."""

@@ -42,6 +42,7 @@ from branchwise.core.errors import (
     ReadOnlySession,
     RemoteRefusal,
     RemoteUnavailable,
+    ServerUnsupported,
 )
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
@@ -53,12 +54,13 @@ from branchwise.core.remote.protocol import (
     CAP_EVENTS_LAST_TURNS,
     CAP_FORK_ORIGIN,
     CAP_FORK_TARGETS,
+    CAP_LABEL,
     CAP_RENAME,
     CAP_SEARCH,
     CAP_TRASH,
 )
 from branchwise.core.search.query import SearchResult
-from branchwise.core.store.manifest import Manifest, given_title
+from branchwise.core.store.manifest import Manifest, given_label, given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
 from branchwise.desktop.host.changes import Changes
@@ -705,7 +707,12 @@ class RemoteSource:
         An older server lacks the routes: its conversations are read, sent to
         and branched, but not renamed, deleted or searched from here.
         """
-        needed = {"rename": CAP_RENAME, "trash": CAP_TRASH, "search": CAP_SEARCH}[what]
+        needed = {
+            "rename": CAP_RENAME,
+            "label": CAP_LABEL,
+            "trash": CAP_TRASH,
+            "search": CAP_SEARCH,
+        }[what]
         return self.connected and needed in self.capabilities
 
     async def rename(self, session_id: str, title: str) -> str:
@@ -719,6 +726,20 @@ class RemoteSource:
         answer = await self.remote.rename(session_id, given_title(title))
         await self.refresh()
         return str(answer.get("title") or "")
+
+    async def rename_label(self, session_id: str, label: str) -> None:
+        """Give a branch on the server a label of the user's words.
+
+        Raises:
+            InvalidLabel: refused before asking (the server's rule, checked here too).
+            ServerUnsupported: the server cannot rename labels (an older one).
+            RemoteRefusal: the server refused (``lease_held``: busy, try again).
+            RemoteUnavailable: it could not be asked.
+        """
+        if not self.can("label"):
+            raise ServerUnsupported(f"{self.name} cannot rename branch labels", server=self.name)
+        await self.remote.rename_label(session_id, given_label(label))
+        await self.refresh()
 
     async def trash(self, session_id: str) -> None:
         """Move a conversation to the server's Trash (the server can restore it).

@@ -38,6 +38,7 @@ class ForkBanner(QFrame):
         self._turn: int | None = None
         self._parent_exists = True
         self._kind = "fork"
+        self._branch_label: str | None = None
         self.label = QLabel(self)
         self.label.setObjectName("forkBannerText")
         self.label.setWordWrap(True)
@@ -65,9 +66,14 @@ class ForkBanner(QFrame):
         turn: int | None,
         parent_exists: bool,
         kind: str = "fork",
+        label: str | None = None,
     ) -> None:
-        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``."""
+        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``.
+
+        ``label``: how this branch differs, already in the language shown.
+        """
         self._kind = kind
+        self._branch_label = label
         self._parent_id = parent_id
         self._parent_title = parent_title
         self._turn = turn
@@ -102,6 +108,8 @@ class ForkBanner(QFrame):
             text = fill(_("Branched from {title}"), {"title": title})
         if not self._parent_exists:
             text = _("Branched from a conversation that no longer exists.")
+        if self._branch_label and self._kind != "child":  # a child's says "Started from"
+            text += " · " + self._branch_label
         self.label.setText(text)
         self.open_button.setText(_("Open parent conversation"))
         self.open_button.setEnabled(self._parent_exists)

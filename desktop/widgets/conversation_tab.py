@@ -240,12 +240,13 @@ class ConversationTab(QWidget):
             turn_number,
             exists,
             link.kind,
+            self.host.label_at(self.ref),
         )
         self.banner.refuse_bring_back(self.refusal("bring_back"))
 
     def retranslate_ui(self) -> None:
-        """Re-render every localized text of the tab."""
-        self.banner.retranslate_ui()
+        """Re-render every localized text of the tab (the banner's label and titles too)."""
+        self._render_banner()
         self.transcript.retranslate_ui()
         self.composer.retranslate_ui()
         self.find_bar.retranslate_ui()

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.conversation.names import display_title, label_of, render_label
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import BRANCH_ACTION, branch_count, fill, reason_text
@@ -48,8 +49,6 @@ RETRY_BUTTON = "retryButton"
 EDIT_BOX = "editBox"
 SEND_AS_BRANCH_BUTTON = "sendAsBranchButton"
 EDIT_CANCEL_BUTTON = "editCancelButton"
-#: How many words of an edited prompt the branch menu shows.
-PREVIEW_WORDS = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,21 +70,19 @@ class AskAgain:
     refusal: Callable[[str], str | None] = lambda _action: None
 
 
-def branch_label(manifest: Manifest) -> str:
-    """How the branch menu lists a branch: what an edit or a regenerate changed, else its title."""
-    origin = manifest.parent.origin if manifest.parent is not None else None
-    if origin is None:
-        return untitled(manifest.title)
-    if origin.kind == "regenerate":
-        return _("Regenerated")
-    words = origin.prompt.split()
-    preview = " ".join(words[:PREVIEW_WORDS]) + ("…" if len(words) > PREVIEW_WORDS else "")
-    return fill(_("Edited: {words}"), {"words": preview})
+def branch_label(manifest: Manifest, siblings: Sequence[Manifest] = ()) -> str:
+    """How the branch menu lists a branch: its label, then its title ("Regenerated 2 · <title>").
+
+    ``siblings``: the other branches listed with it (a regenerate is numbered among them).
+    """
+    label = render_label(label_of(manifest, siblings), manifest.fork_turn_index)
+    title = untitled(manifest.title)
+    return f"{label} · {title}" if label else title
 
 
 def untitled(title: str) -> str:
     """A conversation's title for display ("Untitled conversation" when empty)."""
-    return title or _("Untitled conversation")
+    return display_title(title) if title else _("Untitled conversation")
 
 
 def branch_icon(color: QColor, size: int = 16) -> QIcon:
@@ -519,7 +516,7 @@ class TurnWidget(QFrame):
         button.setAccessibleName(button.text())
         button.setAccessibleDescription(tip)
         for manifest in self._branches:
-            action = menu.addAction(branch_label(manifest))
+            action = menu.addAction(branch_label(manifest, self._branches))
             action.triggered.connect(
                 lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
             )
@@ -531,7 +528,7 @@ class TurnWidget(QFrame):
         if self._on_compare is not None:
             compare_menu = menu.addMenu(_("Compare with…"))
             for manifest in self._branches:
-                action = compare_menu.addAction(branch_label(manifest))
+                action = compare_menu.addAction(branch_label(manifest, self._branches))
                 action.triggered.connect(
                     lambda _checked=False, sid=manifest.session_id: self._compare(sid)
                 )

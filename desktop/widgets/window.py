@@ -14,11 +14,12 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QPoint, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -60,12 +61,20 @@ from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
 from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
 from branchwise.desktop.widgets.shortcuts_dialog import ShortcutsDialog, shortcut_rows
-from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
+from branchwise.desktop.widgets.sidebar import (
+    LABEL_SEPARATOR,
+    RUNNING_MARK,
+    Sidebar,
+    fitted_row_text,
+    rename_label_in_background,
+)
 from branchwise.desktop.widgets.theme import theme_for
 from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
+TAB_TITLE_MIN_CHARS = 20
+"""The room a tab's title keeps beside a long label (its middle elided)."""
 MERGE_RETRY_MS = 20_000
 """How often merges still pending (their parent held by another process) are retried."""
 DISK_REFRESH_MS = 15_000
@@ -133,7 +142,7 @@ class MainWindow(QMainWindow):
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
         self.notice_area = NoticeArea(
-            host.notices, host.title, self._notice_action, self, on_decline=self._notice_declined
+            host.notices, self.named, self._notice_action, self, on_decline=self._notice_declined
         )
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
@@ -168,6 +177,8 @@ class MainWindow(QMainWindow):
         self.disk_refresh_timer.timeout.connect(host.refresh_from_disk)
         self.disk_refresh_timer.start()
         self.tabs.tabBar().tabMoved.connect(self._state_changed)
+        self.tabs.tabBar().setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tabs.tabBar().customContextMenuRequested.connect(self._tab_context_menu)
         splitter.splitterMoved.connect(self._state_changed)
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
@@ -246,6 +257,10 @@ class MainWindow(QMainWindow):
         self.conversation_menu = QMenu(self)
         self.close_tab_action = self._action(QKeySequence("Ctrl+W"), self.close_current_tab)
         self.rename_action = self._action(QKeySequence("F2"), self.rename_current)
+        self.rename_label_action = QAction(self)
+        self.rename_label_action.triggered.connect(
+            lambda _checked=False: self.rename_label_current()
+        )
         self.stop_action = self._action(QKeySequence("Esc"), self.stop_current)
         self.branch_last_action = self._action(QKeySequence("Ctrl+Shift+B"), self.branch_last)
         self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
@@ -260,6 +275,7 @@ class MainWindow(QMainWindow):
             self.branch_last_action,
             self.stop_action,
             self.rename_action,
+            self.rename_label_action,
             self.conversation_settings_action,
         ):
             self.conversation_menu.addAction(action)
@@ -304,6 +320,59 @@ class MainWindow(QMainWindow):
                 self.remote_servers.ask_rename(server, tab.session_id)
         elif not tab.ref.remote:
             self.sidebar.ask_rename(tab.session_id)
+
+    def named(self, session_id: str) -> str:
+        """How a notice names a conversation of this machine: its title, and its label if a branch.
+
+        ("Branch created: <title> · Regenerated 2"), rendered when the notice is.
+        """
+        title = untitled(self.host.title(session_id))
+        label = self.host.label_at(ConversationRef(session_id))
+        return title + LABEL_SEPARATOR + label if label else title
+
+    def rename_label_current(self) -> None:
+        """Rename the label of the branch in front (on its server, for a server's)."""
+        tab = self.current_tab()
+        if tab is not None:
+            self.ask_rename_label(tab)
+
+    def ask_rename_label(self, tab: ConversationTab) -> QInputDialog | None:
+        """Ask for a branch's new label (non-blocking); the host writes it off the UI thread."""
+        manifest = self.host.manifest_at(tab.ref)
+        if manifest is None or manifest.parent is None:
+            return None
+        ref = tab.ref
+        dialog = QInputDialog(self)
+        dialog.setObjectName("renameLabelDialog")
+        dialog.setWindowTitle(_("Rename branch label"))
+        dialog.setLabelText(_("Label"))
+        dialog.setTextValue(self.host.label_at(ref) or "")
+        dialog.textValueSelected.connect(
+            lambda text: rename_label_in_background(self.host, ref, text)
+        )
+        dialog.finished.connect(dialog.deleteLater)
+        dialog.open()
+        return dialog
+
+    def tab_menu(self, tab: ConversationTab) -> QMenu:
+        """A tab's menu: Rename…, and Rename label… for a branch."""
+        menu = QMenu(self)
+        menu.setObjectName("tabMenu")
+        menu.addAction(_("Rename…"), lambda: self._rename_tab(tab))
+        manifest = self.host.manifest_at(tab.ref)
+        if manifest is not None and manifest.parent is not None:
+            menu.addAction(_("Rename label…"), lambda: self.ask_rename_label(tab))
+        return menu
+
+    def _rename_tab(self, tab: ConversationTab) -> None:
+        self.tabs.setCurrentWidget(tab)
+        self.rename_current()
+
+    def _tab_context_menu(self, pos: QPoint) -> None:
+        bar = self.tabs.tabBar()
+        widget = self.tabs.widget(bar.tabAt(pos))
+        if isinstance(widget, ConversationTab):
+            self.tab_menu(widget).popup(bar.mapToGlobal(pos))
 
     def stop_current(self) -> None:
         """Esc: stop the answer streaming in the tab in front."""
@@ -388,6 +457,8 @@ class MainWindow(QMainWindow):
             action.setEnabled(has_tab and refused is None)
             action.setToolTip(refused or tip)
         self.stop_action.setEnabled(tab is not None and self.host.running_at(tab.ref))
+        manifest = self.host.manifest_at(tab.ref) if tab is not None else None
+        self.rename_label_action.setEnabled(manifest is not None and manifest.parent is not None)
         several = self.tabs.count() > 1
         self.next_tab_action.setEnabled(several)
         self.previous_tab_action.setEnabled(several)
@@ -785,9 +856,16 @@ class MainWindow(QMainWindow):
         if index < 0:
             return
         title = tab.title
-        short = title if len(title) <= TAB_TITLE_CHARS else title[: TAB_TITLE_CHARS - 1] + "…"
-        self.tabs.setTabText(index, (RUNNING_MARK if tab.running else "") + short)
-        tip = fill(_("{title} (running)"), {"title": title}) if tab.running else title
+        label = self.host.label_at(tab.ref)
+        tail = LABEL_SEPARATOR + label if label else ""
+        head = RUNNING_MARK if tab.running else ""
+        metrics = self.tabs.tabBar().fontMetrics()
+        width = metrics.averageCharWidth() * TAB_TITLE_CHARS
+        shown = fitted_row_text(metrics, width, head, title, tail, TAB_TITLE_MIN_CHARS)
+        self.tabs.setTabText(index, shown)
+        tip = self.host.branch_tooltip_at(tab.ref)
+        if tab.running:
+            tip += "\n" + _("Running")
         if tab.server_name is not None:
             tip = fill(_("{title} on {server}"), {"title": tip, "server": tab.server_name})
         self.tabs.setTabToolTip(index, tip)
@@ -918,6 +996,7 @@ class MainWindow(QMainWindow):
         self.conversation_menu.setTitle(_("&Conversation"))
         self.close_tab_action.setText(_("Close tab"))
         self.rename_action.setText(_("Rename conversation…"))
+        self.rename_label_action.setText(_("Rename branch label…"))
         self.stop_action.setText(_("Stop the answer"))
         self.branch_last_action.setText(_("Branch at the last finished turn"))
         self.next_tab_action.setText(_("Next tab"))

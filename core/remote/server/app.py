@@ -47,6 +47,7 @@ from branchwise.core.remote.server.sessions import (
     create_session,
     list_sessions,
     rename,
+    rename_label,
     show_session,
 )
 from branchwise.core.remote.server.state import SERVER_STATE, ServerState
@@ -159,6 +160,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     app.router.add_get("/sessions/{session_id}/lineage", lineage_of)
     app.router.add_get("/sessions/{session_id}/tree", tree_of)
     app.router.add_post("/sessions/{session_id}/title", rename)
+    app.router.add_post("/sessions/{session_id}/label", rename_label)
     app.router.add_post("/sessions/{session_id}/trash", trash_session)
     app.router.add_post("/sessions/{session_id}/restore", restore_session)
     app.router.add_get("/search", search_sessions)
