@@ -50,7 +50,7 @@ from typing import Any
 
 import orjson
 
-from branchwise.core.conversation.names import model_label, render_label
+from branchwise.core.conversation.names import branch_title, model_label, render_label
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -209,6 +209,8 @@ class _Record:
     boundary_sequence: int
     generation: int
     branch_ids: tuple[str, ...]
+    titles: tuple[str | None, ...] = ()
+    fork_turn_index: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -220,6 +222,8 @@ class _Record:
             "boundarySequence": self.boundary_sequence,
             "generation": self.generation,
             "branchIds": list(self.branch_ids),
+            "titles": list(self.titles),
+            "forkTurnIndex": self.fork_turn_index,
         }
 
     @classmethod
@@ -234,6 +238,8 @@ class _Record:
             boundary_sequence=int(data["boundarySequence"]),
             generation=int(data["generation"]),
             branch_ids=tuple(validate_session_id(b) for b in data["branchIds"]),
+            titles=tuple(t if isinstance(t, str) else None for t in data.get("titles") or ()),
+            fork_turn_index=data.get("forkTurnIndex"),
         )
         if len(record.branch_ids) != len(record.targets):
             raise TypeError("one branch id per target")
@@ -396,10 +402,29 @@ def _new_record(
         prompt=prompt,
         targets=targets,
         turn_id=last.turn_id if last else None,
-        boundary_sequence=last.boundary_sequence or 0 if last else 0,
+        boundary_sequence=(last.boundary_sequence or 0) if last else 0,
         generation=answer.generation,
         branch_ids=tuple(new_session_id() for _ in targets),
+        titles=_titles(store, session_id, len(targets)),
+        fork_turn_index=len(answer.targets),
     )
+
+
+def _titles(store: SessionStore, session_id: str, count: int) -> tuple[str | None, ...]:
+    """ "<title> (branch N)", "(branch N+1)"…: the names the branches are published with."""
+    try:
+        title = store.manifest(session_id).title
+    except BranchwiseError:
+        return (None,) * count
+    forks = sum(
+        1
+        for manifest in store.iter_manifests()
+        if isinstance(manifest, Manifest)
+        and manifest.kind == "fork"
+        and manifest.parent is not None
+        and manifest.parent.session_id == session_id
+    )
+    return tuple(branch_title(title, forks + number) for number in range(count))
 
 
 def _calls(record: _Record, settings: ConversationSettings | None) -> list[ForkCall]:
@@ -421,8 +446,9 @@ def _calls(record: _Record, settings: ConversationSettings | None) -> list[ForkC
             ForkCall(
                 request,
                 branch_operation(record.operation_id, number),
-                title=None,
+                title=record.titles[number - 1] if len(record.titles) >= number else None,
                 label=model_label(target.model, target.sample or None),
+                fork_turn_index=record.fork_turn_index,
                 settings=ConversationSettings(target.model, keep.system, keep.temperature),
             )
         )
