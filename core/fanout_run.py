@@ -182,6 +182,53 @@ def _ended(turn: Any) -> str | None:
     return None if turn is None else turn.end_reason
 
 
+def ended_line(outcome: BranchOutcome) -> dict[str, Any]:
+    """``{"event": "ended", "sessionId", "turnId", "endReason"[, "error"]}``."""
+    line: dict[str, Any] = {
+        "event": "ended",
+        "sessionId": outcome.branch.session_id,
+        "turnId": outcome.turn_id,
+        "endReason": outcome.end_reason,
+    }
+    if outcome.error is not None:
+        line["error"] = outcome.error.to_json()["error"]
+    return line
+
+
+def branches_line(fanout: Fanout) -> dict[str, Any]:
+    """The first progress line: ``{"event": "branches", "operationId", "branches"}``."""
+    return {
+        "event": "branches",
+        "operationId": fanout.operation_id,
+        "branches": [
+            {
+                "sessionId": b.session_id,
+                "label": b.target.label,
+                "model": b.target.model,
+                "created": b.created,
+            }
+            for b in fanout.branches
+        ],
+    }
+
+
+def fanout_json(fanout: Fanout, outcomes: list[BranchOutcome]) -> dict[str, Any]:
+    """``{"operationId", "branches": [{"sessionId", "label", "model", "turnId", "endReason"}]}``."""
+    return {
+        "operationId": fanout.operation_id,
+        "branches": [
+            {
+                "sessionId": o.branch.session_id,
+                "label": o.branch.target.label,
+                "model": o.branch.target.model,
+                "turnId": o.turn_id,
+                "endReason": o.end_reason,
+            }
+            for o in outcomes
+        ],
+    }
+
+
 async def require_models(provider: Provider, models: Sequence[str]) -> None:
     """Refuse a model the server does not offer, before anything is made.
 

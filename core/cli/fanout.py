@@ -21,7 +21,6 @@ from typing import Any
 from branchwise.core.cli.models import add_provider_options, provider_for, settings_from_args
 from branchwise.core.cli.output import print_json
 from branchwise.core.conversation.fanout import (
-    Fanout,
     FanoutBranch,
     default_fuse_instruction,
     fan_out,
@@ -37,6 +36,9 @@ from branchwise.core.fanout_run import (
     BranchSetup,
     FanoutListener,
     answer_fanout,
+    branches_line,
+    ended_line,
+    fanout_json,
     require_models,
     write_fused,
 )
@@ -110,53 +112,6 @@ class ProgressLines(FanoutListener):
     def ended(self, outcome: BranchOutcome) -> None:
         """The branch's turn ended."""
         print_json(ended_line(outcome), sys.stderr)
-
-
-def ended_line(outcome: BranchOutcome) -> dict[str, Any]:
-    """``{"event": "ended", "sessionId", "turnId", "endReason"[, "error"]}``."""
-    line: dict[str, Any] = {
-        "event": "ended",
-        "sessionId": outcome.branch.session_id,
-        "turnId": outcome.turn_id,
-        "endReason": outcome.end_reason,
-    }
-    if outcome.error is not None:
-        line["error"] = outcome.error.to_json()["error"]
-    return line
-
-
-def branches_line(fanout: Fanout) -> dict[str, Any]:
-    """The first progress line: ``{"event": "branches", "operationId", "branches"}``."""
-    return {
-        "event": "branches",
-        "operationId": fanout.operation_id,
-        "branches": [
-            {
-                "sessionId": b.session_id,
-                "label": b.target.label,
-                "model": b.target.model,
-                "created": b.created,
-            }
-            for b in fanout.branches
-        ],
-    }
-
-
-def fanout_json(fanout: Fanout, outcomes: list[BranchOutcome]) -> dict[str, Any]:
-    """``{"operationId", "branches": [{"sessionId", "label", "model", "turnId", "endReason"}]}``."""
-    return {
-        "operationId": fanout.operation_id,
-        "branches": [
-            {
-                "sessionId": o.branch.session_id,
-                "label": o.branch.target.label,
-                "model": o.branch.target.model,
-                "turnId": o.turn_id,
-                "endReason": o.end_reason,
-            }
-            for o in outcomes
-        ],
-    }
 
 
 def cmd_fanout(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
