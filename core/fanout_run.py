@@ -94,6 +94,36 @@ class FanoutListener:
         """The branch's turn ended (or was found ended)."""
 
 
+class FanoutStops:
+    """Stop a fan-out's answers one by one or all at once (the window's Stop per column).
+
+    A stopped answer ends ``cancelled``, keeping its text; a branch stopped
+    while it waits for its server is not asked at all (its question stays
+    waiting, as a retry of the fan-out would find it).
+    """
+
+    def __init__(self) -> None:
+        self._running: dict[str, TurnRunner] = {}
+        self._stopped: set[str] = set()
+
+    def stop(self, session_id: str) -> None:
+        """Stop the answer of branch ``session_id`` (now, or before it starts)."""
+        self._stopped.add(session_id)
+        runner = self._running.get(session_id)
+        if runner is not None:
+            runner.cancel()
+
+    def stop_all(self) -> None:
+        """Stop every answer of the fan-out."""
+        for session_id in list(self._running):
+            self.stop(session_id)
+        self._stopped.add("*")
+
+    def stopped(self, session_id: str) -> bool:
+        """Whether ``session_id`` was stopped before its answer started."""
+        return session_id in self._stopped or "*" in self._stopped
+
+
 class _Relay(TurnListener):
     """One branch's turn progress, told to the fan-out's listener."""
 
@@ -114,18 +144,20 @@ async def answer_fanout(
     listener: FanoutListener | None = None,
     *,
     per_server: int = PER_SERVER,
+    stops: FanoutStops | None = None,
 ) -> list[BranchOutcome]:
     """Answer every branch of ``fanout`` that waits for its answer; how each ended, in order.
 
     A branch an earlier attempt answered is reported as it ended; one whose
     answer had started when its process died is closed ``interrupted`` by
-    opening it as writer, and reported so.
+    opening it as writer, and reported so. ``stops`` lets the caller stop answers.
     """
     told = listener or FanoutListener()
     limits: dict[str, asyncio.Semaphore] = {}
+    control = stops or FanoutStops()
 
     async def answer(branch: FanoutBranch) -> BranchOutcome:
-        outcome = await _answer_branch(store, branch, setup_for, told, limits, per_server)
+        outcome = await _answer_branch(store, branch, setup_for, told, limits, per_server, control)
         told.ended(outcome)
         return outcome
 
@@ -139,6 +171,7 @@ async def _answer_branch(
     listener: FanoutListener,
     limits: dict[str, asyncio.Semaphore],
     per_server: int,
+    stops: FanoutStops,
 ) -> BranchOutcome:
     session_id = branch.session_id
     try:
@@ -152,13 +185,19 @@ async def _answer_branch(
         if limit.locked():
             listener.queued(branch)
         async with limit:
-            return await _run(store, branch, setup, listener)
+            if stops.stopped(session_id):
+                return BranchOutcome(branch, turn.turn_id, None)  # never asked: still waiting
+            return await _run(store, branch, setup, listener, stops)
     except BranchwiseError as exc:
         return BranchOutcome(branch, None, "error", exc)
 
 
 async def _run(
-    store: SessionStore, branch: FanoutBranch, setup: BranchSetup, listener: FanoutListener
+    store: SessionStore,
+    branch: FanoutBranch,
+    setup: BranchSetup,
+    listener: FanoutListener,
+    stops: FanoutStops,
 ) -> BranchOutcome:
     session_id = branch.session_id
     snapshot = await asyncio.to_thread(store.read, session_id, every_frame=False)
@@ -169,10 +208,13 @@ async def _run(
             turn = branch_turn(writer.projection, writer.projection.seed_length)
             return BranchOutcome(branch, turn.turn_id if turn else None, _ended(turn))
         runner = TurnRunner(writer, setup.provider, _Relay(listener, branch), system=setup.system)
+        stops._running[session_id] = runner
         try:
             result: TurnResult = await runner.answer()
         except BranchwiseError as exc:
             return BranchOutcome(branch, runner.turn_id, "error", exc)
+        finally:
+            stops._running.pop(session_id, None)
         return BranchOutcome(branch, result.turn_id, result.end_reason, result.error)
     finally:
         writer.close()

@@ -131,8 +131,11 @@ def merge_fused(
     *,
     model: str,
     instruction: str,
+    writer: SessionWriter | None = None,
 ) -> MergeResult:
     """Append a fused answer of several branches to ``parent_id``, with its provenance.
+
+    ``writer``: the parent's writer when the caller holds it (the desktop).
 
     The caller checked that every source is a finished answer of a branch of
     ``parent_id`` (:func:`~branchwise.core.conversation.fanout.fuse_sources`).
@@ -156,6 +159,8 @@ def merge_fused(
         model=model,
         instruction=instruction,
     )
+    if writer is not None:
+        return _commit(writer, request)
     with store.open_writer(validate_session_id(parent_id)) as own:
         return _commit(own, request)
 
