@@ -497,8 +497,8 @@ def render_label(
         return fill(gettext(REGENERATED), {"n": label.number or 2})
     if label.kind == "imported":
         app = IMPORT_APPS.get(label.source or "", label.source or "")
-        if label.source == "claude-code":
-            return gettext(CLAUDE_CODE_REWIND)
+        if label.source == "claude-code" and label.origin == "edit":
+            return gettext(CLAUDE_CODE_REWIND)  # a prompt asked again there is a /rewind
         shape = {"edit": EDITED_IN, "regenerate": REGENERATED_IN}.get(label.origin or "", BRANCH_IN)
         return fill(gettext(shape), {"app": app})
     if label.kind == "model":

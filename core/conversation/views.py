@@ -150,18 +150,31 @@ def _add_labels(
 
 
 def label_hits(store: SessionStore, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Search hits with the ``"label"``, ``"labelParts"`` and ``"forkTurnIndex"`` of the
-    conversation each names (all ``None`` for a conversation gone since it was indexed)."""
+    """Search hits with how the conversations they name differ from their parents.
+
+    Each hit gains its conversation's ``"label"``, ``"labelParts"`` and
+    ``"forkTurnIndex"`` (all ``None`` for a conversation gone since it was
+    indexed), and ``"alsoInBranches"``: ``{"sessionId", "title", "label"}`` of
+    each conversation in ``alsoIn``, so "also in 3 branches" can say which.
+    """
     labels = LabelReader(store)
-    known: dict[str, dict[str, Any]] = {}
-    for hit in hits:
-        session_id = hit["sessionId"]
+    known: dict[str, tuple[str | None, dict[str, Any]]] = {}
+
+    def named(session_id: str) -> tuple[str | None, dict[str, Any]]:
         if session_id not in known:
             try:
                 manifest = load_manifest(store.session_dir(validate_session_id(session_id)))
             except BranchwiseError:
-                known[session_id] = label_json(None, None)
+                known[session_id] = (None, label_json(None, None))
             else:
-                known[session_id] = labels.fields(manifest)
-        hit.update(known[session_id])
+                known[session_id] = (manifest.title, labels.fields(manifest))
+        return known[session_id]
+
+    for hit in hits:
+        hit.update(named(hit["sessionId"])[1])
+        others = []
+        for other in hit.get("alsoIn", ()):
+            title, fields = named(other)
+            others.append({"sessionId": other, "title": title, "label": fields["label"]})
+        hit["alsoInBranches"] = others
     return hits

@@ -440,6 +440,7 @@ class RemoteStore:
                     snippet=str(hit["snippet"]),
                     spans=tuple((int(a), int(b)) for a, b in hit.get("spans", ())),
                     also_in=tuple(validate_session_id(s) for s in hit["alsoIn"]),
+                    written_in=validate_session_id(hit.get("writtenIn") or hit["sessionId"]),
                 )
                 for hit in body["hits"]
             )

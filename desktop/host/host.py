@@ -136,6 +136,7 @@ class Host:
         self.navigator: Navigator | None = None
         self.server_supported = True
         self._index: LineageIndex | None = None
+        self._fork_turns: dict[str, int] = {}  # counted for manifests older than labels
         self._open: dict[str, OpenSession] = {}
         self._listeners: list[ChangeListener] = []
         self._text_listeners: list[TextListener] = []
@@ -201,8 +202,9 @@ class Host:
         """Count the fork turn of each branch whose manifest is older than labels, in the
         background (one log read each); without a running event loop nothing is scheduled.
 
-        Until then such a branch's label reads "Branch"; the counts are kept in
-        the index only (a manifest is its writer's to rewrite).
+        Until then such a branch's label reads "A branch"; the counts are kept
+        in memory only (a manifest is its writer's to rewrite), for
+        :meth:`manifest_at`. One ``Changes(sidebar=True)`` re-renders the names.
         """
         index = self.index
         older = [m for m in index.by_id.values() if m.parent and m.fork_turn_index is None]
@@ -215,16 +217,12 @@ class Host:
 
         async def find() -> None:
             found = await asyncio.to_thread(
-                lambda: [(m, stored_fork_turn_index(self.store, m)) for m in older]
+                lambda: [(m.session_id, stored_fork_turn_index(self.store, m)) for m in older]
             )
-            changed = set()
-            for manifest, turn in found:
-                current = index.by_id.get(manifest.session_id)
-                if turn is not None and current is not None and current.fork_turn_index is None:
-                    index.put(current.with_changes(fork_turn_index=turn))
-                    changed.add(manifest.session_id)
-            if changed:
-                self.emit(Changes(sidebar=True, sessions=frozenset(changed)))
+            counted = {session_id: turn for session_id, turn in found if turn is not None}
+            if counted:
+                self._fork_turns.update(counted)
+                self.emit(Changes(sidebar=True))
 
         self.spawn(find(), "count fork turns")
 
@@ -702,14 +700,15 @@ class Host:
 
     def manifest_at(self, ref: ConversationRef) -> Manifest | None:
         """The best known manifest of a conversation of either source (an open one's is newest)."""
-        indexed = self.lineage_at(ref).by_id.get(ref.session_id)
-        session = self._open.get(ref.session_id) if ref.server is None else None
-        if session is None:
-            return indexed
-        # Its writer's is newer still (a first prompt's label); the index may know its fork turn.
-        manifest = session.writer.manifest if session.writer is not None else session.manifest
-        if manifest.fork_turn_index is None and indexed is not None:
-            manifest = manifest.with_changes(fork_turn_index=indexed.fork_turn_index)
+        manifest = self.lineage_at(ref).by_id.get(ref.session_id)
+        if ref.server is not None:
+            return manifest
+        session = self._open.get(ref.session_id)
+        if session is not None:  # its writer's is newer still (a first prompt's label)
+            manifest = session.writer.manifest if session.writer is not None else session.manifest
+        counted = self._fork_turns.get(ref.session_id)
+        if manifest is not None and manifest.fork_turn_index is None and counted is not None:
+            manifest = manifest.with_changes(fork_turn_index=counted)  # older than labels
         return manifest
 
     def label_at(self, ref: ConversationRef) -> str | None:
@@ -746,7 +745,9 @@ class Host:
         """Give a branch a label of the user's words, written off the UI thread.
 
         Uses the open writer when the app has one; otherwise takes the lease
-        just for the write. A conversation on a server is renamed there.
+        just for the write. While the branch runs a turn, the write is made
+        on the event loop's thread, between the turn's own manifest writes. A
+        conversation on a server is renamed there.
 
         Raises:
             InvalidLabel: an empty or overlong label (nothing is written).
@@ -772,7 +773,12 @@ class Host:
                 own.set_label(label)
                 return own.manifest
 
-        manifest = await asyncio.to_thread(write)
+        if session is not None and session.running:
+            # Its turn rewrites the manifest too (a first prompt's title and label), on this
+            # thread: one small atomic write here rather than two writers racing.
+            manifest = write()
+        else:
+            manifest = await asyncio.to_thread(write)
         if session is not None:
             session.manifest = manifest
         self.index.put(manifest)

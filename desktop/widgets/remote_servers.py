@@ -47,6 +47,7 @@ from branchwise.desktop.host.sources import ConnectionState, RemoteSource
 from branchwise.desktop.host.window_state import RemoteTab
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.search import RemoteResults, SearchPanel
+from branchwise.desktop.widgets.sidebar import ask_label
 from branchwise.desktop.widgets.turn_widget import untitled
 
 
@@ -310,7 +311,10 @@ class RemoteServers(QObject):
             conversations = listing.newest_first()
             for manifest in conversations:
                 mark = "● " if manifest.session_id in listing.running else ""
-                item = QTreeWidgetItem([mark + untitled(manifest.title)])
+                label = self.host.label_at(server.ref(manifest.session_id))
+                text = mark + untitled(manifest.title) + (f" · {label}" if label else "")
+                item = QTreeWidgetItem([text])
+                item.setToolTip(0, self.host.branch_tooltip_at(server.ref(manifest.session_id)))
                 item.setData(0, SERVER_ROLE, server.connection.url)
                 item.setData(0, SESSION_ROLE, manifest.session_id)
                 items[manifest.session_id] = item
@@ -342,10 +346,17 @@ class RemoteServers(QObject):
         answers = await self.host.server_operations.search(query, limit)
         return [
             RemoteResults(
-                hits.server.name, hits.result, hits.server.title, self._opener(hits.server)
+                hits.server.name,
+                hits.result,
+                hits.server.title,
+                self._opener(hits.server),
+                self._labeller(hits.server),
             )
             for hits in answers
         ]
+
+    def _labeller(self, server: RemoteSource) -> Callable[[str], str | None]:
+        return lambda session_id: self.host.label_at(server.ref(session_id))
 
     def _opener(self, server: RemoteSource) -> Callable[[str, str], None]:
         return lambda session_id, _message_id: self._open_hit(server, session_id)
@@ -373,6 +384,13 @@ class RemoteServers(QObject):
         if session_id:
             rename = menu.addAction(_("Rename…"), lambda: self.ask_rename(server, session_id))
             rename.setEnabled(server.can("rename"))
+            manifest = server.listing.index.by_id.get(session_id)
+            if manifest is not None and manifest.parent is not None:
+                label = menu.addAction(
+                    _("Rename label…"),
+                    lambda: ask_label(self.host, server.ref(session_id), self.tree),
+                )
+                label.setEnabled(server.can("label"))
             delete = menu.addAction(_("Delete"), lambda: self.delete_remote(server, session_id))
             delete.setEnabled(server.can("trash"))
             delete.setToolTip(_("Move the conversation to the server's Trash (it can be restored)"))

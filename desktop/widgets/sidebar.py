@@ -83,6 +83,25 @@ def fitted_row_text(
     return head + shown + tail
 
 
+def ask_label(host: Host, ref: ConversationRef, parent: QWidget) -> QInputDialog | None:
+    """Ask for a branch's new label in a non-blocking dialog; the host writes what is given.
+
+    ``None`` (and no dialog) for a conversation that is not a branch.
+    """
+    manifest = host.manifest_at(ref)
+    if manifest is None or manifest.parent is None:
+        return None
+    dialog = QInputDialog(parent)
+    dialog.setObjectName("renameLabelDialog")
+    dialog.setWindowTitle(_("Rename branch label"))
+    dialog.setLabelText(_("Label"))
+    dialog.setTextValue(host.label_at(ref) or "")
+    dialog.textValueSelected.connect(lambda text: rename_label_in_background(host, ref, text))
+    dialog.finished.connect(dialog.deleteLater)
+    dialog.open()
+    return dialog
+
+
 def rename_label_in_background(host: Host, ref: ConversationRef, text: str) -> None:
     """Rename a branch's label through the host (which writes off the UI thread).
 
@@ -489,21 +508,9 @@ class Sidebar(QWidget):
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, **exc.details)
 
-    def ask_rename_label(self, session_id: str) -> QInputDialog:
+    def ask_rename_label(self, session_id: str) -> QInputDialog | None:
         """Ask for a branch's new label (non-blocking dialog); the host writes it."""
-        dialog = QInputDialog(self)
-        dialog.setObjectName("renameLabelDialog")
-        dialog.setWindowTitle(_("Rename branch label"))
-        dialog.setLabelText(_("Label"))
-        dialog.setTextValue(self.host.label_at(ConversationRef(session_id)) or "")
-        dialog.textValueSelected.connect(lambda text: self.rename_label(session_id, text))
-        dialog.finished.connect(dialog.deleteLater)
-        dialog.open()
-        return dialog
-
-    def rename_label(self, session_id: str, text: str) -> None:
-        """Rename a label through the host; a refusal goes to the notice area with its reason."""
-        rename_label_in_background(self.host, ConversationRef(session_id), text)
+        return ask_label(self.host, ConversationRef(session_id), self)
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text."""

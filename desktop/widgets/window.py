@@ -65,16 +65,14 @@ from branchwise.desktop.widgets.sidebar import (
     LABEL_SEPARATOR,
     RUNNING_MARK,
     Sidebar,
+    ask_label,
     fitted_row_text,
-    rename_label_in_background,
 )
 from branchwise.desktop.widgets.theme import theme_for
 from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 
 TAB_TITLE_CHARS = 28
-TAB_TITLE_MIN_CHARS = 20
-"""The room a tab's title keeps beside a long label (its middle elided)."""
 MERGE_RETRY_MS = 20_000
 """How often merges still pending (their parent held by another process) are retried."""
 DISK_REFRESH_MS = 15_000
@@ -135,6 +133,10 @@ class MainWindow(QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.setDocumentMode(True)
+        # A tab's text is already fitted (its title elided in the middle): the bar cuts nothing,
+        # so a label is never lost; many tabs scroll.
+        self.tabs.setElideMode(Qt.TextElideMode.ElideNone)
+        self.tabs.setUsesScrollButtons(True)
         self.tabs.tabCloseRequested.connect(self._close_tab_at)
         self.tabs.currentChanged.connect(self._current_changed)
         self.empty_label = QLabel(self)
@@ -338,21 +340,7 @@ class MainWindow(QMainWindow):
 
     def ask_rename_label(self, tab: ConversationTab) -> QInputDialog | None:
         """Ask for a branch's new label (non-blocking); the host writes it off the UI thread."""
-        manifest = self.host.manifest_at(tab.ref)
-        if manifest is None or manifest.parent is None:
-            return None
-        ref = tab.ref
-        dialog = QInputDialog(self)
-        dialog.setObjectName("renameLabelDialog")
-        dialog.setWindowTitle(_("Rename branch label"))
-        dialog.setLabelText(_("Label"))
-        dialog.setTextValue(self.host.label_at(ref) or "")
-        dialog.textValueSelected.connect(
-            lambda text: rename_label_in_background(self.host, ref, text)
-        )
-        dialog.finished.connect(dialog.deleteLater)
-        dialog.open()
-        return dialog
+        return ask_label(self.host, tab.ref, self)
 
     def tab_menu(self, tab: ConversationTab) -> QMenu:
         """A tab's menu: Rename…, and Rename label… for a branch."""
@@ -860,8 +848,10 @@ class MainWindow(QMainWindow):
         tail = LABEL_SEPARATOR + label if label else ""
         head = RUNNING_MARK if tab.running else ""
         metrics = self.tabs.tabBar().fontMetrics()
+        # The title has its room, the label and mark theirs: a tab grows, it never cuts a label.
         width = metrics.averageCharWidth() * TAB_TITLE_CHARS
-        shown = fitted_row_text(metrics, width, head, title, tail, TAB_TITLE_MIN_CHARS)
+        width += metrics.horizontalAdvance(head) + metrics.horizontalAdvance(tail)
+        shown = fitted_row_text(metrics, width, head, title, tail)
         self.tabs.setTabText(index, shown)
         tip = self.host.branch_tooltip_at(tab.ref)
         if tab.running:

@@ -50,6 +50,11 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
         (
+            "bench_labels.py",
+            ["--branches", "6", "--turns", "2", "--repeat", "1"],
+            "labels computed",
+        ),
+        (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],
             "alsoIn 10",

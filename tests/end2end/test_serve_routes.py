@@ -82,6 +82,7 @@ ROUTES = [
     ("GET", "/sessions/{sid}/tree"),
     ("POST", "/fork-session"),
     ("POST", "/sessions/{sid}/title"),
+    ("POST", "/sessions/{sid}/label"),
     ("POST", "/sessions/{sid}/trash"),
     ("POST", "/sessions/{sid}/restore"),
     ("GET", "/search?q=one"),
@@ -484,6 +485,44 @@ def test_a_fork_may_name_its_child(root: Path, served: Served) -> None:
     assert store.manifest(plain["childSessionId"]).title == "remote"
     assert again == {"childSessionId": named["childSessionId"], "created": False}
     assert store.manifest(named["childSessionId"]).title == "remote (branch 1)"
+
+
+def test_a_served_fork_is_labelled_and_its_label_renamed(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    with _client(served) as client:
+        target = client.get(
+            f"/sessions/{sid}/fork-targets", headers={"X-Expected-Session": sid}
+        ).json()["targets"][1]
+        body = {
+            "sourceSessionId": sid,
+            "turnId": target["turnId"],
+            "boundarySequence": target["boundarySequence"],
+            "expectedGeneration": 1,
+            "operationId": "op-labelled",
+        }
+        child = client.post("/fork-session", json=body).json()["childSessionId"]
+        listed = {s["sessionId"]: s for s in client.get("/sessions").json()["sessions"]}
+        assert (listed[child]["label"], listed[child]["forkTurnIndex"]) == ("From turn 2", 2)
+        assert listed[child]["labelParts"] == {"kind": "fork"}
+        assert listed[sid]["label"] is None
+        shown = client.get(f"/sessions/{child}").json()
+        assert (shown["label"], shown["forkTurnIndex"]) == ("From turn 2", 2)
+        renamed = client.post(f"/sessions/{child}/label", json={"label": " the  short one "})
+        assert renamed.status_code == 200, renamed.text
+        assert renamed.json() == {
+            "sessionId": child,
+            "title": "remote",
+            "label": "the short one",
+            "labelParts": {"kind": "given", "text": "the short one"},
+            "forkTurnIndex": 2,
+        }
+        refused = client.post(f"/sessions/{child}/label", json={"label": "  "})
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_label"
+        unknown = client.post(f"/sessions/{child}/label", json={"label": "x", "title": "y"})
+        assert unknown.status_code == 400
+        lineage = client.get(f"/sessions/{child}/lineage").json()["lineage"]
+        assert [entry["label"] for entry in lineage] == ["the short one", None]
+    assert SessionStore(root).manifest(child).label is not None
 
 
 def test_an_edit_branches_with_its_prompt_and_the_server_answers_it(

@@ -14,6 +14,8 @@ from helpers.sessions import session_with_turns
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation.names import (
     LabelReader,
+    branch_title,
+    display_title,
     given_branch_label,
     label_of,
     model_label,
@@ -221,6 +223,12 @@ def test_imported_forks_say_which_app_made_them(tmp_path: Path, store: SessionSt
     assert listed[by_source["c-branchy/a2b"]]["label"] == "Regenerated in ChatGPT"
     assert listed[by_source["c-branchy/a2e"]]["label"] == "Edited in ChatGPT"
     assert listed[by_source["c-branchy/a2b"]]["forkTurnIndex"] == 2
+    # Claude Code asks a prompt again with /rewind; its /branch copies are plain branches
+    rewind = BranchLabel("imported", source="claude-code", origin="edit")
+    assert render_label(rewind, 3, language="en") == "Claude Code /rewind"
+    copy = BranchLabel("imported", source="claude-code")
+    assert render_label(copy, 3, language="en") == "Branch in Claude Code"
+    assert render_label(copy, 3, language="zh_Hans") == "在 Claude Code 中的分支"
     reader = LabelReader(store)
     edit = store.manifest(by_source["c-branchy/a2e"])
     assert reader.fields(edit, language="zh_Hant")["label"] == "在 ChatGPT 中編輯"
@@ -255,11 +263,16 @@ def test_the_cli_prints_label_and_fork_turn_everywhere_a_branch_is_listed(
     ]
     _, lineage = run_cli(root_dir, "--lang", "zh_Hans", "session", "lineage", branch)
     assert lineage["lineage"][0]["label"] == "重新生成 2"
-    _, found = run_cli(root_dir, "search", "merging")
-    assert {(h["sessionId"], h["label"], h["forkTurnIndex"]) for h in found["hits"]} >= {
-        (root, None, None)
-    }
-    assert all("label" in hit and "forkTurnIndex" in hit for hit in found["hits"])
+    _, found = run_cli(root_dir, "search", "Explain git")
+    asked = next(h for h in found["hits"] if h["role"] == "user")
+    # the first prompt both hold is credited to the root that wrote it, the branch listed
+    assert (asked["sessionId"], asked["writtenIn"], asked["label"]) == (root, root, None)
+    assert asked["alsoIn"] == [branch]
+    assert asked["alsoInBranches"] == [
+        {"sessionId": branch, "title": "Explain git branches (branch 1)", "label": "Regenerated 2"}
+    ]
+    titled = next(h for h in found["hits"] if h["role"] == "title" and h["sessionId"] == branch)
+    assert (titled["label"], titled["forkTurnIndex"]) == ("Regenerated 2", 2)
 
 
 def test_a_child_conversation_is_labelled_with_the_turn_that_spawned_it(
@@ -272,3 +285,51 @@ def test_a_child_conversation_is_labelled_with_the_turn_that_spawned_it(
     assert render_label(manifest.label, 2, language="en") == "Sub-conversation of turn 2"
     loose = create_child(store, root, {"turnId": None}, "loose")
     assert _listed(store)[loose.child_session_id]["label"] == "Sub-conversation"
+
+
+def test_session_rename_gives_a_title_or_a_label(tmp_path: Path) -> None:
+    root_dir = tmp_path / "data"
+    _, made = run_cli(root_dir, "session", "new", "--title", "plans")
+    root = made["sessionId"]
+    run_cli(root_dir, "session", "say", root, "first", "--quiet")
+    turn = run_cli(root_dir, "session", "show", root)[1]["turns"][0]["turnId"]
+    branch = run_cli(root_dir, "session", "fork", root, "--turn", turn)[1]["childSessionId"]
+    _, renamed = run_cli(root_dir, "session", "rename", branch, "--label", "the  cheap route")
+    assert renamed == {
+        "sessionId": branch,
+        "title": "plans (branch 1)",
+        "label": "the cheap route",
+        "labelParts": {"kind": "given", "text": "the cheap route"},
+        "forkTurnIndex": 1,
+    }
+    _, both = run_cli(
+        root_dir,
+        "--lang",
+        "zh_Hans",
+        "session",
+        "rename",
+        branch,
+        "--title",
+        "Cheap",
+        "--label",
+        "b",
+    )
+    assert (both["title"], both["label"]) == ("Cheap", "b")
+    code, refused = run_cli(root_dir, "session", "rename", branch, "--label", " ", check=False)
+    assert code == 1 and refused["error"]["code"] == "invalid_label"
+    code, refused = run_cli(root_dir, "session", "rename", branch, check=False)
+    assert code != 0 and refused["error"]["code"] == "invalid_argument"
+    assert SessionStore(root_dir).manifest(branch).label == BranchLabel("given", text="b")
+
+
+def test_a_title_shows_its_branch_suffix_in_the_language_shown() -> None:
+    """Why a branch read "(branch 3)" beside "（分支 4）": each title kept the suffix of the
+    language shown when it was made. Shown titles render the suffix again."""
+    made_in_english = branch_title("Explain git", 2, language="en")
+    made_in_chinese = branch_title("Explain git", 3, language="zh_Hant")
+    assert (made_in_english, made_in_chinese) == ("Explain git (branch 3)", "Explain git（分支 4）")
+    assert display_title(made_in_english, language="zh_Hant") == "Explain git（分支 3）"
+    assert display_title(made_in_chinese, language="en") == "Explain git (branch 4)"
+    assert display_title("Explain git（分支 1.2）", language="zh_Hans") == "Explain git（分支 1.2）"
+    assert display_title("a (branch) of trees", language="zh_Hant") == "a (branch) of trees"
+    assert display_title("Plain title", language="zh_Hant") == "Plain title"
