@@ -27,6 +27,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from branchwise.core.conversation.fanout import (
     Fanout,
@@ -51,6 +52,7 @@ from branchwise.core.ids import new_id
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.sources import RemoteSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,43 @@ class FanoutRun(FanoutListener):
         """The branches are made: one ``waiting`` entry each."""
         for branch in fanout.branches:
             self._set(BranchProgress(branch.session_id, branch.target.label, branch.target.model))
+
+    def heard(self, line: dict[str, Any]) -> None:
+        """One progress line of a server's fan-out (``session fanout``'s stderr lines)."""
+        event, session_id = line.get("event"), line.get("sessionId")
+        if event == "branches":
+            for branch in line.get("branches") or []:
+                self._set(
+                    BranchProgress(branch["sessionId"], str(branch["label"]), str(branch["model"]))
+                )
+        elif session_id not in self.progress:
+            return
+        elif event == "queued":
+            self._update(session_id, state="queued")
+        elif event == "started":
+            self._update(
+                session_id, state="streaming", turn_id=line["turnId"], started_at=time.monotonic()
+            )
+        elif event == "text":
+            now = self.progress[session_id]
+            chunk = str(line.get("chunk", ""))
+            self._set(
+                replace(
+                    now,
+                    chunks=now.chunks + 1,
+                    characters=now.characters + len(chunk),
+                    first_chunk_at=now.first_chunk_at or time.monotonic(),
+                )
+            )
+        elif event == "ended":
+            error = line.get("error")
+            self._update(
+                session_id,
+                state="ended",
+                turn_id=line.get("turnId"),
+                end_reason=line.get("endReason"),
+                error_code=error.get("code") if isinstance(error, dict) else None,
+            )
 
     def queued(self, branch: FanoutBranch) -> None:
         """The branch waits for its server."""
@@ -274,3 +313,56 @@ async def fuse(
         )
     )
     return merged
+
+
+async def send_to_several_remote(
+    server: RemoteSource,
+    session_id: str,
+    prompt: str,
+    models: list[str],
+    samples: int | None,
+    *,
+    run: FanoutRun | None = None,
+    operation_id: str | None = None,
+) -> dict[str, Any]:
+    """:func:`send_to_several` for a conversation on a ``branchwise serve``: the same operation
+    there (``session-fanout-v1``), its progress into ``run``; the ``session fanout`` result.
+
+    The answers run as the server's turns, with its provider settings: a
+    client that goes away leaves them running, and Stop is the server's stop
+    route for each branch. The server's list is refreshed so the branches
+    appear under the conversation.
+
+    Raises:
+        ServerUnsupported: the server has no fan-out.
+        RemoteRefusal: the server's typed refusal (before any branch is made).
+        RemoteUnavailable: the server went away (a retry with the same
+            ``operation_id`` finishes the same branches).
+    """
+    follow = run or FanoutRun()
+    operation = operation_id or new_id("op")
+    result: dict[str, Any] = {}
+    async for line in server.remote.fanout(session_id, prompt, models, samples, operation):
+        if line.get("event") == "result":
+            result = dict(line.get("result") or {})
+        else:
+            follow.heard(line)
+            if line.get("event") == "branches":
+                await server.refresh()
+    await server.refresh()
+    return result
+
+
+async def fuse_remote(
+    server: RemoteSource,
+    parent_id: str,
+    branch_ids: list[str],
+    *,
+    model: str | None = None,
+    instruction: str | None = None,
+    operation_id: str | None = None,
+) -> dict[str, Any]:
+    """:func:`fuse` on a ``branchwise serve``: the merge, as ``session fuse`` prints it."""
+    operation = operation_id or new_id("op")
+    asked = default_fuse_instruction() if instruction is None else instruction
+    return await server.remote.fuse(parent_id, branch_ids, operation, model, asked)

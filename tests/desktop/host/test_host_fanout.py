@@ -5,14 +5,25 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from helpers.serve import serve_process
 from helpers.sessions import complete_turn
 
 from branchwise.core.conversation.fanout import fanout_targets
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
-from branchwise.desktop.host.fanout import BranchProgress, FanoutRun, fuse, send_to_several
+from branchwise.desktop.host.connections import Connection
+from branchwise.desktop.host.fanout import (
+    BranchProgress,
+    FanoutRun,
+    fuse,
+    fuse_remote,
+    send_to_several,
+    send_to_several_remote,
+)
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.notices import NoticeCenter
+from branchwise.desktop.host.sources import RemoteSource
 
 
 def test_send_to_several_reports_each_branch_and_fuse_merges_back(tmp_path: Path) -> None:
@@ -85,3 +96,48 @@ def test_stop_ends_one_answer_and_the_others_go_on(tmp_path: Path) -> None:
         await host.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_send_to_several_and_fuse_on_a_server(tmp_path: Path) -> None:
+    served_root = tmp_path / "served"
+    store = SessionStore(served_root)
+    with store.create("on the workstation") as writer:
+        complete_turn(writer, "r1", "where to?")
+        root = writer.session_id
+    desktop = tmp_path / "desktop"
+    desktop.mkdir()
+    notices = NoticeCenter()
+
+    async def scenario(url: str, token: str) -> None:
+        server = RemoteSource(
+            desktop,
+            Connection("workstation", url),
+            token,
+            notices,
+            backoff=(0.05,),
+            refresh_interval=0.1,
+            timeout=5.0,
+        )
+        await server.connect()
+        run = FanoutRun()
+        result = await send_to_several_remote(
+            server, root, "Kyoto or Osaka?", ["alpha", "beta"], None, run=run
+        )
+        branches = [b["sessionId"] for b in result["branches"]]
+        assert [b["endReason"] for b in result["branches"]] == ["completed"] * 2
+        assert [run.progress[b].label for b in branches] == ["alpha", "beta"]
+        for branch in branches:
+            final = run.progress[branch]
+            assert final.state == "ended" and final.end_reason == "completed"
+            answer = store.read(branch).projection.messages[-1].content
+            assert final.characters == len(answer)
+            assert f"**{final.model}**" in answer  # the demo answered as that model
+            assert branch in server.listing.index.by_id  # listed under the conversation
+        merged = await fuse_remote(server, root, branches)
+        assert merged["created"] is True
+        (merge,) = store.read(root).projection.merges
+        assert [s["sessionId"] for s in merge["sources"]] == branches
+        await server.stop()
+
+    with serve_process(served_root) as served:
+        asyncio.run(scenario(served.url, served.token))
