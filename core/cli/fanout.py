@@ -119,7 +119,8 @@ def cmd_fanout(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     session_id = validate_session_id(args.session_id)
     conversation = store.read(session_id, every_frame=False).projection.settings
     settings = settings_from_args(store, args, conversation)
-    default_model = (settings.model or DEMO_MODEL) if settings.configured else DEMO_MODEL
+    # A server configured without a model has no default to sample: name one (invalid_fanout).
+    default_model = settings.model if settings.configured else DEMO_MODEL
     targets = fanout_targets(args.models, args.samples, default_model)
     if settings.configured:  # the demo stands in for any model name
         asyncio.run(require_models(provider_for(settings, args), [t.model for t in targets]))

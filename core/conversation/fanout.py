@@ -124,7 +124,7 @@ def fanout_targets(
         raise InvalidFanout("--samples must be at least 1", field="samples", count=samples)
     names = list(models) or ([default_model] if samples is not None else [])
     if any(not name.strip() for name in names):
-        raise InvalidFanout("a model name is empty", field="model")
+        raise InvalidFanout("a model name is empty: name the model to ask", field="model")
     asked = [name.strip() for name in names for _ in range(samples or 1)]
     if not 1 <= len(asked) <= MAX_TARGETS:
         raise InvalidFanout(
