@@ -421,6 +421,13 @@ class NotOwnTurn(BranchwiseError):
     definitive = True
 
 
+class InvalidFanout(BranchwiseError):
+    """A fan-out or fuse asked of no branch, or of more than eight, or badly named."""
+
+    code = "invalid_fanout"
+    definitive = True
+
+
 class InvalidConversationSettings(BranchwiseError):
     """A conversation's model, system prompt or temperature that cannot be used."""
 

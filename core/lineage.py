@@ -430,7 +430,10 @@ def _branch_turn(manifest: Manifest) -> str | None:
     parent = manifest.parent
     if parent is None:
         return None
-    return parent.origin.turn_id if parent.origin is not None else parent.turn_id
+    origin = parent.origin
+    if origin is not None and origin.kind != "fanout":  # a fan-out's question is a new turn
+        return origin.turn_id
+    return parent.turn_id
 
 
 def tree(store: SessionStore, session_id: str) -> TreeNode:

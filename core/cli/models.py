@@ -70,11 +70,13 @@ class _BaseUrlAction(argparse.Action):
             namespace.provider = "openai"
 
 
-def add_provider_options(parser: argparse.ArgumentParser) -> None:
+def add_provider_options(parser: argparse.ArgumentParser, *, many_models: bool = False) -> None:
     """Add ``--provider``, ``--base-url`` and ``--model``; unset ones follow the settings.
 
     ``args.provider`` stays ``None`` unless one of them names a provider, so a
     command can tell "use the settings" from an explicit choice.
+    ``many_models`` (``session fanout``) makes ``--model`` repeatable, into
+    ``args.models``.
     """
     parser.add_argument(
         "--provider", choices=("demo", "openai"), default=None, help="override the settings"
@@ -86,7 +88,17 @@ def add_provider_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (implies --provider openai)",
     )
-    parser.add_argument("--model", default=None, help="model name to request")
+    if many_models:
+        parser.add_argument(
+            "--model",
+            dest="models",
+            action="append",
+            default=[],
+            metavar="M",
+            help="ask this model (repeat for several)",
+        )
+    else:
+        parser.add_argument("--model", default=None, help="model name to request")
 
 
 def settings_from_args(
@@ -141,6 +153,11 @@ def turn_setup(
     """The provider and system prompt for a turn of a conversation (settings read once)."""
     settings = settings_from_args(store, args, conversation)
     return _provider(settings, args), settings.system_prompt
+
+
+def provider_for(settings: Settings, args: argparse.Namespace) -> Provider:
+    """The provider ``settings`` name (the demo responder when no server is configured)."""
+    return _provider(settings, args)
 
 
 def _provider(settings: Settings, args: argparse.Namespace) -> Provider:

@@ -251,7 +251,9 @@ def fork_turn_number(turn_ids: Sequence[str], turn_id: str | None) -> int | None
 def _leaves_at(turn_id: str | None, origin: BranchOrigin | None) -> str | None:
     """The parent's turn a branch leaves at: the turn an edit or regenerate asks again,
     else the turn it was branched after."""
-    return origin.turn_id if origin is not None else turn_id
+    if origin is None or origin.kind == "fanout":  # a fan-out asks a new turn after turn_id
+        return turn_id
+    return origin.turn_id
 
 
 def new_branch_label(origin: BranchOrigin | None, siblings: Iterable[Manifest]) -> BranchLabel:
@@ -267,7 +269,7 @@ def new_branch_label(origin: BranchOrigin | None, siblings: Iterable[Manifest]) 
         origin: the fork request's origin (``None``: a plain branch).
         siblings: the parent's children so far (their manifests).
     """
-    if origin is None:
+    if origin is None or origin.kind == "fanout":  # a fan-out names its branch by model
         return BranchLabel("fork")
     if origin.kind == "edit":
         return BranchLabel("edit", text=_label_prompt(origin.prompt))

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -489,13 +490,19 @@ def _child_manifest(
 
 @dataclass(frozen=True, slots=True)
 class ForkCall:
-    """One fork asked of :func:`fork_together`: the arguments :func:`fork` takes."""
+    """One fork asked of :func:`fork_together`: the arguments :func:`fork` takes.
+
+    ``settings`` (a fan-out's branch: the model it asks) are written into the
+    child's first own commit as its ``session/config``, so the branch goes on
+    with that model; like the title, they are not part of the request.
+    """
 
     request: ForkRequest
     operation_id: str
     title: str | None = None
     label: BranchLabel | None = None
     fork_turn_index: int | None = None
+    settings: ConversationSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -582,7 +589,11 @@ def fork(
 
 
 def fork_together(
-    store: SessionStore, calls: Sequence[ForkCall], *, cache: TargetsCache | None = None
+    store: SessionStore,
+    calls: Sequence[ForkCall],
+    *,
+    cache: TargetsCache | None = None,
+    all_or_nothing: bool = False,
 ) -> list[ForkResult | Exception]:
     """Fork every call, sharing one durability step: each call's result or refusal, in order.
 
@@ -601,9 +612,12 @@ def fork_together(
 
     A refusal belongs to its call alone; a disk that fills up while the group
     is made durable refuses every call not yet answered with ``DiskFull``,
-    leaving nothing of them behind.
+    leaving nothing of them behind. ``all_or_nothing`` (a fan-out's branches,
+    which belong together) makes any call's refusal before publishing refuse
+    every call not yet published, each with its own copy of it: nothing of
+    the group is left half-made.
     """
-    if len(calls) == 1:
+    if len(calls) == 1 and not all_or_nothing:
         call = calls[0]
         try:
             return [
@@ -634,6 +648,8 @@ def fork_together(
             if isinstance(begun, _Reserved):
                 _withdraw(store, index, begun, exc)
             outcomes[number] = exc
+            if all_or_nothing:
+                return _refuse_group(store, index, calls, outcomes, built, exc)
     try:
         published = publish_batch(store, [(tmp, begun.child) for _, begun, tmp in built])
     except Exception as exc:  # noqa: BLE001 - nothing of the group was published
@@ -652,6 +668,30 @@ def fork_together(
             except Exception as exc:  # noqa: BLE001 - anyone else's child refuses this call
                 outcomes[number] = exc
     return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _refuse_group(
+    store: SessionStore,
+    index: OperationIndex,
+    calls: Sequence[ForkCall],
+    outcomes: list[ForkResult | Exception | None],
+    built: list[tuple[int, _Reserved, Path]],
+    exc: Exception,
+) -> list[ForkResult | Exception]:
+    """Refuse every call of an all-or-nothing group not published before: remove what was built."""
+    for _, begun, tmp in built:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _withdraw(store, index, begun, _own_copy(exc))
+    answered: list[ForkResult | Exception] = []
+    for call, outcome in zip(calls, outcomes, strict=True):
+        if isinstance(outcome, ForkResult):  # an earlier attempt published it: it stays
+            answered.append(outcome)
+            continue
+        own = outcome if outcome is exc else _own_copy(exc)
+        if isinstance(own, BranchwiseError):
+            own.details["operationId"] = call.operation_id
+        answered.append(own)
+    return answered
 
 
 def _begin(
@@ -770,11 +810,9 @@ def _child_contents(begun: _Reserved) -> tuple[Manifest, list[dict[str, Any]]]:
     )
     if title is not None and boundary:
         own.append({"type": EventType.SESSION_TITLE.value, "title": title})
-    plan = begun.plan
-    if plan.settings is not None:
-        own.append(
-            session_config(plan.settings.model, plan.settings.system, plan.settings.temperature)
-        )
+    settings = begun.call.settings or begun.plan.settings
+    if settings is not None:
+        own.append(session_config(settings.model, settings.system, settings.temperature))
     if request.origin is not None:
         # The question is part of the publish: a branch never exists without its prompt.
         own += [turn_start(new_id("turn")), user_message(new_id("msg"), request.origin.prompt)]

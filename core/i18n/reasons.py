@@ -74,6 +74,7 @@ REASONS: Mapping[str, str] = {
     "merge_written": N_("Brought back into “{title}”."),
     "import_running": N_("An import is already running; wait for it or cancel it."),
     "not_related": N_("These conversations are not branches of one another."),
+    "invalid_fanout": N_("Choose 1 to 8 models or samples (or branches to fuse)."),
     "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(
         "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."

@@ -96,7 +96,7 @@ class Seed:
         return cls(file, first_commit, first_seq, end, end_commit, last_crc)
 
 
-ORIGIN_KINDS = ("edit", "regenerate")
+ORIGIN_KINDS = ("edit", "regenerate", "fanout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,9 +108,15 @@ class BranchOrigin:
     belongs to turn N, and with what prompt, so the parent's "N branches"
     menu lists it there and says what differs without opening the branch.
 
+    A fan-out (:mod:`~branchwise.core.conversation.fanout`) asks a *new*
+    question of several models at the conversation's end: its branches carry
+    kind ``fanout``, the turn they branch at (``""`` at the start) and that
+    question, and are listed under that turn like plain branches.
+
     Attributes:
-        kind: ``edit`` or ``regenerate``.
-        turn_id: the parent's turn N whose question is asked again.
+        kind: ``edit``, ``regenerate`` or ``fanout``.
+        turn_id: the parent's turn N whose question is asked again (a fan-out's:
+            the turn it branched at).
         prompt: the question the branch's first own turn asks (the edited text,
             or turn N's own prompt for a regenerate).
     """

@@ -30,6 +30,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
             "ratio",
         ),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
+        ("bench_fanout.py", ["--turns", "40", "--repeat", "1", "--chunks", "20"], "ratio"),
         (
             "bench_snapshot.py",
             ["--big", "60", "--small", "5", "--read-turns", "60", "--runs", "1", "--no-window"],

@@ -70,6 +70,9 @@ class Behaviour:
             (``GET /api/v0/models``), ``"ollama"`` (``POST /api/show``) or
             ``"llamacpp"`` (``GET /props``); the others answer 404, as they
             do on servers that are not that kind.
+        per_model: open each streamed answer with ``"[<model>]"``, so answers differ per model.
+        cut_models: models whose streams are dropped after two chunks (a server
+            dying under one model while others answer).
     """
 
     chunks: Sequence[str] = DEFAULT_CHUNKS
@@ -98,6 +101,8 @@ class Behaviour:
     raw_body: bytes | None = None
     context_length: int | None = None
     kind: str = "llamacpp"
+    per_model: bool = False
+    cut_models: Sequence[str] = ()
 
 
 class FakeOpenAIServer:
@@ -275,8 +280,10 @@ class FakeOpenAIServer:
             b'data: {"id":"chatcmpl-fake","object":"chat.completion.chunk","choices":'
             b'[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}\n\n'
         )
-        for index, text in enumerate(b.chunks):
-            if b.cut_after is not None and index == b.cut_after:
+        chunks = (f"[{model}]", *b.chunks) if b.per_model else tuple(b.chunks)
+        cut_after = 2 if model in b.cut_models else b.cut_after
+        for index, text in enumerate(chunks):
+            if cut_after is not None and index == cut_after:
                 if b.cut_mid_line:
                     await write(prefix[: len(prefix) // 2])
                 return await _cut(request, response)
@@ -288,7 +295,7 @@ class FakeOpenAIServer:
             if b.delay:
                 await asyncio.sleep(b.delay)
             await write(prefix + orjson.dumps(text) + suffix)
-        if b.cut_after is not None and b.cut_after >= len(b.chunks):
+        if cut_after is not None and cut_after >= len(chunks):
             return await _cut(request, response)
         if b.finish:
             await write(
@@ -353,6 +360,8 @@ def main(argv: list[str] | None = None) -> None:
         "--model-type", action="append", default=[], help='ID=TYPE: a model entry\'s "type"'
     )
     parser.add_argument("--record", type=Path, help="append each request as a JSON line here")
+    parser.add_argument("--per-model", action="store_true", help="answers open with [model]")
+    parser.add_argument("--cut-models", help="comma-separated models whose streams are cut")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = {
         "delay": args.delay,
@@ -363,6 +372,8 @@ def main(argv: list[str] | None = None) -> None:
         "garbage_after": args.garbage_after,
         "require_key": args.require_key,
         "list_models": not args.no_model_list,
+        "per_model": args.per_model,
+        "cut_models": tuple(m for m in (args.cut_models or "").split(",") if m),
     }
     if args.chunks is not None:
         knobs["chunks"] = tuple(f" w{i}" for i in range(args.chunks))
