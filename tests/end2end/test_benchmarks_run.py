@@ -24,7 +24,18 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         (
             "bench_segments.py",
             [
-                *("--big", "60", "--small", "10", "--mid", "30", "--disk-turns", "20"),
+                *(
+                    "--big",
+                    "60",
+                    "--small",
+                    "10",
+                    "--mid",
+                    "30",
+                    "--disk-turns",
+                    "20",
+                    "--long",
+                    "60",
+                ),
                 *("--repeat", "1", "--roll-bytes", "4000"),
             ],
             "ratio",

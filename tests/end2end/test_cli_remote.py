@@ -58,8 +58,13 @@ def _comparable(value: Any) -> Any:
         # which ones another session links (a fork made on one side shares a segment).
         value = {k: v for k, v in value.items() if k != "disk"}
     text = orjson.dumps(value).decode()
-    # Times differ, and so do byte counts of logs holding them.
-    text = re.sub(r'"(createdAt|ts|ownBytes|sharedBytes)":[0-9.e+]+', r'"\1":0', text)
+    # Times differ (a turn's speed and time to first token too), and so do byte counts of
+    # logs holding them.
+    text = re.sub(
+        r'"(createdAt|ts|ownBytes|sharedBytes|firstTokenMs|generationMs|tokensPerSecond)":[0-9.e+]+',
+        r'"\1":0',
+        text,
+    )
     return _ids_replaced(orjson.loads(text), {})
 
 

@@ -112,7 +112,8 @@ def test_lineage_and_tree_show_where_a_trashed_parent_was(tmp_path: Path) -> Non
     _, forked = run_cli(root, "session", "fork", parent, "--turn", targets["targets"][0]["turnId"])
     child = forked["childSessionId"]
     _, found = run_cli(root, "search", "About Parent")
-    assert {(h["sessionId"], tuple(h["alsoIn"])) for h in found["hits"]} == {(child, (parent,))}
+    # Credited to the conversation that wrote it, the branch holding it too.
+    assert {(h["sessionId"], tuple(h["alsoIn"])) for h in found["hits"]} == {(parent, (child,))}
     run_cli(root, "session", "delete", parent)
     # The message the branch inherited is still found, in the branch only.
     _, found = run_cli(root, "search", "About Parent")
