@@ -243,6 +243,7 @@ def main() -> int:
     from branchwise.core.i18n.language import set_language
     from branchwise.core.settings import Settings, save_settings
     from branchwise.desktop.app import run_on_qt_loop
+    from branchwise.desktop.widgets.qt_i18n import LanguageBridge
     from branchwise.desktop.widgets.style import apply_style
 
     set_language(args.lang)
@@ -250,6 +251,7 @@ def main() -> int:
     app.setApplicationName("Branchwise")
     app.setQuitOnLastWindowClosed(False)  # as the app does: quit after the host shut down
     apply_style(app)
+    LanguageBridge(app)  # as the app does (a child of app): Qt's own buttons in the language shown
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
         ids = build_fixture(root) if args.view != "intro" else ("", "", "")
