@@ -254,7 +254,8 @@ class FanoutColumn(QFrame):
         super().__init__(parent)
         self.setObjectName("fanoutColumn")
         self.grid = grid
-        self.progress = progress
+        self._progress = progress
+        self.ended_at: float | None = None
         self.text = ""
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.setFrameShape(QFrame.Shape.StyledPanel)
@@ -309,6 +310,20 @@ class FanoutColumn(QFrame):
         layout.addLayout(buttons)
 
     @property
+    def progress(self) -> BranchProgress:
+        """The latest report of this column's branch."""
+        return self._progress
+
+    @progress.setter
+    def progress(self, progress: BranchProgress) -> None:
+        # Speed is measured up to the end, not up to when it is looked at.
+        if progress.state == "ended" and self._progress.state != "ended":
+            self.ended_at = time.monotonic()
+        elif progress.state != "ended":
+            self.ended_at = None
+        self._progress = progress
+
+    @property
     def session_id(self) -> str:
         """The branch this column shows."""
         return self.progress.session_id
@@ -346,7 +361,7 @@ class FanoutColumn(QFrame):
                 {"n": format_number(progress.chunks)},
             )
         ]
-        rate = progress.chunks_per_second(now)
+        rate = progress.chunks_per_second(self.ended_at or now)
         if rate is not None:
             parts.append(fill(_("{rate} tokens/s"), {"rate": format_number(round(rate, 1))}))
         first = progress.time_to_first_chunk
