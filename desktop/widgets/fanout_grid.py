@@ -504,7 +504,13 @@ class FanoutGrid(QDialog):
         self._repaint = QTimer(self)
         self._repaint.setSingleShot(True)
         self._repaint.setInterval(STREAM_REPAINT_MS)
-        self._repaint.timeout.connect(self.flush)
+        self._repaint.timeout.connect(self._tick)
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        self._render_timer.setInterval(0)
+        self._render_timer.timeout.connect(self._render_next)
+        self._stale: list[FanoutColumn] = []
+        self._round_ms = 0.0
         self._texts: dict[str, list[str]] = {}
         self.resize(min(1600, 340 * len(self.targets) + 80), 640)
         self.retranslate_ui()
@@ -712,24 +718,57 @@ class FanoutGrid(QDialog):
             self._repaint.start()
 
     def flush(self) -> None:
-        """Show what arrived since the last repaint (the timer calls this)."""
+        """Show everything that arrived, at once (after the fan-out, and for readers)."""
         if not shiboken6.isValid(self):
             return
-        started = time.perf_counter()
-        pending, self._texts = self._texts, {}
+        self._take_text()
+        while self._stale:
+            self._stale.pop(0).show_text()
         now = time.monotonic()
+        for column in self.columns.values():
+            column.refresh(now)
+        self.render_actions()
+
+    def _take_text(self) -> None:
+        pending, self._texts = self._texts, {}
         for session_id, parts in pending.items():
             column = self.columns.get(session_id)
             if column is not None:
                 column.text += "".join(parts)
+                if column not in self._stale:
+                    self._stale.append(column)
+
+    def _tick(self) -> None:
+        """The repaint timer: figures now, each column's new text on its own loop turn.
+
+        Rendering the columns one per turn keeps any one pause of the window
+        to one column's Markdown, however many stream; the next repaint waits
+        in proportion to what the last round of them took.
+        """
+        if not shiboken6.isValid(self):
+            return
+        self._take_text()
+        now = time.monotonic()
         for column in self.columns.values():
-            column.show_text()
             column.refresh(now)
         self.render_actions()
-        spent_ms = (time.perf_counter() - started) * 1000
-        self._repaint.setInterval(max(STREAM_REPAINT_MS, int(spent_ms * STREAM_REPAINT_SLOWDOWN)))
+        self._repaint.setInterval(
+            max(STREAM_REPAINT_MS, int(self._round_ms * STREAM_REPAINT_SLOWDOWN))
+        )
+        self._round_ms = 0.0
+        if self._stale and not self._render_timer.isActive():
+            self._render_timer.start()
         if any(c.progress.state == "streaming" for c in self.columns.values()):
             self._repaint.start()  # the figures move on even between pieces
+
+    def _render_next(self) -> None:
+        if not shiboken6.isValid(self) or not self._stale:
+            return
+        started = time.perf_counter()
+        self._stale.pop(0).show_text()
+        self._round_ms += (time.perf_counter() - started) * 1000
+        if self._stale:
+            self._render_timer.start()
 
     def render_actions(self) -> None:
         """Stop all and Fuse… enabled as the columns stand."""
