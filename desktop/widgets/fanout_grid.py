@@ -80,6 +80,8 @@ from branchwise.desktop.widgets.turn_widget import STREAM_REPAINT_MS, STREAM_REP
 MIN_TARGETS = 2
 """Fewer answers than this is not a comparison: the composer's Send asks one."""
 MODEL_ROLE = Qt.ItemDataRole.UserRole
+COLUMN_MIN_WIDTH = 320
+"""A column's narrowest (its answer stays readable); more columns than fit scroll sideways."""
 
 
 class SendToSeveralDialog(QDialog):
@@ -257,7 +259,8 @@ class FanoutColumn(QFrame):
         self._progress = progress
         self.ended_at: float | None = None
         self.text = ""
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        self.setMinimumWidth(COLUMN_MIN_WIDTH)
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.title = QLabel(self)
         self.title.setObjectName("fanoutColumnLabel")
@@ -482,8 +485,18 @@ class FanoutGrid(QDialog):
         self.status.setObjectName("fanoutStatus")
         self.status.setTextFormat(Qt.TextFormat.PlainText)
         self.status.setWordWrap(True)
-        self._columns_layout = QHBoxLayout()
+        # Columns keep a readable width; more than fit scroll sideways.
+        self.columns_area = QScrollArea(self)
+        self.columns_area.setObjectName("fanoutColumns")
+        self.columns_area.setWidgetResizable(True)
+        self.columns_area.setFrameShape(QFrame.Shape.NoFrame)
+        self.columns_area.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        body = QWidget(self.columns_area)
+        self._columns_layout = QHBoxLayout(body)
+        self._columns_layout.setContentsMargins(0, 0, 0, 0)
         self._columns_layout.setSpacing(6)
+        self.columns_area.setWidget(body)
+        self.columns_area.horizontalScrollBar().valueChanged.connect(lambda _v: self._tick())
         self.stop_all_button = QPushButton(self)
         self.stop_all_button.setObjectName("fanoutStopAll")
         self.stop_all_button.clicked.connect(self.stop_all)
@@ -499,7 +512,7 @@ class FanoutGrid(QDialog):
         actions.addWidget(self.close_button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.heading)
-        layout.addLayout(self._columns_layout, 1)
+        layout.addWidget(self.columns_area, 1)
         layout.addLayout(actions)
         self._repaint = QTimer(self)
         self._repaint.setSingleShot(True)
@@ -512,7 +525,7 @@ class FanoutGrid(QDialog):
         self._stale: list[FanoutColumn] = []
         self._round_ms = 0.0
         self._texts: dict[str, list[str]] = {}
-        self.resize(min(1600, 340 * len(self.targets) + 80), 640)
+        self.resize(min(1600, (COLUMN_MIN_WIDTH + 20) * len(self.targets) + 80), 640)
         self.retranslate_ui()
         add_language_listener(self._language_changed)
 
@@ -762,10 +775,15 @@ class FanoutGrid(QDialog):
             self._repaint.start()  # the figures move on even between pieces
 
     def _render_next(self) -> None:
-        if not shiboken6.isValid(self) or not self._stale:
+        """Render the next column in view whose text is behind (those scrolled away wait)."""
+        if not shiboken6.isValid(self):
             return
+        shown = next((c for c in self._stale if not c.visibleRegion().isEmpty()), None)
+        if shown is None:
+            return
+        self._stale.remove(shown)
         started = time.perf_counter()
-        self._stale.pop(0).show_text()
+        shown.show_text()
         self._round_ms += (time.perf_counter() - started) * 1000
         if self._stale:
             self._render_timer.start()

@@ -13,7 +13,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers.gui import WAIT_MS, App, seed_session
+from helpers.gui import WAIT_MS, App, run, seed_session
+from helpers.serve import serve_process
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 from pytestqt.qtbot import QtBot
@@ -26,6 +27,7 @@ from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import Settings
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.fanout_grid import FanoutGrid, SendToSeveralDialog
 
 FIGURES = re.compile(r"^[\d,]+ tokens · [\d.,]+ tokens/s · first token [\d.,]+ s$")
@@ -269,3 +271,45 @@ def test_the_grid_and_the_dialog_speak_simplified_chinese(
     assert dialog is not None
     assert dialog.windowTitle() == _("Send to several") != "Send to several"
     assert "2" in dialog.summary.text() and "answers" not in dialog.summary.text()
+
+
+def test_a_servers_conversation_fans_out_and_fuses_on_that_server(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    served_root = tmp_path / "served"
+    served = SessionStore(served_root)
+    sid = seed_session(served, ["Where to go in Kyoto?"], title="Plans")
+    app = make_app()
+    with serve_process(served_root) as process:
+        server = app.window.remote_servers.add(
+            Connection("workstation", process.url),
+            process.token,
+            backoff=(0.05, 0.1, 0.2),
+            refresh_interval=0.1,
+            timeout=5.0,
+        )
+        qtbot.waitUntil(lambda: server.connected, timeout=WAIT_MS)
+        tab = run(qtbot, app.window.remote_servers.open_remote(server, sid))
+        assert tab.ref.remote
+        tab.composer.editor.setPlainText("Kyoto or Osaka?")
+        tab.composer.several_button.click()
+        dialog = app.window.send_several_dialog
+        assert dialog is not None
+        dialog.samples.setValue(1)
+        dialog.set_checked(["alpha", "beta"])
+        dialog.send_button.click()
+        grid = app.window.fanout_grid
+        assert grid is not None
+        qtbot.waitUntil(lambda: len(grid.columns) == 2 and _all_ended(grid), timeout=WAIT_MS)
+        grid.flush()
+        assert grid.column_labels() == ["alpha", "beta"]
+        for column in grid.columns.values():
+            assert column.state.text() == "Done."
+            assert FIGURES.match(column.figures.text()), column.figures.text()
+            branch = served.read(column.session_id).projection
+            assert branch.messages[-1].content.startswith(column.text[:20])
+        grid.fuse_now(list(grid.columns), "alpha", "Keep it short.")
+        qtbot.waitUntil(lambda: grid.fused is not None, timeout=WAIT_MS)
+        (merge,) = served.read(sid).projection.merges
+        assert merge["kind"] == "fused"
+        assert [s["sessionId"] for s in merge["sources"]] == list(grid.columns)
