@@ -1,7 +1,7 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
     python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
-                                   [--view conversation|intro|compare|map]
+                                   [--view conversation|intro|compare|map|grid]
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
@@ -15,7 +15,9 @@ shows the first-start window instead: no conversation yet, the introduction
 offering the sample conversation. ``--view compare`` shoots the Compare
 view of the fork beside its parent, ``--view map`` adds an edit and a
 regeneration of the conversation's later turns and shoots Conversation ▸
-Branch map opened on the fork's tab, instead of the main window.
+Branch map opened on the fork's tab, instead of the main window. ``--view
+grid`` sends a question from the parent to three models of the offline demo
+responder (Send to several) and shoots the live grid while they stream.
 """
 
 from __future__ import annotations
@@ -208,6 +210,19 @@ async def _shoot(
         window.branch_map.resize(WIDTH, HEIGHT * 2 // 3)
         await asyncio.sleep(0.3)
         shot = window.branch_map
+    if view == "grid":
+        from branchwise.core.conversation.fanout import fanout_targets
+
+        front_tab = window.tab_for(parent)
+        assert front_tab is not None
+        targets = fanout_targets(["llama3.2", "qwen2.5", "mistral"], None, "demo")
+        grid = window._fan_out(front_tab, "Which day of the plan would you cut?", targets)
+        grid.resize(WIDTH, HEIGHT)
+        for _ in range(30):  # a few seconds of streaming, at the demo's pace
+            await asyncio.sleep(0.05)
+        grid.flush()
+        await asyncio.sleep(0.2)
+        shot = grid
     out.parent.mkdir(parents=True, exist_ok=True)
     if not shot.grab().save(str(out), "PNG"):
         raise SystemExit(f"could not write {out}")
@@ -226,9 +241,10 @@ def main() -> int:
     parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
     parser.add_argument(
         "--view",
-        choices=("conversation", "intro", "compare", "map"),
+        choices=("conversation", "intro", "compare", "map", "grid"),
         default="conversation",
-        help="the window, the introduction, compare of the fork and its parent, or the map",
+        help="the window, the introduction, compare of the fork and its parent, the map, "
+        "or Send to several's grid",
     )
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):

@@ -305,6 +305,9 @@ async def fuse(
 
     # A writer serves the thread its turns commit on: this one.
     merged = merge() if writer is not None else await asyncio.to_thread(merge)
+    if parent is not None:
+        parent.rebuild_rows()  # the open conversation shows the fused card
+    host.index_for_search(parent_id)
     host.emit(
         Changes(
             sessions=frozenset({parent_id}),

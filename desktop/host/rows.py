@@ -52,6 +52,21 @@ def target_key(message_id: str | None, turn_id: str | None) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class FusedSource:
+    """One answer a fused merge was written from (its card opens it).
+
+    Attributes:
+        session_id: the branch.
+        turn_id: the turn whose answer it was.
+        model: the model that answered it.
+    """
+
+    session_id: str
+    turn_id: str | None
+    model: str
+
+
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One message inside a row.
 
@@ -63,6 +78,7 @@ class Entry:
         source_id: for a ``merge``, the branch it was brought back from.
         source_sequence: for a ``merge``, how far that branch's log went when it
             was brought back (its last turn then is the one brought back).
+        fused_from: for a ``fused`` merge, every answer it was written from.
     """
 
     message_id: str
@@ -71,6 +87,7 @@ class Entry:
     partial: bool = False
     source_id: str | None = None
     source_sequence: int | None = None
+    fused_from: tuple[FusedSource, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +153,39 @@ class Row:
         return self.turn_id is None
 
 
-def _entry(message: Message, sources: Mapping[str, tuple[str, int | None]] | None = None) -> Entry:
+def _entry(
+    message: Message,
+    sources: Mapping[str, tuple[str, int | None]] | None = None,
+    fused: Mapping[str, tuple[FusedSource, ...]] | None = None,
+) -> Entry:
     source, sequence = sources.get(message.message_id, (None, None)) if sources else (None, None)
     return Entry(
-        message.message_id, message.role, message.content, message.partial, source, sequence
+        message.message_id,
+        message.role,
+        message.content,
+        message.partial,
+        source,
+        sequence,
+        fused.get(message.message_id, ()) if fused else (),
     )
+
+
+def _fused_sources(projection: Projection) -> dict[str, tuple[FusedSource, ...]]:
+    """Merge message id -> the answers a ``fused`` merge was written from."""
+    fused: dict[str, tuple[FusedSource, ...]] = {}
+    for merge in projection.merges:
+        if "seq" not in merge or merge.get("kind") != "fused":
+            continue
+        fused[f"merge-{merge['seq']}"] = tuple(
+            FusedSource(
+                str(source.get("sessionId", "")),
+                source.get("turnId") if isinstance(source.get("turnId"), str) else None,
+                str(source.get("model", "")),
+            )
+            for source in merge.get("sources") or ()
+            if isinstance(source, dict)
+        )
+    return fused
 
 
 def _merge_sources(projection: Projection) -> dict[str, tuple[str, int | None]]:
@@ -186,6 +231,7 @@ def rows_from_projection(
     turn_positions = {turn.turn_id: turn for turn in projection.turns}
     retried = retried_turns(projection)
     sources = _merge_sources(projection)
+    fused = _fused_sources(projection)
     rows: list[Row] = []
     for name in order:
         if name.startswith("\0"):
@@ -197,7 +243,7 @@ def rows_from_projection(
                     turn_id=None,
                     index=None,
                     answer_id=answer.message_id if answer else None,
-                    entries=tuple(_entry(m, sources) for m in messages),
+                    entries=tuple(_entry(m, sources, fused) for m in messages),
                     end_reason="completed",
                 )
             )

@@ -1,7 +1,8 @@
 """Where the user writes: multi-line, Enter sends, Shift+Enter starts a new line.
 
 While a turn runs the Send button becomes Stop; a read-only conversation
-disables the composer and says why.
+disables the composer and says why. "Send to several…" hands the text to
+whoever set :attr:`Composer.on_several` (the window asks which models).
 """
 
 from __future__ import annotations
@@ -75,9 +76,15 @@ class Composer(QWidget):
         self.stop_button = QPushButton(self)
         self.stop_button.setObjectName("stopButton")
         self.stop_button.clicked.connect(self._on_stop)
+        #: Called with the text when "Send to several…" is clicked (``None``: no such button).
+        self.on_several: Callable[[str], object] | None = None
+        self.several_button = QPushButton(self)
+        self.several_button.setObjectName("sendSeveralButton")
+        self.several_button.clicked.connect(self.submit_several)
         buttons = QVBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.send_button)
+        buttons.addWidget(self.several_button)
         buttons.addWidget(self.stop_button)
         layout = QHBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 8)
@@ -93,6 +100,14 @@ class Composer(QWidget):
             return
         self.editor.clear()
         self._on_send(text)
+
+    def submit_several(self) -> None:
+        """Hand what is written to "Send to several…" (kept until the choice is sent)."""
+        text = self.editor.toPlainText().strip()
+        if not text or self._running or self._blocked_reason is not None:
+            return
+        if self.on_several is not None:
+            self.on_several(text)
 
     def set_running(self, running: bool) -> None:
         """Show Stop instead of Send while a turn runs."""
@@ -112,6 +127,8 @@ class Composer(QWidget):
         has_text = bool(self.editor.toPlainText().strip())
         self.send_button.setEnabled(not blocked and not self._running and has_text)
         self.stop_button.setEnabled(self._running)
+        self.several_button.setVisible(not self._running)
+        self.several_button.setEnabled(not blocked and not self._running and has_text)
         self.editor.setPlaceholderText(
             # TRANSLATORS: keep the key names Enter and Shift+Enter as they are printed on keys.
             self._blocked_reason or _("Type a message… (Enter to send, Shift+Enter for a new line)")
@@ -121,5 +138,9 @@ class Composer(QWidget):
         """Re-render every localized text."""
         self.send_button.setText(_("Send"))
         self.stop_button.setText(_("Stop"))
+        self.several_button.setText(_("Send to several…"))
+        self.several_button.setToolTip(
+            _("Ask several models, or one model several times; each answer is its own branch")
+        )
         self.editor.setAccessibleName(_("Message"))
         self._render()

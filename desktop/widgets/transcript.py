@@ -48,7 +48,7 @@ from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.landing import TurnTarget
-from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
+from branchwise.desktop.host.rows import PAGE_SIZE, FusedSource, Row, Window
 from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.turn_widget import AskAgain, Switch, TurnWidget, untitled
 
@@ -391,6 +391,10 @@ class TranscriptView(QScrollArea):
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view
 
+    def _fused_source_name(self, source: FusedSource) -> str:
+        """A fused card's source: its branch label ("qwen2.5 · sample 2"), else its model."""
+        return self.host.label_at(self.ref.sibling(source.session_id)) or source.model
+
     def _make(self, row: Row) -> TurnWidget:
         widget = TurnWidget(
             row,
@@ -404,6 +408,7 @@ class TranscriptView(QScrollArea):
             on_switch=self._switch,
             on_open_at=self._on_open_at,
             label_of=self._label_of,
+            name_of=self._fused_source_name,
         )
         widget.set_branch_state(self.host.branch_state_at(self.ref, row))
         self._widgets[row.row_id] = widget

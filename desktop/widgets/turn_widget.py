@@ -31,11 +31,11 @@ from PySide6.QtWidgets import (
 from branchwise.core.conversation.alternatives import Alternatives
 from branchwise.core.conversation.names import display_title, label_of, render_label
 from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.i18n.language import _, format_number
+from branchwise.core.i18n.language import _, format_number, ngettext
 from branchwise.core.i18n.reasons import BRANCH_ACTION, branch_count, fill, reason_text
 from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.landing import TurnTarget
-from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
+from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, FusedSource, Row
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
 from branchwise.desktop.widgets.style import set_style_property
@@ -131,12 +131,15 @@ class MessageLabel(MarkdownView):
         entry: Entry,
         parent: QWidget | None = None,
         title_of: Callable[[str], str] | None = None,
+        name_of: Callable[[FusedSource], str] | None = None,
     ) -> None:
         super().__init__(parent, plain=entry.role == "tool", breaks=entry.role == "user")
         self.role = entry.role
         self.message_id = entry.message_id
         self.source_id = entry.source_id
+        self.fused_from = entry.fused_from
         self._title_of = title_of
+        self._name_of = name_of or (lambda source: source.model)
         self.content = ""
         self.setObjectName(f"{entry.role}Message")
         self.set_content(entry.content)
@@ -147,6 +150,18 @@ class MessageLabel(MarkdownView):
         self.content = text
         if self.role == "tool":
             self.set_markdown(fill(_("Tool call: {call}"), {"call": text}))
+        elif self.role == "merge" and self.fused_from:
+            names = " · ".join(self._name_of(source) for source in self.fused_from)
+            heading = fill(
+                # TRANSLATORS: heads a fused answer; {names} lists the answers' branch labels.
+                ngettext(
+                    "Fused from {n} answer: {names}",
+                    "Fused from {n} answers: {names}",
+                    len(self.fused_from),
+                ),
+                {"n": format_number(len(self.fused_from)), "names": names},
+            )
+            self.set_markdown(f"**{_escape_markdown(heading)}**\n\n{text}")
         elif self.role == "merge":
             title = self._title_of(self.source_id) if self._title_of and self.source_id else ""
             # TRANSLATORS: heads what a branch brought back; {title} is the branch's title.
@@ -318,8 +333,10 @@ class TurnWidget(QFrame):
         on_switch: Switch | None = None,
         on_open_at: Callable[[str, TurnTarget], object] | None = None,
         label_of: Callable[[Manifest], str] | None = None,
+        name_of: Callable[[FusedSource], str] | None = None,
     ) -> None:
         super().__init__(parent)
+        self._name_of = name_of
         self._ask_again = ask_again
         self._on_open_at = on_open_at
         self._title_of = title_of
@@ -397,6 +414,9 @@ class TurnWidget(QFrame):
         # A merge brought back from a branch opens that branch.
         self.open_source_button = self._action_button("openSourceButton", self._open_source)
         footer.addWidget(self.open_source_button)
+        # A fused answer opens each answer it was written from.
+        self.fused_buttons: list[QToolButton] = []
+        self._footer = footer
         layout.addLayout(footer)
 
         self.row = row
@@ -497,6 +517,7 @@ class TurnWidget(QFrame):
             button.setAccessibleName(tip)
             button.setAccessibleDescription(refused or "")
         self.open_source_button.setText(_("Open branch"))
+        self._render_fused_buttons()
         self.send_as_branch_button.setText(_("Send as a branch"))
         self.edit_cancel_button.setText(_("Cancel"))
         self.edit_text.setAccessibleName(_("Edited prompt"))
@@ -514,14 +535,44 @@ class TurnWidget(QFrame):
         for position, entry in enumerate(row.entries):
             label = self._labels.get(entry.message_id)
             if label is None:
-                label = MessageLabel(entry, self, self._title_of)
+                label = MessageLabel(entry, self, self._title_of, self._name_of)
                 self._labels[entry.message_id] = label
                 self._messages.insertWidget(position, label)
             elif label.content != entry.content:
                 label.set_content(entry.content)
         self._render_status()
         self._render_ask_again()
-        self.open_source_button.setVisible(self._source_id() is not None)
+        fused = self._fused_from()
+        self.open_source_button.setVisible(self._source_id() is not None and not fused)
+        if len(self.fused_buttons) != len(fused):
+            for button in self.fused_buttons:
+                button.deleteLater()
+            self.fused_buttons = []
+            for source in fused:
+                button = self._action_button("openFusedSource", self._opener(source))
+                button.show()
+                self._footer.insertWidget(self._footer.indexOf(self.open_source_button), button)
+                self.fused_buttons.append(button)
+        self._render_fused_buttons()
+
+    def _fused_from(self) -> tuple[FusedSource, ...]:
+        return next((e.fused_from for e in self.row.entries if e.fused_from), ())
+
+    def _opener(self, source: FusedSource) -> Callable[[], None]:
+        return lambda: self._open_fused(source)
+
+    def _open_fused(self, source: FusedSource) -> None:
+        """Open one answer a fused card was written from, at its turn."""
+        if self._on_open_at is not None and source.turn_id is not None:
+            self._on_open_at(source.session_id, TurnTarget.at(source.turn_id))
+        else:
+            self._on_open(source.session_id)
+
+    def _render_fused_buttons(self) -> None:
+        for button, source in zip(self.fused_buttons, self._fused_from(), strict=False):
+            name = self._name_of(source) if self._name_of is not None else source.model
+            button.setText(fill(_("Open {name}"), {"name": name}))
+            button.setToolTip(_("Open the branch this answer came from"))
 
     def _source_id(self) -> str | None:
         """The branch a merge in this row came from."""

@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.conversation.fanout import FanoutTarget
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
@@ -42,6 +43,7 @@ from branchwise.core.i18n.language import (
 )
 from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
+from branchwise.core.providers.demo import DEMO_MODEL
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
@@ -58,6 +60,7 @@ from branchwise.desktop.widgets.branch_map import BranchMapDialog
 from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
+from branchwise.desktop.widgets.fanout_grid import FanoutGrid, SendToSeveralDialog
 from branchwise.desktop.widgets.import_dialog import ImportDialog
 from branchwise.desktop.widgets.introduction import Introduction
 from branchwise.desktop.widgets.notice_area import NoticeArea
@@ -83,6 +86,8 @@ MAP_REFRESH_MS = 250
 """A burst of changes to the family (a turn's start and end) redraws the open map once."""
 BRANCH_MAP_SHORTCUT = "Ctrl+Shift+M"
 """Conversation ▸ Branch map (free: no other action or widget key uses it)."""
+SEND_SEVERAL_SHORTCUT = "Ctrl+Shift+Return"
+"""Conversation ▸ Send to several… (free: Enter sends, Shift+Enter is a new line)."""
 MERGE_RETRY_MS = 20_000
 """How often merges still pending (their parent held by another process) are retried."""
 DISK_REFRESH_MS = 15_000
@@ -137,6 +142,8 @@ class MainWindow(QMainWindow):
         self.import_dialog: ImportDialog | None = None
         self.export_dialog: QFileDialog | None = None
         self.compare_view: CompareView | None = None
+        self.send_several_dialog: SendToSeveralDialog | None = None
+        self.fanout_grid: FanoutGrid | None = None
         self.sidebar = Sidebar(
             host, self.open_session, self.new_conversation, self, self.delete_conversation
         )
@@ -306,6 +313,10 @@ class MainWindow(QMainWindow):
             QKeySequence(BRANCH_MAP_SHORTCUT), lambda: self.show_branch_map()
         )
         self.branch_map_action.setObjectName("branchMapAction")
+        self.send_several_action = self._action(
+            QKeySequence(SEND_SEVERAL_SHORTCUT), lambda: self.send_to_several()
+        )
+        self.send_several_action.setObjectName("sendSeveralAction")
         self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
         self.previous_tab_action = self._action(
             QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
@@ -321,6 +332,7 @@ class MainWindow(QMainWindow):
             lambda _checked=False: self.show_conversation_settings()
         )
         for action in (
+            self.send_several_action,
             self.branch_last_action,
             self.branch_map_action,
             self.stop_action,
@@ -461,6 +473,7 @@ class MainWindow(QMainWindow):
             self.new_action,
             self.search_action,
             self.find_action,
+            self.send_several_action,
             self.branch_last_action,
             self.previous_alternative_action,
             self.next_alternative_action,
@@ -491,6 +504,7 @@ class MainWindow(QMainWindow):
         for action in (
             self.close_tab_action,
             self.rename_action,
+            self.send_several_action,
             self.branch_last_action,
             self.previous_alternative_action,
             self.next_alternative_action,
@@ -570,6 +584,7 @@ class MainWindow(QMainWindow):
     def _add_tab(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
         tab = ConversationTab(self.host, ref, self.open_ref, self, self.open_at)
         tab.banner.map_requested.connect(lambda: self.show_branch_map(tab.ref))
+        tab.composer.on_several = lambda _text: self.send_to_several(tab)
         self.tabs.insertTab(index, tab, "")
         self._render_tab_title(tab)
         self._state_changed()
@@ -731,6 +746,58 @@ class MainWindow(QMainWindow):
 
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view
+
+    # -- send to several ----------------------------------------------------------------
+
+    def send_to_several(self, tab: ConversationTab | None = None) -> SendToSeveralDialog | None:
+        """Conversation ▸ Send to several…: choose the models for the composer's message.
+
+        The configured server's models are offered (asked off the UI thread),
+        else the demo responder's; sending opens :attr:`fanout_grid`.
+        """
+        tab = tab or self.current_tab()
+        if tab is None:
+            return None
+        text = tab.composer.editor.toPlainText().strip()
+        refused = tab.refusal("send")
+        if refused is not None or tab.running or not text:
+            return None  # the button is disabled then, and says why
+        ref = tab.ref
+        conversation = self.host.conversation(ref)
+        projection = conversation.projection if conversation is not None else None
+        own = projection.settings.model if projection is not None else ""
+        configured = self.host.settings.model if self.host.settings.configured else ""
+        default_model = own or configured or DEMO_MODEL
+        dialog = SendToSeveralDialog([default_model], default_model, [default_model], self)
+        dialog.samples.setValue(2)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self._fan_out(tab, text, dialog.targets()))
+        dialog.destroyed.connect(lambda: setattr(self, "send_several_dialog", None))
+        dialog.open()
+        self.send_several_dialog = dialog
+        if ref.server is None and self.host.settings.configured:
+
+            async def offer_models() -> None:
+                listed = await self.host.operations.list_models(self.host.settings)
+                if shiboken6.isValid(dialog):
+                    for model in listed.models:
+                        if model not in listed.embedding:
+                            dialog.add_model(model, checked=False)
+
+            self.host.spawn(offer_models(), "list the server's models")
+        return dialog
+
+    def _fan_out(
+        self, tab: ConversationTab, text: str, targets: Sequence[FanoutTarget]
+    ) -> FanoutGrid:
+        if shiboken6.isValid(tab) and tab.composer.editor.toPlainText().strip() == text:
+            tab.composer.editor.clear()
+        grid = FanoutGrid(self.host, tab.ref, text, targets, self.open_ref, self)
+        grid.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        grid.show()
+        grid.start()
+        self.fanout_grid = grid
+        return grid
 
     # -- the branch map ---------------------------------------------------------
 
@@ -1320,6 +1387,7 @@ class MainWindow(QMainWindow):
         self.stop_action.setText(_("Stop the answer"))
         self.branch_last_action.setText(_("Branch at the last finished turn"))
         self.branch_map_action.setText(_("Branch map"))
+        self.send_several_action.setText(_("Send to several…"))
         self.branch_map_action.setToolTip(
             _("Every branch of this conversation's family, turn by turn")
         )

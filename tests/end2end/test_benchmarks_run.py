@@ -42,6 +42,7 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
         ("bench_fanout.py", ["--turns", "40", "--repeat", "1", "--chunks", "20"], "ratio"),
+        ("bench_fanout_grid.py", ["--chunks", "20", "--repeat", "1"], "ratio"),
         (
             "bench_snapshot.py",
             ["--big", "60", "--small", "5", "--read-turns", "60", "--runs", "1", "--no-window"],
