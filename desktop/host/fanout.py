@@ -217,7 +217,7 @@ class _Batched(FanoutListener):
     """A fan-out's progress heard on its worker thread, told to ``follow`` on the UI loop.
 
     Calls keep their order; they reach the UI loop at most every
-    :data:`BATCH_SECONDS`, consecutive pieces of one branch as one
+    :data:`BATCH_SECONDS`, a batch's pieces of one branch as one
     :meth:`FanoutRun.pieces` call, so the window pays per batch, not per chunk.
     """
 
@@ -250,20 +250,24 @@ class _Batched(FanoutListener):
         """Tell ``follow`` everything heard so far, in order (on the UI loop)."""
         with self._lock:
             calls, self._pending = self._pending, []
-        pieces: list[str] = []
-        for at, (kind, subject, detail) in enumerate(calls):
+        pieces: dict[str, tuple[FanoutBranch, list[str]]] = {}
+        for kind, subject, detail in calls:
             if kind == "text":
-                pieces.append(detail)
-                following = calls[at + 1] if at + 1 < len(calls) else None
-                if following is None or following[0] != "text" or following[1] is not subject:
-                    self._follow.pieces(subject, pieces)
-                    pieces = []
-            elif kind == "queued":
+                pieces.setdefault(subject.session_id, (subject, []))[1].append(detail)
+                continue
+            self._tell_pieces(pieces)  # what a branch received comes before its next step
+            if kind == "queued":
                 self._follow.queued(subject)
             elif kind == "started":
                 self._follow.started(subject, detail)
             else:
                 self._follow.ended(subject)
+        self._tell_pieces(pieces)
+
+    def _tell_pieces(self, pieces: dict[str, tuple[FanoutBranch, list[str]]]) -> None:
+        for branch, chunks in pieces.values():
+            self._follow.pieces(branch, chunks)
+        pieces.clear()
 
 
 async def _answer_off_loop(
