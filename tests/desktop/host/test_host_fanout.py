@@ -83,7 +83,7 @@ def test_stop_ends_one_answer_and_the_others_go_on(tmp_path: Path) -> None:
         stopped: list[str] = []
 
         def on_progress(progress: BranchProgress) -> None:
-            if progress.chunks == 3 and not stopped:
+            if progress.chunks >= 3 and not stopped:  # pieces arrive in batches
                 stopped.append(progress.session_id)
                 run.stop(progress.session_id)
 
