@@ -4,7 +4,8 @@
 (:func:`~branchwise.core.conversation.fanout.fan_out`), puts them in the
 host's lineage index and reports them as added (they appear under the
 conversation in the sidebar), then answers them all at once
-(:func:`~branchwise.core.fanout_run.answer_fanout`) with the host's
+(:func:`~branchwise.core.fanout_run.answer_fanout`, on its own event loop in a
+worker thread, so the streams never hold up the window) with the host's
 provider for each branch's model (the demo responder answering as each
 model and sample when no server is configured). Each branch's progress
 reaches ``on_progress`` as a :class:`BranchProgress`: queued, streaming
