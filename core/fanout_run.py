@@ -15,6 +15,8 @@ fan-out does, and reports it so).
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -99,29 +101,57 @@ class FanoutStops:
 
     A stopped answer ends ``cancelled``, keeping its text; a branch stopped
     while it waits for its server is not asked at all (its question stays
-    waiting, as a retry of the fan-out would find it).
+    waiting, as a retry of the fan-out would find it). Stopping is safe from
+    any thread: the desktop streams a fan-out on its own event loop in a
+    worker thread, and a running answer is cancelled on the loop it runs on.
     """
 
     def __init__(self) -> None:
-        self._running: dict[str, TurnRunner] = {}
+        self._running: dict[str, tuple[TurnRunner, asyncio.AbstractEventLoop]] = {}
         self._stopped: set[str] = set()
+        self._lock = threading.Lock()
 
     def stop(self, session_id: str) -> None:
         """Stop the answer of branch ``session_id`` (now, or before it starts)."""
-        self._stopped.add(session_id)
-        runner = self._running.get(session_id)
-        if runner is not None:
-            runner.cancel()
+        with self._lock:
+            self._stopped.add(session_id)
+            running = self._running.get(session_id)
+        if running is not None:
+            _call_on(running[1], running[0].cancel)
 
     def stop_all(self) -> None:
         """Stop every answer of the fan-out."""
-        for session_id in list(self._running):
+        with self._lock:
+            self._stopped.add("*")
+            running = list(self._running)
+        for session_id in running:
             self.stop(session_id)
-        self._stopped.add("*")
 
     def stopped(self, session_id: str) -> bool:
         """Whether ``session_id`` was stopped before its answer started."""
-        return session_id in self._stopped or "*" in self._stopped
+        with self._lock:
+            return session_id in self._stopped or "*" in self._stopped
+
+    def _began(self, session_id: str, runner: TurnRunner) -> None:
+        with self._lock:
+            self._running[session_id] = (runner, asyncio.get_running_loop())
+
+    def _ended(self, session_id: str) -> None:
+        with self._lock:
+            self._running.pop(session_id, None)
+
+
+def _call_on(loop: asyncio.AbstractEventLoop, call: Callable[[], None]) -> None:
+    """``call()`` now if ``loop`` runs this thread, else on ``loop``'s own thread."""
+    try:
+        here = asyncio.get_running_loop()
+    except RuntimeError:
+        here = None
+    if here is loop:
+        call()
+    else:
+        with contextlib.suppress(RuntimeError):  # that loop has ended: nothing runs to stop
+            loop.call_soon_threadsafe(call)
 
 
 class _Relay(TurnListener):
@@ -208,13 +238,13 @@ async def _run(
             turn = branch_turn(writer.projection, writer.projection.seed_length)
             return BranchOutcome(branch, turn.turn_id if turn else None, _ended(turn))
         runner = TurnRunner(writer, setup.provider, _Relay(listener, branch), system=setup.system)
-        stops._running[session_id] = runner
+        stops._began(session_id, runner)
         try:
             result: TurnResult = await runner.answer()
         except BranchwiseError as exc:
             return BranchOutcome(branch, runner.turn_id, "error", exc)
         finally:
-            stops._running.pop(session_id, None)
+            stops._ended(session_id)
         return BranchOutcome(branch, result.turn_id, result.end_reason, result.error)
     finally:
         writer.close()

@@ -4,7 +4,8 @@
 (:func:`~branchwise.core.conversation.fanout.fan_out`), puts them in the
 host's lineage index and reports them as added (they appear under the
 conversation in the sidebar), then answers them all at once
-(:func:`~branchwise.core.fanout_run.answer_fanout`) with the host's
+(:func:`~branchwise.core.fanout_run.answer_fanout`, on its own event loop in a
+worker thread, so the streams never hold up the window) with the host's
 provider for each branch's model (the demo responder answering as each
 model and sample when no server is configured). Each branch's progress
 reaches ``on_progress`` as a :class:`BranchProgress`: queued, streaming
@@ -24,6 +25,8 @@ the window shows the streaming answers from the progress reported here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -50,6 +53,7 @@ from branchwise.core.fanout_run import (
 )
 from branchwise.core.ids import new_id
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.sources import RemoteSource
@@ -173,12 +177,16 @@ class FanoutRun(FanoutListener):
 
     def text(self, branch: FanoutBranch, chunk: str) -> None:
         """A piece of the answer arrived."""
+        self.pieces(branch, [chunk])
+
+    def pieces(self, branch: FanoutBranch, chunks: Sequence[str]) -> None:
+        """Pieces of the answer arrived since the last report (one progress report for all)."""
         now = self.progress[branch.session_id]
         self._set(
             replace(
                 now,
-                chunks=now.chunks + 1,
-                characters=now.characters + len(chunk),
+                chunks=now.chunks + len(chunks),
+                characters=now.characters + sum(len(chunk) for chunk in chunks),
                 first_chunk_at=now.first_chunk_at or time.monotonic(),
             )
         )
@@ -200,6 +208,100 @@ class FanoutRun(FanoutListener):
         self.progress[progress.session_id] = progress
         if self._on_progress is not None:
             self._on_progress(progress)
+
+
+BATCH_SECONDS = 0.02
+"""How long a fan-out's progress gathers on its worker thread before the UI loop hears it."""
+
+
+class _Batched(FanoutListener):
+    """A fan-out's progress heard on its worker thread, told to ``follow`` on the UI loop.
+
+    Calls keep their order; they reach the UI loop at most every
+    :data:`BATCH_SECONDS`, a batch's pieces of one branch as one
+    :meth:`FanoutRun.pieces` call, so the window pays per batch, not per chunk.
+    """
+
+    def __init__(self, follow: FanoutRun, loop: asyncio.AbstractEventLoop) -> None:
+        self._follow, self._loop = follow, loop
+        self._lock = threading.Lock()
+        self._pending: list[tuple[str, Any, Any]] = []
+
+    def queued(self, branch: FanoutBranch) -> None:
+        self._post("queued", branch, None)
+
+    def started(self, branch: FanoutBranch, turn_id: str) -> None:
+        self._post("started", branch, turn_id)
+
+    def text(self, branch: FanoutBranch, chunk: str) -> None:
+        self._post("text", branch, chunk)
+
+    def ended(self, outcome: BranchOutcome) -> None:
+        self._post("ended", outcome, None)
+
+    def _post(self, kind: str, subject: Any, detail: Any) -> None:
+        with self._lock:
+            first = not self._pending
+            self._pending.append((kind, subject, detail))
+        if first:
+            with contextlib.suppress(RuntimeError):  # the window's loop has ended: nobody listens
+                self._loop.call_soon_threadsafe(self._loop.call_later, BATCH_SECONDS, self.deliver)
+
+    def deliver(self) -> None:
+        """Tell ``follow`` everything heard so far, in order (on the UI loop)."""
+        with self._lock:
+            calls, self._pending = self._pending, []
+        pieces: dict[str, tuple[FanoutBranch, list[str]]] = {}
+        for kind, subject, detail in calls:
+            if kind == "text":
+                pieces.setdefault(subject.session_id, (subject, []))[1].append(detail)
+                continue
+            self._tell_pieces(pieces)  # what a branch received comes before its next step
+            if kind == "queued":
+                self._follow.queued(subject)
+            elif kind == "started":
+                self._follow.started(subject, detail)
+            else:
+                self._follow.ended(subject)
+        self._tell_pieces(pieces)
+
+    def _tell_pieces(self, pieces: dict[str, tuple[FanoutBranch, list[str]]]) -> None:
+        for branch, chunks in pieces.values():
+            self._follow.pieces(branch, chunks)
+        pieces.clear()
+
+
+async def _answer_off_loop(
+    store: SessionStore,
+    fanout: Fanout,
+    setup_for: Callable[[FanoutBranch, ConversationSettings], BranchSetup],
+    follow: FanoutRun,
+) -> list[BranchOutcome]:
+    """:func:`answer_fanout` on its own event loop in a worker thread.
+
+    The answers' HTTP streams, parsing and partial commits would otherwise
+    share the window's event loop with every paint: with 4 answers streaming
+    the window lagged 2-3 times as much as with one (docs/performance.md).
+    Each branch's writer is opened, committed to and closed on that thread, so
+    the commit order (and what a kill -9 keeps) is the turn runner's, as in the
+    CLI. If the caller is cancelled (the window closes), every answer is
+    stopped and waited for, so each ends ``cancelled`` with its text.
+    """
+    batched = _Batched(follow, asyncio.get_running_loop())
+
+    def answer_all() -> list[BranchOutcome]:
+        return asyncio.run(answer_fanout(store, fanout, setup_for, batched, stops=follow.stops))
+
+    work = asyncio.ensure_future(asyncio.to_thread(answer_all))
+    try:
+        outcomes = await asyncio.shield(work)
+    except asyncio.CancelledError:
+        follow.stops.stop_all()
+        with contextlib.suppress(Exception):
+            await work
+        raise
+    batched.deliver()
+    return outcomes
 
 
 async def send_to_several(
@@ -243,7 +345,7 @@ async def send_to_several(
             provider = provider.as_target(branch.target.model, branch.target.sample)
         return BranchSetup(provider, system, server)
 
-    outcomes = await answer_fanout(store, fanout, setup_for, follow, stops=follow.stops)
+    outcomes = await _answer_off_loop(store, fanout, setup_for, follow)
     for branch in fanout.branches:
         host.index.put(await asyncio.to_thread(store.manifest, branch.session_id))
     host.emit(Changes(sidebar=True, sessions=made, transcripts=made, initiator=initiator))

@@ -430,10 +430,10 @@ class GridRun(FanoutRun):
         super().__init__(on_progress)
         self._on_text = on_text
 
-    def text(self, branch: FanoutBranch, chunk: str) -> None:
-        """A piece of a branch's answer: counted, and kept for its column."""
-        super().text(branch, chunk)
-        self._on_text(branch.session_id, chunk)
+    def pieces(self, branch: FanoutBranch, chunks: Sequence[str]) -> None:
+        """Pieces of a branch's answer: counted, and kept for its column."""
+        super().pieces(branch, chunks)
+        self._on_text(branch.session_id, "".join(chunks))
 
     def heard(self, line: dict[str, Any]) -> None:
         """A server's progress line; its text pieces are kept for their column."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 from helpers.serve import serve_process
@@ -83,7 +84,7 @@ def test_stop_ends_one_answer_and_the_others_go_on(tmp_path: Path) -> None:
         stopped: list[str] = []
 
         def on_progress(progress: BranchProgress) -> None:
-            if progress.chunks == 3 and not stopped:
+            if progress.chunks >= 3 and not stopped:  # pieces arrive in batches
                 stopped.append(progress.session_id)
                 run.stop(progress.session_id)
 
@@ -141,3 +142,36 @@ def test_send_to_several_and_fuse_on_a_server(tmp_path: Path) -> None:
 
     with serve_process(served_root) as served:
         asyncio.run(scenario(served.url, served.token))
+
+
+def test_progress_reaches_the_callers_thread_in_batches_not_per_piece(tmp_path: Path) -> None:
+    """The answers stream on a worker thread's loop; the caller's loop hears batches of pieces."""
+    store = SessionStore(tmp_path)
+    with store.create("Trip plans") as writer:
+        complete_turn(writer, "r1", "where to?")
+        root = writer.session_id
+
+    async def scenario() -> None:
+        host = Host(tmp_path, provider_factory=lambda _s: DemoProvider(delay=0.002))
+        host.start()
+        heard_on: set[int] = set()
+        reports: list[BranchProgress] = []
+
+        def on_progress(progress: BranchProgress) -> None:
+            heard_on.add(threading.get_ident())
+            reports.append(progress)
+
+        run = FanoutRun(on_progress)
+        targets = fanout_targets(["a", "b", "c"], None, "demo")
+        outcomes = await send_to_several(host, root, "Which?", targets, run=run)
+        assert [o.end_reason for o in outcomes] == ["completed"] * 3
+        assert heard_on == {threading.get_ident()}
+        pieces = sum(p.chunks for p in run.progress.values())
+        with_text = [p for p in reports if p.state == "streaming" and p.chunks]
+        assert pieces > 3 * 10 and len(with_text) < pieces / 2, (len(with_text), pieces)
+        for branch in run.progress.values():  # every piece counted and committed
+            answer = store.read(branch.session_id).projection.messages[-1]
+            assert branch.characters == len(answer.content)
+        await host.shutdown()
+
+    asyncio.run(scenario())
