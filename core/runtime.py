@@ -45,16 +45,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from branchwise.core.conversation.attachments import (
+    DEFAULT_LIMITS,
+    AttachmentLimits,
+    model_context,
+)
 from branchwise.core.conversation.merge import SUMMARY_REQUEST, demo_summary, own_turns
 from branchwise.core.conversation.names import title_from_prompt
 from branchwise.core.errors import BranchwiseError, InvalidMerge
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.events import EndReason
 from branchwise.core.projection.figures import estimate_prompt_tokens, estimate_tokens
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider, TextChunk, Usage
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.store import SessionWriter
 
 log = logging.getLogger(__name__)
@@ -123,6 +130,7 @@ class TurnRunner:
         flush_interval: longest time received text stays uncommitted.
         system: the system prompt sent before the conversation ("" for none).
         clock: monotonic clock (a seam for tests).
+        limits: which images of earlier prompts are sent again.
     """
 
     def __init__(
@@ -134,8 +142,10 @@ class TurnRunner:
         flush_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         system: str = "",
+        limits: AttachmentLimits = DEFAULT_LIMITS,
     ) -> None:
         self.writer = writer
+        self.limits = limits
         self.system = system
         self.provider = provider
         self.listener = listener or TurnListener()
@@ -152,7 +162,7 @@ class TurnRunner:
         self._cancel_requested = False
         self._started = False
         self._failure: BranchwiseError | None = None  # a commit of the turn that failed
-        self._context: list[dict[str, str]] = []
+        self._context: list[dict[str, Any]] = []
         self._requested_at: float | None = None
         self._first_text_at: float | None = None
         self._last_text_at: float | None = None
@@ -168,8 +178,12 @@ class TurnRunner:
         if self._task is not None:
             self._task.cancel()
 
-    async def run(self, text: str) -> TurnResult:
+    async def run(self, text: str, attachments: tuple[AttachmentRef, ...] = ()) -> TurnResult:
         """Run the whole turn for the user's ``text`` and return how it ended.
+
+        ``attachments`` are files already stored
+        (:func:`~branchwise.core.conversation.attachments.attach_files`): the
+        question's commit refers to them only once their bytes are durable.
 
         Raises:
             BranchwiseError: the question could not be committed (nothing of
@@ -180,7 +194,7 @@ class TurnRunner:
             raise BranchwiseError("a turn is already running in this session")
         user_id = new_id("msg")
         step_id = new_id("step")
-        question = [ev.turn_start(self.turn_id), ev.user_message(user_id, text)]
+        question = [ev.turn_start(self.turn_id), ev.user_message(user_id, text, attachments)]
         try:
             self._commit([*question, ev.step_start(step_id)])
         except BranchwiseError as exc:
@@ -225,7 +239,10 @@ class TurnRunner:
             self._failure = title_failure
             return self._finish(step_id, EndReason.ERROR, title_failure, None)
         self._last_flush = self.clock()
-        context = self.writer.projection.model_messages()
+        try:
+            context = self._model_context()
+        except BranchwiseError as exc:  # an attachment's bytes are gone: say so, keep the question
+            return self._finish(step_id, EndReason.ERROR, exc, None)
         if self.system.strip():
             context.insert(0, {"role": "system", "content": self.system})
         self._task = asyncio.ensure_future(self._consume(context))
@@ -246,7 +263,14 @@ class TurnRunner:
             reason, error = EndReason.ERROR, BranchwiseError(f"unexpected failure: {exc!r}")
         return self._finish(step_id, reason, error, usage)
 
-    async def _consume(self, context: list[dict[str, str]]) -> Usage | None:
+    def _model_context(self) -> list[dict[str, Any]]:
+        """What the model is sent: plain messages, or content parts where files are attached."""
+        projection = self.writer.projection
+        if not any(m.attachments for m in projection.messages):
+            return list(projection.model_messages())
+        return model_context(projection, BlobStore(self.writer.store.root), self.limits)
+
+    async def _consume(self, context: list[dict[str, Any]]) -> Usage | None:
         usage = None
         on_text = self.listener.text_received
         clock = self.clock

@@ -17,6 +17,7 @@ import asyncio
 import sys
 from typing import Any
 
+from branchwise.core.cli.attachments import add_attach_option, attached
 from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
 from branchwise.core.cli.output import print_json
 from branchwise.core.cli.sessions import StdoutStreamer
@@ -45,6 +46,7 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     edit.add_argument("session_id")
     edit.add_argument("--turn", required=True, help="the turn whose prompt is edited")
     edit.add_argument("text", help="the edited prompt")
+    add_attach_option(edit)
     _common(edit)
     edit.set_defaults(func=cmd_edit)
 
@@ -80,7 +82,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def cmd_edit(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Branch at the end of the turn before ``--turn`` and ask the edited prompt there."""
     settings_from_args(store, args)  # unusable settings refuse before anything is written
-    request = edit_request(store, validate_session_id(args.session_id), args.turn, args.text)
+    session_id = validate_session_id(args.session_id)
+    edit_request(store, session_id, args.turn, args.text)  # refusals before files are stored
+    request = edit_request(store, session_id, args.turn, args.text, attached(store, args))
     return _branch_and_answer(store, args, request)
 
 
