@@ -100,8 +100,11 @@ def cmd_retry(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     settings_from_args(store, args)
     with store.open_writer(validate_session_id(args.session_id)) as writer:
         projection = writer.projection
-        prompt = question_of(projection, failed_turn(projection, writer.session_id, args.turn))
-        result = asyncio.run(_runner(store, args, writer).run(prompt))
+        turn = failed_turn(projection, writer.session_id, args.turn)
+        prompt = question_of(projection, turn)
+        question = projection.message(turn.user_message_id or "")
+        files = question.attachments if question is not None else ()  # asked again, not copied
+        result = asyncio.run(_runner(store, args, writer).run(prompt, files))
     return _printed(None, result)
 
 

@@ -1,0 +1,91 @@
+"""``session say|edit --attach``, ``session show``'s attachments and ``session attachment``."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from helpers.attachments import png_bytes
+from helpers.cli import run_cli
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_say_with_files_show_them_and_write_one_out(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    image, notes = png_bytes(seed=5), b"# Notes\n"
+    (tmp_path / "cat.png").write_bytes(image)
+    (tmp_path / "notes.md").write_bytes(notes)
+    _, made = run_cli(root, "session", "new")
+    sid = made["sessionId"]
+    _, said = run_cli(
+        root,
+        "session",
+        "say",
+        sid,
+        "look",
+        "--quiet",
+        "--attach",
+        str(tmp_path / "cat.png"),
+        str(tmp_path / "notes.md"),
+    )
+    assert said["endReason"] == "completed"
+    _, shown = run_cli(root, "session", "show", sid)
+    question = shown["messages"][0]
+    assert question["attachments"] == [
+        {"name": "cat.png", "type": "image/png", "size": len(image), "sha256": _sha(image)},
+        {"name": "notes.md", "type": "text/markdown", "size": len(notes), "sha256": _sha(notes)},
+    ]
+    assert "attachments" not in shown["messages"][1]
+    out = tmp_path / "out.png"
+    _, written = run_cli(root, "session", "attachment", sid, _sha(image), "--out", str(out))
+    assert out.read_bytes() == image
+    assert written == {
+        "sessionId": sid,
+        "sha256": _sha(image),
+        "name": "cat.png",
+        "type": "image/png",
+        "size": len(image),
+        "path": str(out),
+    }
+    code, refused = run_cli(
+        root, "session", "attachment", sid, _sha(image), "--out", str(out), check=False
+    )
+    assert code == 1 and out.read_bytes() == image
+
+    # An edit keeps the question's files and adds new ones; nothing is copied.
+    (tmp_path / "more.txt").write_bytes(b"more text\n")
+    turn = shown["turns"][0]["turnId"]
+    _, edited = run_cli(
+        root,
+        "session",
+        "edit",
+        sid,
+        "--turn",
+        turn,
+        "look again",
+        "--quiet",
+        "--attach",
+        str(tmp_path / "more.txt"),
+    )
+    _, branch = run_cli(root, "session", "show", edited["childSessionId"])
+    names = [a["name"] for a in branch["messages"][0]["attachments"]]
+    assert names == ["cat.png", "notes.md", "more.txt"]
+    blobs = [p for p in (root / "attachments" / "sha256").rglob("*") if p.is_file()]
+    assert len(blobs) == 3
+
+
+def test_a_refused_file_writes_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (tmp_path / "cut.png").write_bytes(png_bytes()[:-12])
+    _, made = run_cli(root, "session", "new")
+    sid = made["sessionId"]
+    code, _ = run_cli(
+        root, "session", "say", sid, "look", "--attach", str(tmp_path / "cut.png"), check=False
+    )
+    assert code == 1
+    _, shown = run_cli(root, "session", "show", sid)
+    assert shown["messages"] == [] and shown["turns"] == []
+    assert not (root / "attachments").exists()
