@@ -18,7 +18,12 @@ import sys
 from typing import Any
 
 from branchwise.core.cli.attachments import add_attach_option, attached
-from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
+from branchwise.core.cli.models import (
+    add_provider_options,
+    attachment_limits,
+    settings_from_args,
+    turn_setup,
+)
 from branchwise.core.cli.output import print_json
 from branchwise.core.cli.sessions import StdoutStreamer
 from branchwise.core.conversation.ask_again import (
@@ -136,7 +141,8 @@ def _branch_and_answer(
 def _runner(store: SessionStore, args: argparse.Namespace, writer: SessionWriter) -> TurnRunner:
     provider, system = turn_setup(store, args, writer.projection.settings)
     listener = None if args.quiet else StdoutStreamer()
-    return TurnRunner(writer, provider, listener, system=system)
+    limits = attachment_limits(store, args)
+    return TurnRunner(writer, provider, listener, system=system, limits=limits)
 
 
 def _printed(child: str | None, result: TurnResult) -> dict[str, Any]:

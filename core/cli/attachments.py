@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.cli.models import attachment_limits
 from branchwise.core.conversation.attachments import attach_files
 from branchwise.core.errors import AttachmentMissing, OutputExists
 from branchwise.core.ids import validate_session_id
@@ -61,7 +62,9 @@ def attached(store: SessionStore, args: argparse.Namespace) -> tuple[AttachmentR
         DiskFull, ReadOnlyDataFolder: the blob folder cannot take them.
     """
     paths = [Path(path) for path in getattr(args, "attach", []) or []]
-    return attach_files(store.root, paths)
+    if not paths:
+        return ()
+    return attach_files(store.root, paths, attachment_limits(store, args))
 
 
 def cmd_attachment(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:

@@ -8,7 +8,12 @@ import sys
 from typing import Any
 
 from branchwise.core.cli.attachments import add_attach_option, attached
-from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
+from branchwise.core.cli.models import (
+    add_provider_options,
+    attachment_limits,
+    settings_from_args,
+    turn_setup,
+)
 from branchwise.core.conversation.settings import (
     ConversationSettings,
     validate_conversation_settings,
@@ -153,7 +158,8 @@ def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     files = attached(store, args)  # durable before the question's commit refers to them
     with store.open_writer(session_id) as writer:
         provider, system = turn_setup(store, args, writer.projection.settings)
-        runner = TurnRunner(writer, provider, listener, system=system)
+        limits = attachment_limits(store, args)
+        runner = TurnRunner(writer, provider, listener, system=system, limits=limits)
         result = asyncio.run(runner.run(args.text, files))
     payload = result.to_json()
     if result.error is not None:

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
 
+import orjson
+import pytest
 from helpers.attachments import png_bytes
-from helpers.cli import run_cli
+from helpers.cli import cli_command, run_cli
+
+from branchwise.core.errors import InvalidSettings
+from branchwise.core.settings import validate_settings
 
 
 def _sha(data: bytes) -> str:
@@ -89,3 +95,38 @@ def test_a_refused_file_writes_nothing(tmp_path: Path) -> None:
     _, shown = run_cli(root, "session", "show", sid)
     assert shown["messages"] == [] and shown["turns"] == []
     assert not (root / "attachments").exists()
+
+
+def test_the_limits_come_from_the_settings(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _, made = run_cli(root, "session", "new")
+    (root / "settings.json").write_bytes(orjson.dumps({"format": 1, "attachmentFileMb": 1}))
+    (tmp_path / "big.txt").write_bytes(b"a" * (1024 * 1024 + 1))
+    proc = subprocess.run(
+        [
+            *cli_command(root),
+            "session",
+            "say",
+            made["sessionId"],
+            "x",
+            "--attach",
+            str(tmp_path / "big.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    error = orjson.loads(proc.stdout.strip().splitlines()[-1])["error"]
+    assert proc.returncode == 1 and error["code"] == "attachment_too_large"
+    assert error["megabytes"] == 1 and error["name"] == "big.txt"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("attachmentFileMb", 0), ("attachmentImages", "ten"), ("attachmentImageTurns", -1)],
+)
+def test_limits_that_make_no_sense_are_refused(field: str, value: object) -> None:
+    with pytest.raises(InvalidSettings) as caught:
+        validate_settings({field: value})
+    assert caught.value.details["field"] == field
+    assert validate_settings({"attachmentImageTurns": 2}).attachment_limits.image_turns == 2
