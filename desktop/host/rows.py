@@ -24,6 +24,7 @@ from typing import Any
 
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet, TargetReason
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.figures import AnswerFigures
 from branchwise.core.projection.projection import Message, Projection
 
@@ -59,6 +60,7 @@ class Entry:
         content: its text (Markdown for assistant answers).
         partial: the text is still streaming or was cut short.
         source_id: for a ``merge``, the branch it was brought back from.
+        attachments: the files a prompt carries.
     """
 
     message_id: str
@@ -66,6 +68,7 @@ class Entry:
     content: str
     partial: bool = False
     source_id: str | None = None
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +129,14 @@ class Row:
 
 def _entry(message: Message, sources: Mapping[str, str] | None = None) -> Entry:
     source = sources.get(message.message_id) if sources else None
-    return Entry(message.message_id, message.role, message.content, message.partial, source)
+    return Entry(
+        message.message_id,
+        message.role,
+        message.content,
+        message.partial,
+        source,
+        message.attachments,
+    )
 
 
 def _merge_sources(projection: Projection) -> dict[str, str]:

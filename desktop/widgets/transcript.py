@@ -22,7 +22,7 @@ once; the row stays pinned in view while the rows around it are built.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer
@@ -32,6 +32,8 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.core.lineage import LineageIndex
+from branchwise.core.projection.attachments import AttachmentRef
+from branchwise.desktop.host.attaching import Preview
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
@@ -277,6 +279,20 @@ class TranscriptView(QScrollArea):
         """Show this conversation beside one of its branches (a turn's branch menu)."""
         show_comparison(self.host, self.session_id, other_id, self, self._compared)
 
+    def _load_previews(
+        self,
+        refs: tuple[AttachmentRef, ...],
+        done: Callable[[Mapping[str, Preview]], None],
+    ) -> None:
+        """Ask the host for attachments' previews (read off the UI thread), then show them."""
+
+        async def load() -> None:
+            previews = await self.host.attaching.previews(refs)
+            if shiboken6.isValid(self):
+                done(previews)
+
+        self.host.spawn(load(), "show attachments")
+
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view
 
@@ -290,6 +306,7 @@ class TranscriptView(QScrollArea):
             title_of=lambda sid: self.host.title_at(self.ref.sibling(sid)),
             on_compare=None if self.ref.remote else self.compare_with,
             compare_refusal=self._refusal("compare"),
+            previews=None if self.ref.remote else self._load_previews,
         )
         widget.set_branch_state(self.host.branch_state_at(self.ref, row))
         self._widgets[row.row_id] = widget

@@ -9,7 +9,7 @@ that already has branches shows a small "N branches" button listing them.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer
@@ -29,8 +29,11 @@ from PySide6.QtWidgets import (
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import BRANCH_ACTION, branch_count, fill, reason_text
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.store.manifest import Manifest
+from branchwise.desktop.host.attaching import Preview
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
+from branchwise.desktop.widgets.attachment_chips import AttachmentChip, AttachmentStrip, ChipData
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
 from branchwise.desktop.widgets.usage_label import figures_text, figures_tooltip
@@ -152,6 +155,14 @@ class MessageLabel(MarkdownView):
             self.set_content(self.content)
 
 
+PreviewLoader = Callable[[tuple[AttachmentRef, ...], Callable[[Mapping[str, Preview]], None]], None]
+"""Asks the host for attachments' previews; calls back with them by hash."""
+
+
+def _chip(ref: AttachmentRef, data: bytes | None = None, missing: bool = False) -> ChipData:
+    return ChipData(ref.sha256, ref.name, ref.type, ref.size, ref.pages, data, missing)
+
+
 def _escape_markdown(text: str) -> str:
     """A title shown as text inside Markdown (its punctuation is not markup)."""
     return "".join("\\" + c if c in "\\`*_{}[]()<>#+-.!|~" else c for c in text)
@@ -179,8 +190,12 @@ class TurnWidget(QFrame):
         title_of: Callable[[str], str] | None = None,
         on_compare: Callable[[str], None] | None = None,
         compare_refusal: str | None = None,
+        previews: PreviewLoader | None = None,
     ) -> None:
         super().__init__(parent)
+        self._previews = previews
+        self._attachments: AttachmentStrip | None = None
+        self._shown_refs: tuple[AttachmentRef, ...] = ()
         self._ask_again = ask_again
         self._title_of = title_of
         self._on_compare = on_compare
@@ -369,12 +384,45 @@ class TurnWidget(QFrame):
             if label is None:
                 label = MessageLabel(entry, self, self._title_of)
                 self._labels[entry.message_id] = label
-                self._messages.insertWidget(position, label)
+                # The prompt's attachments sit right after it (layout position 1).
+                shift = 1 if self._attachments is not None and position > 0 else 0
+                self._messages.insertWidget(position + shift, label)
             elif label.content != entry.content:
                 label.set_content(entry.content)
+        self._show_attachments(row)
         self._render_status()
         self._render_ask_again()
         self.open_source_button.setVisible(self._source_id() is not None)
+
+    def _show_attachments(self, row: Row) -> None:
+        """The prompt's files as chips under it; the host loads the images' previews."""
+        refs = next((e.attachments for e in row.entries if e.role == "user"), ())
+        if refs == self._shown_refs:
+            return
+        self._shown_refs = refs
+        if self._attachments is None:
+            self._attachments = AttachmentStrip(self)
+            self._messages.insertWidget(1 if self._messages.count() else 0, self._attachments)
+        self._attachments.set_chips([_chip(ref) for ref in refs])
+        if refs and self._previews is not None:
+            self._previews(refs, self._previews_arrived)
+
+    def _previews_arrived(self, previews: Mapping[str, Preview]) -> None:
+        if self._attachments is None:
+            return
+        chips = []
+        for ref in self._shown_refs:
+            preview = previews.get(ref.sha256)
+            if preview is None:
+                chips.append(_chip(ref))
+            else:
+                chips.append(_chip(ref, preview.data, preview.missing))
+        self._attachments.set_chips(chips)
+
+    @property
+    def attachment_chips(self) -> list[AttachmentChip]:
+        """The prompt's attachments as shown."""
+        return list(self._attachments.chips) if self._attachments is not None else []
 
     def _source_id(self) -> str | None:
         """The branch a merge in this row came from."""
@@ -554,6 +602,8 @@ class TurnWidget(QFrame):
         """Re-render every localized text of this turn."""
         for label in self._labels.values():
             label.retranslate_ui()
+        if self._attachments is not None:
+            self._attachments.retranslate_ui()
         self._render_status()
         self._render_ask_again()
         self._render_branch_action()
