@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QScrollArea,
+    QStyle,
     QToolButton,
     QVBoxLayout,
     QWidget,
@@ -131,7 +132,21 @@ class AttachmentChip(QWidget):
             self.button.setIcon(
                 self._pixmap.scaledToHeight(THUMBNAIL, Qt.TransformationMode.SmoothTransformation)
             )
+            self.button.setIconSize(QSize(THUMBNAIL * 2, THUMBNAIL))
+        else:
+            kind = (
+                QStyle.StandardPixmap.SP_MessageBoxWarning
+                if data.missing
+                else QStyle.StandardPixmap.SP_FileIcon
+            )
+            self.button.setIcon(self.style().standardIcon(kind))
+            self.button.setIconSize(QSize(16, 16))
         self.retranslate_ui()
+
+    @property
+    def has_thumbnail(self) -> bool:
+        """An image shown as a thumbnail."""
+        return not self._pixmap.isNull()
 
     @property
     def text(self) -> str:
@@ -158,7 +173,7 @@ class AttachmentChip(QWidget):
             if data.pages is not None:
                 pages = ngettext("{n} page", "{n} pages", data.pages)
                 label = f"{data.name} · {fill(pages, {'n': format_number(data.pages)})}"
-            self.button.setText("" if not self._pixmap.isNull() else label)
+            self.button.setText("" if self.has_thumbnail else label)
             self.button.setToolTip(f"{label}\n{size_text(data.size)}")
         self.button.setAccessibleName(
             fill(_("Attachment {name}"), {"name": data.name})
