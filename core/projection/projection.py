@@ -108,11 +108,12 @@ class Projection(TurnTracker):
     def model_messages(self) -> list[dict[str, str]]:
         """The conversation as a model sees it: user and assistant texts in order.
 
-        A turn that failed before any answer arrived (ended ``error`` with no
-        assistant text) is left out: the transcript still shows it, with
-        Retry, but its unanswered prompt is not sent again with every later
-        message. What a branch brought back goes to the model as the user's
-        message, introduced as such (:data:`MERGE_PREFIX`).
+        A turn that failed before any answer arrived (ended ``error``, or
+        ``interrupted`` by a crash, with no assistant text) is left out: the
+        transcript still shows it, but its unanswered prompt (and its files)
+        is not sent again with every later message. What a branch brought
+        back goes to the model as the user's message, introduced as such
+        (:data:`MERGE_PREFIX`).
         """
         return [message for message, _ in self.model_messages_with_attachments()]
 
@@ -126,7 +127,9 @@ class Projection(TurnTracker):
         reading their bytes is not the projection's business.
         """
         unanswered = {
-            t.turn_id for t in self.turns if t.end_reason == "error" and t.message_id is None
+            t.turn_id
+            for t in self.turns
+            if t.end_reason in ("error", "interrupted") and t.message_id is None
         }
         context: list[tuple[dict[str, str], tuple[AttachmentRef, ...]]] = []
         for m in self.messages:

@@ -135,7 +135,8 @@ class FakeOpenAIServer:
         return f"http://{self.host}:{self.port}/v1"
 
     async def start(self) -> FakeOpenAIServer:
-        app = web.Application()
+        # Requests carrying attached images run to tens of megabytes, as real servers take.
+        app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/api/v0/models", self._lmstudio_models)
