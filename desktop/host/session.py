@@ -414,7 +414,8 @@ class OpenSession(Conversation, TurnListener):
             TurnRunning: as :meth:`send`.
         """
         await self.wait_loaded()
-        return await self.send(self.retry_prompt(turn_id))
+        prompt, files = self.retry_prompt(turn_id), self.retry_files(turn_id)
+        return await self._run_turn(lambda runner: runner.run(prompt, files))
 
     async def _run_turn(
         self, start: Callable[[TurnRunner], Coroutine[Any, Any, TurnResult]]
