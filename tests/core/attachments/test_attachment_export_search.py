@@ -84,3 +84,41 @@ def test_search_finds_attachment_names_and_pdf_text(tmp_path: Path) -> None:
         _, found = run_cli(root, "search", query)
         # (the demo responder's answer quotes the prompt it got, so it may match too)
         assert (sid, "user") in [(h["sessionId"], h["role"]) for h in found["hits"]], query
+
+
+def test_chatgpt_export_writes_image_references_and_import_names_them(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    sid, image, _ = _session_with_files(root, tmp_path)
+    out = tmp_path / "conversations.json"
+    run_cli(root, "session", "export", sid, "--format", "chatgpt", "--out", str(out))
+    (conversation,) = orjson.loads(out.read_bytes())
+    prompts = [
+        node["message"]
+        for node in conversation["mapping"].values()
+        if node.get("message") and node["message"]["author"]["role"] == "user"
+    ]
+    (prompt,) = prompts
+    sha = hashlib.sha256(image).hexdigest()
+    assert prompt["content"] == {
+        "content_type": "multimodal_text",
+        "parts": [
+            {
+                "content_type": "image_asset_pointer",
+                "asset_pointer": f"file-service://file-{sha[:24]}",
+                "size_bytes": len(image),
+                "metadata": {"sha256": sha, "name": "flower.png"},
+            },
+            "what is this",
+        ],
+    }
+    assert [f["name"] for f in prompt["metadata"]["attachments"]] == [
+        "flower.png",
+        "botany notes.pdf",
+    ]
+    other = tmp_path / "other"
+    _, imported = run_cli(other, "import", str(out))
+    new_id = imported["conversations"][0]["sessionId"]
+    _, shown = run_cli(other, "session", "show", new_id)
+    assert shown["messages"][0]["content"] == (
+        "[image: flower.png]\nwhat is this\n[file: botany notes.pdf]"
+    )
