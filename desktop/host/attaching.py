@@ -6,7 +6,8 @@ pasted from the clipboard); reading, hashing and a PDF's text extraction run
 in a worker thread and the composer gets the judged files back, or the
 refusal as a notice in the user's words with the prompt left as it was.
 The transcript asks :meth:`Attaching.previews` for the bytes of the images
-it shows (and learns which attachments are missing or damaged).
+it shows (and learns which attachments are missing or damaged), or
+:func:`remote_previews` for a server's conversation.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from branchwise.core.conversation.attachments import (
     judge,
     read_file,
 )
-from branchwise.core.errors import AttachmentMissing
+from branchwise.core.errors import AttachmentMissing, RemoteRefusal, RemoteUnavailable
 from branchwise.core.projection.attachments import AttachmentRef
+from branchwise.core.remote.client import RemoteStore
 from branchwise.core.settings import Settings
 from branchwise.core.store.attachments import BlobStore
 
@@ -121,3 +123,25 @@ class Attaching:
             return found
 
         return await asyncio.to_thread(work)
+
+
+async def remote_previews(remote: RemoteStore, refs: Sequence[AttachmentRef]) -> dict[str, Preview]:
+    """Previews of a server's conversation: its images' bytes fetched from the server.
+
+    An image the server no longer holds whole is missing; one that cannot be
+    fetched now (the server is unreachable) shows by its name.
+    """
+    found: dict[str, Preview] = {}
+    for ref in refs:
+        if ref.sha256 in found:
+            continue
+        if not ref.is_image:
+            found[ref.sha256] = Preview(ref, None, False)
+            continue
+        try:
+            found[ref.sha256] = Preview(ref, await remote.attachment(ref.sha256), False)
+        except RemoteRefusal as exc:
+            found[ref.sha256] = Preview(ref, None, exc.code == "attachment_missing")
+        except RemoteUnavailable:
+            found[ref.sha256] = Preview(ref, None, False)
+    return found

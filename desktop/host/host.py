@@ -40,13 +40,13 @@ from branchwise.core.conversation.ask_again import edit_request, regenerate_requ
 from branchwise.core.conversation.attachments import PreparedAttachment
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
-    AttachmentRefused,
     BranchwiseError,
     RemoteUnavailable,
     ServerUnsupported,
 )
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.lineage import LineageIndex, creation_order
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnResult
@@ -55,7 +55,7 @@ from branchwise.core.search.query import SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.attaching import Attaching
+from branchwise.desktop.host.attaching import Attaching, Preview, remote_previews
 from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import Conversation, ConversationRef
@@ -727,25 +727,32 @@ class Host:
         """Send a prompt in a conversation of either source (a refusal is a notice).
 
         Raises:
-            BranchwiseError: ``files`` could not be stored or refer to a server's
-                conversation (nothing was sent: the composer keeps the prompt).
+            BranchwiseError: ``files`` could not be stored here or uploaded to the
+                server (nothing was sent: the composer keeps the prompt).
         """
         server = self.server_of(ref)
         if ref.server is None:
             await self.send(ref.session_id, text, files)
             return
-        if files:
-            raise AttachmentRefused(
-                "attachments cannot be sent to a server's conversation yet",
-                server=str(ref.server),
-            )
         if server is None:
             self.notices.post("server_disconnected", Level.WARNING, server=str(ref.server))
             return
+        refs = await server.upload(files)  # a refused file raises: nothing was sent
         try:
-            await server.send(ref.session_id, text)
+            await server.send(ref.session_id, text, refs)
         except BranchwiseError as exc:
             server.report(exc)
+
+    async def previews_at(
+        self, ref: ConversationRef, refs: Sequence[AttachmentRef]
+    ) -> dict[str, Preview]:
+        """Attachments' previews in a conversation of either source (read off the UI thread)."""
+        if ref.server is None:
+            return await self.attaching.previews(refs)
+        server = self.server_of(ref)
+        if server is None:
+            return {r.sha256: Preview(r, None, False) for r in refs}
+        return await remote_previews(server.remote, refs)
 
     def stop_at(self, ref: ConversationRef) -> None:
         """Stop the running turn of a conversation of either source."""

@@ -287,7 +287,7 @@ class TranscriptView(QScrollArea):
         """Ask the host for attachments' previews (read off the UI thread), then show them."""
 
         async def load() -> None:
-            previews = await self.host.attaching.previews(refs)
+            previews = await self.host.previews_at(self.ref, refs)
             if shiboken6.isValid(self):
                 done(previews)
 
@@ -306,7 +306,7 @@ class TranscriptView(QScrollArea):
             title_of=lambda sid: self.host.title_at(self.ref.sibling(sid)),
             on_compare=None if self.ref.remote else self.compare_with,
             compare_refusal=self._refusal("compare"),
-            previews=None if self.ref.remote else self._load_previews,
+            previews=self._load_previews,
         )
         widget.set_branch_state(self.host.branch_state_at(self.ref, row))
         self._widgets[row.row_id] = widget

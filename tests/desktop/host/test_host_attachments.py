@@ -11,11 +11,17 @@ from helpers.attachments import png_bytes
 from helpers.fake_openai_server import FakeOpenAIServer
 from helpers.faults import DiskFullAt
 from helpers.gui import seed_session
+from helpers.serve import serve_process
 
 from branchwise.core.errors import DiskFull, UnsupportedAttachment
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.store.attachments import BlobStore
+from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.attaching import remote_previews
+from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.notices import NoticeCenter
+from branchwise.desktop.host.sources import RemoteSource
 
 REFUSAL = "Model does not support images. Please use a model that does"
 
@@ -87,3 +93,33 @@ def test_refusals_write_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
             await host.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_servers_conversation_takes_and_shows_attachments(tmp_path: Path) -> None:
+    served_root = tmp_path / "served"
+    with SessionStore(served_root).create("remote") as writer:
+        session_id = writer.session_id
+    desktop = tmp_path / "desktop"
+    desktop.mkdir()
+    (tmp_path / "cat.png").write_bytes(png_bytes(seed=12))
+
+    async def scenario(url: str, token: str) -> None:
+        notices = NoticeCenter()
+        server = RemoteSource(desktop, Connection("workstation", url), token, notices, timeout=5.0)
+        await server.connect()
+        host = Host(desktop)
+        files = await host.attaching.read([tmp_path / "cat.png"])
+        refs = await server.upload(files)
+        result = await server.send(session_id, "what is it?", refs)
+        assert result["endReason"] == "completed"
+        conversation = await server.open_conversation(session_id)
+        shown = conversation.rows[0].entries[0].attachments
+        assert [ref.name for ref in shown] == ["cat.png"]
+        previews = await remote_previews(server.remote, shown)
+        assert previews[shown[0].sha256].data == png_bytes(seed=12)
+        BlobStore(served_root).path(shown[0].sha256).unlink()
+        previews = await remote_previews(server.remote, shown)
+        assert previews[shown[0].sha256].missing
+
+    with serve_process(served_root) as served:
+        asyncio.run(scenario(served.url, served.token))
