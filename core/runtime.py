@@ -240,9 +240,11 @@ class TurnRunner:
             return self._finish(step_id, EndReason.ERROR, title_failure, None)
         self._last_flush = self.clock()
         try:
-            context = self._model_context()
+            context = await self._model_context()
         except BranchwiseError as exc:  # an attachment's bytes are gone: say so, keep the question
             return self._finish(step_id, EndReason.ERROR, exc, None)
+        if self._cancel_requested:  # stopped while the files were read
+            return self._finish(step_id, EndReason.CANCELLED, None, None)
         if self.system.strip():
             context.insert(0, {"role": "system", "content": self.system})
         self._task = asyncio.ensure_future(self._consume(context))
@@ -263,12 +265,18 @@ class TurnRunner:
             reason, error = EndReason.ERROR, BranchwiseError(f"unexpected failure: {exc!r}")
         return self._finish(step_id, reason, error, usage)
 
-    def _model_context(self) -> list[dict[str, Any]]:
-        """What the model is sent: plain messages, or content parts where files are attached."""
+    async def _model_context(self) -> list[dict[str, Any]]:
+        """What the model is sent: plain messages, or content parts where files are attached.
+
+        Files are read, checked and encoded in a worker thread (the desktop
+        runs turns on its UI loop); nothing commits meanwhile, as this runner
+        is the session's only writer and its turn is open.
+        """
         projection = self.writer.projection
         if not any(m.attachments for m in projection.messages):
             return list(projection.model_messages())
-        return model_context(projection, BlobStore(self.writer.store.root), self.limits)
+        blobs = BlobStore(self.writer.store.root)
+        return await asyncio.to_thread(model_context, projection, blobs, self.limits)
 
     async def _consume(self, context: list[dict[str, Any]]) -> Usage | None:
         usage = None
