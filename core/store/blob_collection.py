@@ -85,8 +85,11 @@ def collect_blobs(store: SessionStore, *, grace: float = COLLECT_GRACE) -> Colle
 
     Run after a purge and by ``branchwise doctor --collect-attachments``.
     """
+    blobs = BlobStore(store.root)
+    if not blobs.directory.is_dir():
+        return Collection((), 0, ())  # nothing was ever attached: no session to replay
     referenced, unreadable = referenced_blobs(store)
     if unreadable:
         return Collection((), len(referenced), tuple(unreadable))
-    removed = BlobStore(store.root).collect(referenced, grace=grace)
+    removed = blobs.collect(referenced, grace=grace)
     return Collection(tuple(removed), len(referenced), ())

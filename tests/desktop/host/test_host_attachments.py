@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import NoticeCenter
 from branchwise.desktop.host.sources import RemoteSource
+from branchwise.desktop.host.trashing import Trashing
 
 REFUSAL = "Model does not support images. Please use a model that does"
 
@@ -123,3 +127,34 @@ def test_a_servers_conversation_takes_and_shows_attachments(tmp_path: Path) -> N
 
     with serve_process(served_root) as served:
         asyncio.run(scenario(served.url, served.token))
+
+
+def test_deleting_for_good_frees_attachments_nothing_else_refers_to(tmp_path: Path) -> None:
+    (tmp_path / "shared.png").write_bytes(png_bytes(seed=21))
+    (tmp_path / "own.png").write_bytes(png_bytes(seed=22))
+
+    async def scenario() -> None:
+        host = Host(tmp_path / "root")
+        host.start()
+        trashing = Trashing(host)
+        try:
+            kept = seed_session(host.store, ["hello"])
+            doomed = seed_session(host.store, ["bye"])
+            shared = await host.attaching.read([tmp_path / "shared.png"])
+            own = await host.attaching.read([tmp_path / "own.png"])
+            await host.send(kept, "look", shared)
+            await host.send(doomed, "look", [*shared, *own])
+            assert sum(1 for _ in BlobStore(host.root).stored()) == 2
+            assert await trashing.delete(doomed)
+            assert sum(1 for _ in BlobStore(host.root).stored()) == 2  # the Trash refers to them
+            # Only blobs older than the grace period go: age the unshared one.
+            old = time.time() - 2 * 3600
+            for path in BlobStore(host.root).stored():
+                os.utime(path, (old, old))
+            assert await trashing.purge(doomed)
+            left = [p.name for p in BlobStore(host.root).stored()]
+            assert left == [hashlib.sha256(shared[0].data).hexdigest()]
+        finally:
+            await host.shutdown()
+
+    asyncio.run(scenario())
