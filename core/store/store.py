@@ -571,7 +571,8 @@ def _attachment_findings(
 
     The conversation still opens (the transcript says "attachment missing"),
     but it is not whole, so ``ok`` turns false. ``attachments`` counts the
-    references checked.
+    blobs checked; it is left out for a conversation without any, whose
+    report reads as before.
     """
     blobs = BlobStore(store.root)
     found = []
@@ -591,7 +592,8 @@ def _attachment_findings(
         )
         found.append({**error.to_json()["error"], "file": f"attachments/sha256/{ref.sha256[:2]}"})
         report["ok"] = False
-    report["attachments"] = len(checked)
+    if checked:
+        report["attachments"] = len(checked)
     return found
 
 
