@@ -195,6 +195,12 @@ class InvalidTitle(BranchwiseError):
     code = "invalid_title"
 
 
+class InvalidLabel(BranchwiseError):
+    """A branch label a person gave that is empty or too long."""
+
+    code = "invalid_label"
+
+
 class ReadOnlyDataFolder(BranchwiseError):
     """The data folder (or a session folder in it) cannot be written.
 
@@ -412,6 +418,13 @@ class NotOwnTurn(BranchwiseError):
     """
 
     code = "not_own_turn"
+    definitive = True
+
+
+class InvalidFanout(BranchwiseError):
+    """A fan-out or fuse asked of no branch, or of more than eight, or badly named."""
+
+    code = "invalid_fanout"
     definitive = True
 
 
@@ -839,5 +852,15 @@ class QtLibrariesMissing(BranchwiseError):
     """
 
     code = "qt_libraries_missing"
+    definitive = True
+    http_status = 500
+
+
+class NoDisplay(BranchwiseError):
+    """No display to open the window on (no ``DISPLAY`` nor ``WAYLAND_DISPLAY``), found before
+    Qt starts: Qt itself would abort naming a library that is not the problem.
+    """
+
+    code = "no_display"
     definitive = True
     http_status = 500

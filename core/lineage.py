@@ -30,7 +30,7 @@ from branchwise.core.errors import (
 )
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.projection.events import session_child, session_created, validate_event
-from branchwise.core.store.manifest import Manifest, ParentLink, load_manifest
+from branchwise.core.store.manifest import BranchLabel, Manifest, ParentLink, load_manifest
 from branchwise.core.store.publish import encode_commits, publish_new_session
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.core.store.trash import Trash
@@ -134,6 +134,7 @@ def create_child(
                 spawned_from=spawned,
             )
         )
+        turns = [turn.turn_id for turn in writer.projection.turns]
         manifest = Manifest(
             session_id=child_id,
             title=title,
@@ -141,6 +142,8 @@ def create_child(
             created_at=time.time(),
             parent=ParentLink(parent_id, "child", turn_id=turn_id),
             root_session_id=root_id,
+            label=BranchLabel("child"),
+            fork_turn_index=turns.index(turn_id) + 1 if turn_id in turns else 0,
         )
         log = encode_commits([[session_created(title, "child")], [link]])
         try:
@@ -427,7 +430,10 @@ def _branch_turn(manifest: Manifest) -> str | None:
     parent = manifest.parent
     if parent is None:
         return None
-    return parent.origin.turn_id if parent.origin is not None else parent.turn_id
+    origin = parent.origin
+    if origin is not None and origin.kind != "fanout":  # a fan-out's question is a new turn
+        return origin.turn_id
+    return parent.turn_id
 
 
 def tree(store: SessionStore, session_id: str) -> TreeNode:

@@ -39,19 +39,21 @@ error's details say what of the turn was kept: ``questionSaved``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from branchwise.core.conversation.ask_again import branch_turn
 from branchwise.core.conversation.attachments import (
     DEFAULT_LIMITS,
     AttachmentLimits,
     model_context,
 )
 from branchwise.core.conversation.merge import SUMMARY_REQUEST, demo_summary, own_turns
-from branchwise.core.conversation.names import title_from_prompt
+from branchwise.core.conversation.names import label_of, title_from_prompt, with_first_prompt
 from branchwise.core.errors import BranchwiseError, InvalidMerge
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
@@ -225,6 +227,21 @@ class TurnRunner:
             raise self._kept(exc, closed=False) from None
         return await self._answer(step_id, question.message_id, question.content)
 
+    def _name_plain_branch(self, prompt: str) -> None:
+        """A plain branch's first own prompt completes its label ("From turn N: <prompt>").
+
+        Best effort: a label that cannot be saved (a full disk) stays "From turn N".
+        """
+        manifest = self.writer.manifest
+        if manifest.kind != "fork":
+            return
+        first = branch_turn(self.writer.projection, manifest.seed_length)
+        label = with_first_prompt(label_of(manifest), prompt)
+        if label is None or first is None or first.turn_id != self.turn_id:
+            return
+        with contextlib.suppress(BranchwiseError):
+            self.writer.set_label(label)
+
     async def _answer(self, step_id: str, user_id: str, text: str) -> TurnResult:
         """Ask the model for the committed question ``text`` and close the turn."""
         self._started = True
@@ -234,6 +251,7 @@ class TurnRunner:
                 self.writer.set_title(title_from_prompt(text))
             except BranchwiseError as exc:  # the question is saved: end the turn as an error
                 title_failure = exc
+        self._name_plain_branch(text)
         self.listener.turn_started(self.turn_id, user_id, self.message_id)
         if title_failure is not None:
             self._failure = title_failure

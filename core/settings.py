@@ -54,6 +54,12 @@ PROVIDERS = ("demo", "openai")
 THEMES = ("system", "light", "dark")
 ThemeChoice = Literal["system", "light", "dark"]
 DEFAULT_KEY_ENVS = ("BRANCHWISE_API_KEY", "OPENAI_API_KEY")
+DEFAULT_DEMO_PACE = 40
+"""Words per second the demo responder streams at: slow enough to watch an answer
+arrive and branch while it does, fast enough not to be a wait."""
+MAX_DEMO_PACE = 10_000
+DEMO_PACE_ENV = "BRANCHWISE_DEMO_PACE"
+"""Overrides the saved pace (words per second; ``0`` = instant), for scripts and test runs."""
 ProviderKind = Literal["demo", "openai"]
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
@@ -149,6 +155,7 @@ class Settings:
         attachment_images: the most images one message may carry.
         attachment_image_turns: send images of only the last this many prompts
             that had some (``None``: all still in the context).
+        demo_pace: words per second the demo responder streams (``0``: all at once).
     """
 
     provider: ProviderKind = "demo"
@@ -165,6 +172,7 @@ class Settings:
     attachment_message_mb: int = DEFAULT_LIMITS.message_bytes // MB
     attachment_images: int = DEFAULT_LIMITS.images
     attachment_image_turns: int | None = None
+    demo_pace: int = DEFAULT_DEMO_PACE
 
     @property
     def attachment_limits(self) -> AttachmentLimits:
@@ -194,6 +202,7 @@ class Settings:
             "attachmentMessageMb": self.attachment_message_mb,
             "attachmentImages": self.attachment_images,
             "attachmentImageTurns": self.attachment_image_turns,
+            "demoPace": self.demo_pace,
         }
 
     @property
@@ -217,6 +226,7 @@ _JSON_NAMES = {
     "attachmentMessageMb": "attachment_message_mb",
     "attachmentImages": "attachment_images",
     "attachmentImageTurns": "attachment_image_turns",
+    "demoPace": "demo_pace",
 }
 assert set(_JSON_NAMES.values()) == {f.name for f in fields(Settings)}
 
@@ -297,6 +307,12 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
             "attachmentImageTurns must be null or a whole number from 0",
             field="attachmentImageTurns",
         )
+    demo_pace = values.get("demo_pace", DEFAULT_DEMO_PACE)
+    if type(demo_pace) is not int or not 0 <= demo_pace <= MAX_DEMO_PACE:
+        raise InvalidSettings(
+            f"demoPace must be a whole number of words per second from 0 to {MAX_DEMO_PACE}",
+            field="demoPace",
+        )
     try:
         defaults = validate_conversation_settings(
             system=values.get("system_prompt"), temperature=values.get("temperature")
@@ -317,6 +333,7 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         theme=theme,
         attachment_image_turns=image_turns,
         **limits,
+        demo_pace=demo_pace,
     )
 
 
@@ -410,6 +427,19 @@ def resolve_api_key(settings: Settings, environ: Mapping[str, str] | None = None
         if value:
             return value
     return None
+
+
+def demo_pace(settings: Settings, environ: Mapping[str, str] | None = None) -> int:
+    """Words per second for the demo responder: ``$BRANCHWISE_DEMO_PACE`` if valid, else saved.
+
+    The variable lets a script or a test run ask for instant answers without
+    changing the person's settings; a value that is not a pace is ignored.
+    """
+    env = os.environ if environ is None else environ
+    raw = env.get(DEMO_PACE_ENV, "").strip()
+    if raw.isdigit() and int(raw) <= MAX_DEMO_PACE:
+        return int(raw)
+    return settings.demo_pace
 
 
 def _is_openai(base_url: str) -> bool:

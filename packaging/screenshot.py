@@ -1,7 +1,7 @@
 """Take ``docs/screenshot.png``: the real app, under Xvfb, on a fixture data folder.
 
     python packaging/screenshot.py [--out docs/screenshot.png] [--lang en] [--theme light]
-                                   [--view conversation|intro]
+                                   [--view conversation|intro|compare|map|grid]
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
@@ -12,7 +12,12 @@ fork and lineage calls the app uses. ``--theme`` is written to the fixture's
 settings, as the Settings dialog would. Each answer records token figures
 (as a server's usage, timed), so turn footers show them. ``--view intro``
 shows the first-start window instead: no conversation yet, the introduction
-offering the sample conversation.
+offering the sample conversation. ``--view compare`` shoots the Compare
+view of the fork beside its parent, ``--view map`` adds an edit and a
+regeneration of the conversation's later turns and shoots Conversation ▸
+Branch map opened on the fork's tab, instead of the main window. ``--view
+grid`` sends a question from the parent to three models of the offline demo
+responder (Send to several) and shoots the live grid while they stream.
 """
 
 from __future__ import annotations
@@ -127,11 +132,39 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     return parent, forked.child_session_id, child.child_session_id
 
 
+def add_alternatives(root: Path, parent: str) -> None:
+    """An edit of the second prompt and a regeneration of the third, one turn each (for the map)."""
+    from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+    from branchwise.core.fork.engine import fork
+    from branchwise.core.ids import new_id
+    from branchwise.core.projection import events as ev
+    from branchwise.core.store.store import SessionStore
+
+    store = SessionStore(root)
+    turns = [t.turn_id for t in store.read(parent).projection.turns]
+    edited = edit_request(store, parent, turns[1], "What about Nara instead on day two?")
+    for request in (edited, regenerate_request(store, parent, turns[2])):
+        child = fork(store, request, new_id("op")).child_session_id
+        with store.open_writer(child) as writer:
+            projection = writer.projection
+            open_turn = projection.turns[-1].turn_id
+            step = new_id("step")
+            writer.commit(
+                [
+                    ev.step_start(step),
+                    ev.assistant_message(new_id("msg"), "Here is another way to see it.", "demo"),
+                    ev.step_end(step),
+                    ev.turn_end(open_turn, "completed"),
+                ]
+            )
+
+
 async def _shoot(
     root: Path, out: Path, ids: tuple[str, str, str], front: str, view: str = "conversation"
 ) -> int:
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtWidgets import QApplication, QWidget
 
+    from branchwise.desktop.host.conversation import ConversationRef
     from branchwise.desktop.host.host import Host
     from branchwise.desktop.host.notices import Level
     from branchwise.desktop.widgets.window import MainWindow
@@ -144,7 +177,7 @@ async def _shoot(
     window = MainWindow(host)
     window.resize(WIDTH, HEIGHT)
     window.show()
-    if view == "conversation":
+    if view != "intro":
         window.open_tab(parent)
         window.open_tab(forked)
         if front == "parent":
@@ -157,8 +190,41 @@ async def _shoot(
         bar = tab.transcript.verticalScrollBar()
         bar.setValue(bar.maximum())
     await asyncio.sleep(0.2)
+    shot: QWidget = window
+    if view == "compare":
+        window.compare([ConversationRef(parent), ConversationRef(forked)])
+        for _ in range(40):  # read off the UI thread, then laid out and painted
+            await asyncio.sleep(0.05)
+        if window.compare_view is None:
+            raise SystemExit("the compare view did not open")
+        window.compare_view.resize(WIDTH, HEIGHT)
+        await asyncio.sleep(0.3)
+        shot = window.compare_view
+    if view == "map":
+        window.show_branch_map()
+        for _ in range(100):
+            if window.branch_map is not None and window.branch_map.isVisible():
+                break
+            await asyncio.sleep(0.05)
+        assert window.branch_map is not None
+        window.branch_map.resize(WIDTH, HEIGHT * 2 // 3)
+        await asyncio.sleep(0.3)
+        shot = window.branch_map
+    if view == "grid":
+        from branchwise.core.conversation.fanout import fanout_targets
+
+        front_tab = window.tab_for(parent)
+        assert front_tab is not None
+        targets = fanout_targets(["llama3.2", "qwen2.5", "mistral"], None, "demo")
+        grid = window._fan_out(front_tab, "Which day of the plan would you cut?", targets)
+        grid.resize(WIDTH, HEIGHT)
+        for _ in range(30):  # a few seconds of streaming, at the demo's pace
+            await asyncio.sleep(0.05)
+        grid.flush()
+        await asyncio.sleep(0.2)
+        shot = grid
     out.parent.mkdir(parents=True, exist_ok=True)
-    if not window.grab().save(str(out), "PNG"):
+    if not shot.grab().save(str(out), "PNG"):
         raise SystemExit(f"could not write {out}")
     print(out)
     window.close()
@@ -175,9 +241,10 @@ def main() -> int:
     parser.add_argument("--theme", choices=("light", "dark", "system"), default="light")
     parser.add_argument(
         "--view",
-        choices=("conversation", "intro"),
+        choices=("conversation", "intro", "compare", "map", "grid"),
         default="conversation",
-        help="a conversation and its branch, or the first-start introduction",
+        help="the window, the introduction, compare of the fork and its parent, the map, "
+        "or Send to several's grid",
     )
     args = parser.parse_args()
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
@@ -192,6 +259,7 @@ def main() -> int:
     from branchwise.core.i18n.language import set_language
     from branchwise.core.settings import Settings, save_settings
     from branchwise.desktop.app import run_on_qt_loop
+    from branchwise.desktop.widgets.qt_i18n import LanguageBridge
     from branchwise.desktop.widgets.style import apply_style
 
     set_language(args.lang)
@@ -199,9 +267,12 @@ def main() -> int:
     app.setApplicationName("Branchwise")
     app.setQuitOnLastWindowClosed(False)  # as the app does: quit after the host shut down
     apply_style(app)
+    LanguageBridge(app)  # as the app does (a child of app): Qt's own buttons in the language shown
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "data"
-        ids = build_fixture(root) if args.view == "conversation" else ("", "", "")
+        ids = build_fixture(root) if args.view != "intro" else ("", "", "")
+        if args.view == "map":
+            add_alternatives(root, ids[0])
         save_settings(root, Settings(theme=args.theme, first_run_done=True))
         return run_on_qt_loop(lambda: _shoot(root, args.out.resolve(), ids, args.front, args.view))
 

@@ -9,6 +9,9 @@ from pathlib import Path
 # Tests never need a display; this must happen before anything imports Qt.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("BRANCHWISE_HOME", "/nonexistent-branchwise-home-set-by-tests")
+# The demo responder streams at a pace a person can watch; the suite asks for instant answers
+# (a test that wants the pace passes its own environment or a delay).
+os.environ.setdefault("BRANCHWISE_DEMO_PACE", "0")
 
 import pytest  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402

@@ -245,8 +245,9 @@ CORE_LAYERS: tuple[Layer, ...] = (
     # The user's settings file, and the rule for a model server's address:
     # providers and the runtime read them, nothing in settings asks a model.
     Layer("settings", ("settings",)),
-    # Everything that asks a model: the providers, the turn runner, a merge's summary.
-    Layer("runtime and providers", ("runtime", "providers")),
+    # Everything that asks a model: the providers, the turn runner, a merge's summary,
+    # a fan-out's answers and a fuse.
+    Layer("runtime and providers", ("runtime", "providers", "fanout_run")),
     # ``branchwise.core`` itself is the public API: it gathers from every layer
     # and nothing in core imports it.
     Layer("entry points", ("remote", "cli", "__init__")),

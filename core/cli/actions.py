@@ -34,7 +34,7 @@ from branchwise.core.conversation.ask_again import (
     question_of,
     regenerate_request,
 )
-from branchwise.core.conversation.names import new_branch_title
+from branchwise.core.conversation.names import new_branch_name_from_store
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
@@ -122,8 +122,17 @@ def _branch_and_answer(
     made: a turn still open (its process died) is answered now; one that
     ended is reported as it ended.
     """
-    title = new_branch_title(store, request.source_session_id)
-    forked = fork(store, request, args.operation_id or new_id("op"), title=title)
+    name = new_branch_name_from_store(
+        store, request.source_session_id, request.turn_id, request.origin
+    )
+    forked = fork(
+        store,
+        request,
+        args.operation_id or new_id("op"),
+        title=name.title,
+        label=name.label,
+        fork_turn_index=name.fork_turn_index,
+    )
     child = forked.child_session_id
     snapshot = store.read(child)
     turn = branch_turn(snapshot.projection, snapshot.manifest.seed_length)

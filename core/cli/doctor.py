@@ -24,11 +24,17 @@ from typing import Any
 
 import orjson
 
+from branchwise.core.cli.display import (
+    CJK_FONT_PACKAGES,
+    cjk_font_count,
+    display_problem,
+    needs_cjk_font,
+)
 from branchwise.core.cli.output import print_json, printable
 from branchwise.core.cli.version import branchwise_version
 from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ProviderError
 from branchwise.core.i18n.language import load_translations
-from branchwise.core.i18n.locales import SUPPORTED
+from branchwise.core.i18n.locales import SUPPORTED, choose_language, system_locale
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import (
     SETTINGS_FILE,
@@ -100,7 +106,9 @@ def run_checks(root: Path, timeout: float = 3.0) -> list[Check]:
         ("sessions", lambda: check_sessions(root)),
         ("language catalogs", check_catalogs),
         ("Qt platform", check_qt_platform),
+        ("display", check_display),
         ("settings", lambda: settings_check),
+        ("fonts", lambda: check_fonts(settings)),
         ("model server", lambda: check_model_server(settings, timeout)),
     ]
     checks = []
@@ -229,6 +237,38 @@ def check_qt_platform() -> Check:
         reason = " | ".join(tail) or f"exit status {done.returncode}"
         return Check(name, False, f"does not load{note}: {reason}")
     return Check(name, True, f"{done.stdout.strip() or 'default'} loads{note}")
+
+
+def check_display(environ: dict[str, str] | None = None) -> Check:
+    """A display to open the window on, found as the app looks for it before Qt starts."""
+    environ = dict(os.environ) if environ is None else environ
+    problem = display_problem(environ)
+    if problem is not None:
+        return Check("display", False, problem.message)
+    chosen = environ.get("QT_QPA_PLATFORM") or ""
+    where = environ.get("WAYLAND_DISPLAY") or environ.get("DISPLAY") or ""
+    detail = f"{chosen}: no display needed" if chosen and not where else where or "available"
+    return Check("display", True, detail)
+
+
+def check_fonts(settings: Settings | None) -> Check:
+    """A Chinese interface has a font with Chinese characters (else text shows as boxes)."""
+    name = "fonts"
+    saved = settings.language if settings is not None else None
+    language = choose_language(None, saved, system_locale())[0]
+    if not needs_cjk_font(language):
+        return Check(name, True, f"interface language {language}: no Chinese font needed")
+    count = cjk_font_count(language)
+    if count is None:
+        return Check(name, True, f"interface language {language}: fontconfig cannot be asked")
+    if count == 0:
+        return Check(
+            name,
+            False,
+            f"interface language {language} but no Chinese font is installed, so text shows "
+            f"as boxes: install {CJK_FONT_PACKAGES}",
+        )
+    return Check(name, True, f"interface language {language}: {count} Chinese fonts")
 
 
 def check_settings(root: Path) -> tuple[Check, Settings | None]:

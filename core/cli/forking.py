@@ -1,11 +1,13 @@
-"""``branchwise session targets|fork|child|lineage|tree`` (docs/cli.md, "Branching")."""
+"""``branchwise session targets|fork|child|lineage|tree|map`` (docs/cli.md, "Branching")."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from branchwise.core.conversation.names import new_branch_title
+from branchwise.core.conversation.family_map import family_map
+from branchwise.core.conversation.names import new_branch_name_from_store
 from branchwise.core.conversation.views import session_lineage, session_targets, session_tree
 from branchwise.core.fork.engine import fork
 from branchwise.core.fork.operations import ForkRequest
@@ -66,6 +68,15 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     tree_cmd.add_argument("session_id")
     tree_cmd.set_defaults(func=cmd_tree)
 
+    map_cmd = session_sub.add_parser(
+        "map", help="the branch map of a session's whole family, turn by turn"
+    )
+    map_cmd.add_argument("session_id")
+    map_cmd.add_argument(
+        "--format", choices=("json", "dot"), default="json", help="JSON (default) or Graphviz"
+    )
+    map_cmd.set_defaults(func=cmd_map)
+
 
 def cmd_targets(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """The fork-targets answer for one session."""
@@ -93,10 +104,16 @@ def cmd_fork(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
             boundary = target.boundary_sequence if target and target.boundary_sequence else 0
         if generation is None:
             generation = current.generation
-    if title is None:
-        title = new_branch_title(store, source_id)
+    name = new_branch_name_from_store(store, source_id, args.turn)
     request = ForkRequest(source_id, args.turn, boundary, generation, args.child_id)
-    result = fork(store, request, args.operation_id or new_id("op"), title=title)
+    result = fork(
+        store,
+        request,
+        args.operation_id or new_id("op"),
+        title=name.title if title is None else title,
+        label=name.label,
+        fork_turn_index=name.fork_turn_index,
+    )
     return result.to_json()
 
 
@@ -118,3 +135,13 @@ def cmd_lineage(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]
 def cmd_tree(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """The descendant tree of a session, flat and depth-first (see :func:`session_tree`)."""
     return session_tree(store, args.session_id)
+
+
+def cmd_map(store: SessionStore, args: argparse.Namespace) -> dict[str, Any] | int:
+    """The branch map of the family ``session_id`` belongs to (JSON, or Graphviz text)."""
+    found = family_map(store, args.session_id)
+    if args.format == "dot":
+        sys.stdout.write(found.to_dot())
+        sys.stdout.flush()
+        return 0
+    return found.to_json()

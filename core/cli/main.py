@@ -24,6 +24,7 @@ from branchwise.core.cli import (
     compare,
     doctor,
     export,
+    fanout,
     forking,
     importing,
     merge,
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.register(session_sub)
     compare.register(session_sub)
     merge.register(session_sub)
+    fanout.register(session_sub)
     models.register_top(top)
     serve.register_top(top)
     doctor.register_top(top)

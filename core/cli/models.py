@@ -22,6 +22,7 @@ from branchwise.core.errors import InvalidSettings
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.detect import candidate_urls, choose_provider, detect_servers
+from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import (
     Settings,
     SettingsNotice,
@@ -47,6 +48,11 @@ def register_top(sub: argparse._SubParsersAction) -> None:
     models.add_argument(
         "--timeout", type=float, default=1.0, help="seconds per server when detecting"
     )
+    models.add_argument(
+        "--all",
+        action="store_true",
+        help="list embedding models too (left out by default: they cannot chat)",
+    )
     models.set_defaults(func=cmd_models)
 
 
@@ -65,11 +71,13 @@ class _BaseUrlAction(argparse.Action):
             namespace.provider = "openai"
 
 
-def add_provider_options(parser: argparse.ArgumentParser) -> None:
+def add_provider_options(parser: argparse.ArgumentParser, *, many_models: bool = False) -> None:
     """Add ``--provider``, ``--base-url`` and ``--model``; unset ones follow the settings.
 
     ``args.provider`` stays ``None`` unless one of them names a provider, so a
     command can tell "use the settings" from an explicit choice.
+    ``many_models`` (``session fanout``) makes ``--model`` repeatable, into
+    ``args.models``.
     """
     parser.add_argument(
         "--provider", choices=("demo", "openai"), default=None, help="override the settings"
@@ -81,7 +89,17 @@ def add_provider_options(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="OpenAI-compatible server, e.g. http://127.0.0.1:11434/v1 (implies --provider openai)",
     )
-    parser.add_argument("--model", default=None, help="model name to request")
+    if many_models:
+        parser.add_argument(
+            "--model",
+            dest="models",
+            action="append",
+            default=[],
+            metavar="M",
+            help="ask this model (repeat for several)",
+        )
+    else:
+        parser.add_argument("--model", default=None, help="model name to request")
 
 
 def settings_from_args(
@@ -143,6 +161,11 @@ def attachment_limits(store: SessionStore, args: argparse.Namespace) -> Attachme
     return settings_from_args(store, args).attachment_limits
 
 
+def provider_for(settings: Settings, args: argparse.Namespace) -> Provider:
+    """The provider ``settings`` name (the demo responder when no server is configured)."""
+    return _provider(settings, args)
+
+
 def _provider(settings: Settings, args: argparse.Namespace) -> Provider:
     if not settings.configured:
         return DemoProvider(delay=getattr(args, "delay_ms", 0) / 1000)
@@ -158,7 +181,10 @@ def cmd_models(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
         result = {"servers": [server.to_json() for server in servers]}
     else:
         provider = provider_from_args(store, args)
-        models = asyncio.run(provider.list_models())
+        if isinstance(provider, OpenAIProvider):
+            models = asyncio.run(provider.list_models(include_embedding=args.all))
+        else:
+            models = asyncio.run(provider.list_models())
         result = {
             "provider": "openai" if settings.configured else "demo",
             "baseUrl": settings.base_url if settings.configured else None,

@@ -1,6 +1,6 @@
 """``branchwise --server URL session …``: the session commands, run by a ``branchwise serve``.
 
-``session new|list|show|targets|fork|say|lineage|tree`` print exactly what
+``session new|list|show|targets|fork|say|lineage|tree|fanout|fuse`` print exactly what
 they print locally (the server answers in the same shapes, built by
 :mod:`branchwise.core.conversation.views`); the few fields only the server adds
 (``running``, ``updatedAt``) are dropped. A turn sent with ``say`` runs on
@@ -20,16 +20,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from branchwise.core.cli.output import printable
+from branchwise.core.cli.output import print_json, printable
 from branchwise.core.conversation.names import branch_title
 from branchwise.core.errors import InvalidArgument, RemoteRefusal
+from branchwise.core.fanout_run import PER_SERVER
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import CAP_FORK_TITLE
 from branchwise.core.store.manifest import given_title
 
 TOKEN_ENV = "BRANCHWISE_TOKEN"
-REMOTE_COMMANDS = ("new", "list", "show", "targets", "fork", "say", "lineage", "tree")
+REMOTE_COMMANDS = (
+    "new",
+    "list",
+    "show",
+    "targets",
+    "fork",
+    "say",
+    "lineage",
+    "tree",
+    "fanout",
+    "fuse",
+)
 SERVER_ONLY_FIELDS = ("running", "updatedAt")
 
 
@@ -236,6 +248,47 @@ async def _say(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _refuse_provider_options(args: argparse.Namespace, command: str) -> None:
+    if args.provider is not None or args.base_url is not None or args.delay_ms:
+        raise InvalidArgument(
+            f"session {command} with --server runs with the server's provider settings; "
+            "--provider/--base-url/--delay-ms are not available",
+            argument="--server",
+        )
+
+
+async def _fanout(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    """As ``session fanout``: progress lines to stderr, the result printed."""
+    _refuse_provider_options(args, "fanout")
+    if args.per_server != PER_SERVER:
+        raise InvalidArgument(
+            "session fanout --per-server is the server's own with --server", argument="--server"
+        )
+    operation_id = args.operation_id or new_id("op")
+    result: dict[str, Any] = {}
+    stream = remote.fanout(args.session_id, args.prompt, args.models, args.samples, operation_id)
+    async for line in stream:
+        if line["event"] == "result":
+            result = dict(line.get("result") or {})
+        elif not args.quiet:
+            print_json(line, sys.stderr)
+    branches = result.get("branches")
+    if isinstance(branches, list) and any(
+        isinstance(b, dict) and b.get("endReason") == "error" for b in branches
+    ):
+        result["_exit"] = 1
+    return result
+
+
+async def _fuse(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
+    """As ``session fuse``, on the server (``--model`` names one of the server's models)."""
+    _refuse_provider_options(args, "fuse")
+    operation_id = args.operation_id or new_id("op")
+    return await remote.fuse(
+        args.session_id, args.branches, operation_id, args.model, args.instruction
+    )
+
+
 async def _lineage(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
     return await remote.lineage(args.session_id)
 
@@ -253,4 +306,6 @@ _COMMANDS = {
     "say": _say,
     "lineage": _lineage,
     "tree": _tree,
+    "fanout": _fanout,
+    "fuse": _fuse,
 }

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from branchwise.core.conversation.views import label_hits
 from branchwise.core.errors import InvalidArgument, SessionNotFound
 from branchwise.core.ids import validate_session_id
 from branchwise.core.search.index import SearchIndex
@@ -61,4 +62,6 @@ def cmd_search(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
             raise SessionNotFound(f"no session {session_id}", sessionId=session_id)
     with SearchIndex(store.root) as index:
         index.catch_up_all(store)
-        return index.search(args.query, limit=args.limit, session_id=session_id).to_json()
+        answer = index.search(args.query, limit=args.limit, session_id=session_id).to_json()
+    label_hits(store, answer["hits"])
+    return answer

@@ -1,4 +1,4 @@
-"""``branchwise session new|config|list|show|say|verify|migrate``."""
+"""``branchwise session new|config|list|show|rename|say|verify|migrate``."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ from branchwise.core.cli.models import (
     settings_from_args,
     turn_setup,
 )
+from branchwise.core.conversation.names import rename
 from branchwise.core.conversation.settings import (
     ConversationSettings,
     validate_conversation_settings,
 )
 from branchwise.core.conversation.views import session_list, session_show
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, InvalidArgument
 from branchwise.core.ids import validate_session_id
 from branchwise.core.runtime import TurnListener, TurnRunner
 from branchwise.core.store.store import SessionStore, verify_session
@@ -44,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     show = sub.add_parser("show", help="manifest, turns and messages of a session")
     show.add_argument("session_id")
     show.set_defaults(func=cmd_show)
+
+    rename = sub.add_parser("rename", help="give a conversation a new title or branch label")
+    rename.add_argument("session_id")
+    rename.add_argument("--title", help="its new title (one line, 1-200 characters)")
+    rename.add_argument("--label", help="its new branch label (one line, 1-80 characters)")
+    rename.set_defaults(func=cmd_rename)
 
     say = sub.add_parser("say", help="run one turn and commit it")
     say.add_argument("session_id")
@@ -134,6 +141,13 @@ def cmd_list(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
 def cmd_show(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Manifest, turns, messages and usage of a session (read without a lease)."""
     return session_show(store, args.session_id)
+
+
+def cmd_rename(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
+    """``{"sessionId", "title", "label", "labelParts", "forkTurnIndex"}`` after the rename."""
+    if args.title is None and args.label is None:
+        raise InvalidArgument("rename needs --title or --label", argument="--title")
+    return rename(store, args.session_id, title=args.title, label=args.label)
 
 
 class StdoutStreamer(TurnListener):

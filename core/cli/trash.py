@@ -3,6 +3,8 @@
 Shapes printed:
 
 * ``session delete ID…`` → ``{"trashed": [ID, …]}``
+* ``session delete ID --with-branches`` → ``{"trashed": [ID, …]}``: the
+  conversation and every branch below it, leaves first (one action: all or none)
 * ``session trash`` → ``{"sessions": [{"sessionId", "title", "kind",
   "parentSessionId", "createdAt", "trashedAt"}, …]}``, most recently trashed first
 * ``session trash --empty`` → ``{"purged": [ID, …]}`` (asks nothing)
@@ -22,6 +24,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import Any
 
+from branchwise.core.conversation.prune import prune
 from branchwise.core.errors import (
     BranchwiseError,
     LeaseHeld,
@@ -42,6 +45,11 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     """Add the Trash subcommands under ``session``."""
     delete = session_sub.add_parser("delete", help="move sessions to the Trash (restorable)")
     delete.add_argument("session_ids", nargs="+", metavar="session_id")
+    delete.add_argument(
+        "--with-branches",
+        action="store_true",
+        help="also every branch below each session (all of them or none)",
+    )
     delete.set_defaults(func=cmd_delete)
 
     trash = session_sub.add_parser("trash", help="list the Trash, or empty it with --empty")
@@ -84,9 +92,20 @@ def cmd_delete(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
             )
 
     ids = _checked(args.session_ids, live)
+    if args.with_branches:
+        trashed = [moved for session_id in ids for moved in _prune_live(store, session_id)]
+        _forget(store, trashed)
+        return {"trashed": trashed}
     trashed = [trash.trash(session_id).session_id for session_id in ids]
     _forget(store, trashed)
     return {"trashed": trashed}
+
+
+def _prune_live(store: SessionStore, session_id: str) -> list[str]:
+    """One subtree (an id an earlier subtree already took is skipped)."""
+    if not store.session_dir(session_id).is_dir():
+        return []
+    return prune(store, session_id)
 
 
 def cmd_trash(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:

@@ -168,6 +168,26 @@ def failed_turn(projection: Projection, session_id: str, turn_id: str | None = N
     return found
 
 
+def retried_turns(projection: Projection) -> frozenset[str]:
+    """The failed turns a later turn answered whole by asking the same prompt (a retry).
+
+    Such a turn has nothing left to retry: the desktop stops offering Retry on
+    it and withdraws its failure notice. One pass from the end, as
+    :func:`failed_turn` settles them; none at all when no turn failed.
+    """
+    if not any(turn.end_reason == EndReason.ERROR for turn in projection.turns):
+        return frozenset()
+    answered: set[str] = set()
+    settled: set[str] = set()
+    for turn in reversed(projection.turns):
+        prompt = _prompt_or_none(projection, turn)
+        if turn.end_reason == EndReason.COMPLETED and prompt is not None:
+            answered.add(prompt)
+        elif turn.end_reason == EndReason.ERROR and prompt is not None and prompt in answered:
+            settled.add(turn.turn_id)
+    return frozenset(settled)
+
+
 def _prompt_or_none(projection: Projection, turn: Turn) -> str | None:
     message = projection.message(turn.user_message_id) if turn.user_message_id else None
     return message.content if message is not None else None

@@ -1,10 +1,11 @@
-"""Compare two conversations of one lineage tree from where they split.
+"""Compare two to four conversations of one lineage tree from where they split.
 
-Two conversations of one tree share history up to their *last common fork
-point*: the nearest session both descend from (or one of them), at the
-earlier of the two places they leave it. Everything after that point is what
+Conversations of one tree share history up to their *last common fork
+point*: the nearest session all descend from (or one of them), at the
+earliest of the places they leave it. Everything after that point is what
 differs, and that is what a side-by-side view shows: each side's turns after
-the point, prompts and answers.
+the point, prompts and answers, each numbered as its own transcript numbers
+it (inherited turns count, so a branch taken after turn 1 starts at turn 2).
 
 Walking up uses the manifests' parent links only (no log reads); the shared
 session's log is read once to place the point on a turn, and each side's log
@@ -16,6 +17,7 @@ turn and all its turns are its side.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,11 +55,17 @@ class CommonPoint:
 
 @dataclass(frozen=True, slots=True)
 class SideTurn:
-    """One turn after the common point: its prompt and its answer."""
+    """One turn after the common point: its prompt and its answer.
+
+    Attributes:
+        number: the turn's number in its own transcript (1-based, inherited
+            turns counted); not in the CLI shape.
+    """
 
     turn_id: str
     prompt: str
     answer: str
+    number: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """camelCase form for the CLI."""
@@ -79,14 +87,23 @@ class Side:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """Two conversations from their last common fork point."""
+    """Two to four conversations from their last common fork point, in the order asked."""
 
     common: CommonPoint | None
-    left: Side
-    right: Side
+    sides: tuple[Side, ...]
+
+    @property
+    def left(self) -> Side:
+        """The first conversation asked."""
+        return self.sides[0]
+
+    @property
+    def right(self) -> Side:
+        """The second conversation asked."""
+        return self.sides[1]
 
     def to_json(self) -> dict[str, Any]:
-        """``{"common", "left", "right"}``."""
+        """``{"common", "left", "right"}`` (the CLI compares two)."""
         return {
             "common": self.common.to_json() if self.common else None,
             "left": self.left.to_json(),
@@ -102,42 +119,56 @@ def compare(store: SessionStore, left_id: str, right_id: str) -> Comparison:
         NotRelated: the two are in different lineage trees.
         LineageCycle: damaged parent links loop.
     """
-    left_chain = lineage(store, validate_session_id(left_id)).chain
-    right_chain = lineage(store, validate_session_id(right_id)).chain
-    right_index = {m.session_id: i for i, m in enumerate(right_chain)}
+    return compare_all(store, [left_id, right_id])
+
+
+def compare_all(store: SessionStore, session_ids: Sequence[str]) -> Comparison:
+    """The last common fork point of several conversations and each one's turns after it.
+
+    One side per id, in the order given. The point is the nearest session
+    every one descends from, at the earliest turn any of them leaves it, so
+    every side's rows start at the same turn (an edit of turn 3 and a branch
+    taken after turn 3 both start at turn 3; the branch's turn 3 is the
+    parent's, inherited).
+
+    Raises:
+        InvalidSessionId, SessionNotFound: an id is malformed or not a conversation.
+        NotRelated: two of them are in different lineage trees.
+        LineageCycle: damaged parent links loop.
+    """
+    chains = [lineage(store, validate_session_id(sid)).chain for sid in session_ids]
+    indexes = [{m.session_id: i for i, m in enumerate(chain)} for chain in chains]
     shared = next(
-        (
-            (i, right_index[m.session_id])
-            for i, m in enumerate(left_chain)
-            if m.session_id in right_index
-        ),
+        (m.session_id for m in chains[0] if all(m.session_id in index for index in indexes)),
         None,
     )
     if shared is None:
-        raise NotRelated(
-            f"{left_id} and {right_id} are in different conversation trees",
-            left=left_id,
-            right=right_id,
+        other = next(
+            (
+                session_ids[k]
+                for k, index in enumerate(indexes)
+                if not any(m.session_id in index for m in chains[0])
+            ),
+            session_ids[-1],
         )
-    left_at, right_at = shared
-    common_session = left_chain[left_at]
-    projection = store.read(common_session.session_id).projection
+        raise NotRelated(
+            f"{session_ids[0]} and {other} are in different conversation trees",
+            left=session_ids[0],
+            right=other,
+        )
+    projection = store.read(shared).projection
     turns = list(projection.turns)
     position = min(
-        _position(turns, left_chain[left_at - 1].parent if left_at else None),
-        _position(turns, right_chain[right_at - 1].parent if right_at else None),
+        _position(turns, chain[index[shared] - 1].parent if index[shared] else None)
+        for chain, index in zip(chains, indexes, strict=True)
     )
     common_turn = turns[position - 1] if position else None
     common = CommonPoint(
-        common_session.session_id,
+        shared,
         common_turn.turn_id if common_turn else None,
         (common_turn.boundary_sequence or 0) if common_turn else 0,
     )
-    return Comparison(
-        common,
-        _side(store, left_chain[0], common.turn_id),
-        _side(store, right_chain[0], common.turn_id),
-    )
+    return Comparison(common, tuple(_side(store, chain[0], common.turn_id) for chain in chains))
 
 
 def _position(turns: list[Turn], link: ParentLink | None) -> int:
@@ -175,4 +206,5 @@ def _side_turn(projection: Projection, turn: Turn) -> SideTurn:
         turn.turn_id,
         prompt.content if prompt is not None else "",
         answer.content if answer is not None else "",
+        turn.index,
     )

@@ -15,6 +15,7 @@ the same operation id never writes a second one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -39,7 +40,7 @@ from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.core.store.trash import Trash
 
-MergeKind = Literal["answer", "summary", "note"]
+MergeKind = Literal["answer", "summary", "note", "fused"]
 MERGE_KINDS: tuple[str, ...] = get_args(MergeKind)
 MAX_MERGE_CHARS = 64_000
 
@@ -121,6 +122,70 @@ def merge_back(
         return _commit(own, request)
 
 
+def merge_fused(
+    store: SessionStore,
+    parent_id: str,
+    sources: Sequence[Mapping[str, str]],
+    content: str,
+    operation_id: str,
+    *,
+    model: str,
+    instruction: str,
+    writer: SessionWriter | None = None,
+) -> MergeResult:
+    """Append a fused answer of several branches to ``parent_id``, with its provenance.
+
+    ``writer``: the parent's writer when the caller holds it (the desktop).
+
+    The caller checked that every source is a finished answer of a branch of
+    ``parent_id`` (:func:`~branchwise.core.conversation.fanout.fuse_sources`).
+    A retry of ``operation_id`` with the same sources returns the merge it
+    wrote, whatever text a model would write now (look for it first with
+    :func:`fused_already`); other sources are ``operation_conflict``.
+
+    Raises:
+        InvalidMerge, TurnRunning, LeaseHeld, OperationConflict: as :func:`merge_back`.
+    """
+    _validate(content, "fused", operation_id)
+    first = sources[0]
+    child_boundary = _last_boundary(store.read(first["sessionId"], every_frame=False).projection)
+    request = ev.session_merge(
+        child_session_id=first["sessionId"],
+        child_boundary_sequence=child_boundary,
+        operation_id=operation_id,
+        content=content,
+        kind="fused",
+        sources=sources,
+        model=model,
+        instruction=instruction,
+    )
+    if writer is not None:
+        return _commit(writer, request)
+    with store.open_writer(validate_session_id(parent_id)) as own:
+        return _commit(own, request)
+
+
+def fused_already(
+    store: SessionStore, parent_id: str, operation_id: str, sources: Sequence[Mapping[str, str]]
+) -> MergeResult | None:
+    """The fused merge ``operation_id`` already wrote into ``parent_id``, if any.
+
+    Raises:
+        OperationConflict: the operation id merged something else.
+    """
+    projection = store.read(validate_session_id(parent_id), every_frame=False).projection
+    for merge in projection.merges:
+        if merge["operationId"] != operation_id:
+            continue
+        if merge.get("kind") != "fused" or merge.get("sources") != [dict(s) for s in sources]:
+            raise OperationConflict(
+                f"operation {operation_id} already merged something else",
+                operationId=operation_id,
+            )
+        return MergeResult(parent_id, int(merge["seq"]), False)
+    return None
+
+
 def _validate(content: object, kind: object, operation_id: object) -> None:
     if not isinstance(content, str) or not content.strip():
         raise InvalidMerge("there is nothing to bring back", field="content")
@@ -156,7 +221,10 @@ def _commit(writer: SessionWriter, request: dict[str, Any]) -> MergeResult:
     for merge in projection.merges:
         if merge["operationId"] != request["operationId"]:
             continue
-        same = all(merge[k] == request[k] for k in ("childSessionId", "content", "kind"))
+        # A fused answer is the same merge when it fused the same answers (a model
+        # asked again would not write the same words).
+        keys = ("kind", "sources") if request["kind"] == "fused" else ("content", "kind")
+        same = all(merge.get(k) == request.get(k) for k in ("childSessionId", *keys))
         if not same:
             raise OperationConflict(
                 f"operation {request['operationId']} already merged something else",

@@ -8,8 +8,10 @@ and nowhere else.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from branchwise.core.conversation.names import LabelReader, label_json
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.ids import validate_session_id
@@ -18,6 +20,7 @@ from branchwise.core.log.segments import disk_usage
 from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn
+from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import parent_state
 
@@ -35,7 +38,8 @@ def session_list(store: SessionStore) -> dict[str, Any]:
         else:
             readable.append(item)
     readable.sort(key=lambda m: (m.created_at, m.session_id), reverse=True)
-    return {"sessions": [m.to_json() for m in readable], "damaged": damaged}
+    labels = LabelReader(store, readable)
+    return {"sessions": [{**m.to_json(), **labels.fields(m)} for m in readable], "damaged": damaged}
 
 
 def session_show(
@@ -70,6 +74,7 @@ def session_show(
         "kind": manifest.kind,
         "generation": manifest.generation,
         "parent": manifest.parent.to_json() if manifest.parent else None,
+        **LabelReader(store).fields(manifest),
         "verifiable": projection.verifiable,
         "config": projection.settings.to_json(),
         "turns": [_turn_json(projection, turn) for turn in turns],
@@ -131,8 +136,11 @@ def session_targets(
 
 
 def session_lineage(store: SessionStore, session_id: str) -> dict[str, Any]:
-    """A session's ancestors, nearest first."""
-    return lineage(store, validate_session_id(session_id)).to_json()
+    """A session's ancestors, nearest first, each with its label."""
+    found = lineage(store, validate_session_id(session_id))
+    result = found.to_json()
+    _add_labels(store, result["lineage"], found.chain)
+    return result
 
 
 def session_tree(store: SessionStore, session_id: str) -> dict[str, Any]:
@@ -144,8 +152,58 @@ def session_tree(store: SessionStore, session_id: str) -> dict[str, Any]:
     """
     top = tree(store, validate_session_id(session_id))
     result = top.to_json()
+    placed = [node.manifest for node, _ in top.walk()]
+    _add_labels(store, result["sessions"], placed)
     parent = top.manifest.parent
     result["sessions"][0]["parentState"] = (
         parent_state(store, parent.session_id) if parent else None
     )
     return result
+
+
+def _add_labels(
+    store: SessionStore,
+    entries: list[dict[str, Any]],
+    manifests: Sequence[Manifest],
+    *,
+    siblings: Sequence[Manifest] | None = None,
+) -> None:
+    """Add ``"label"``, ``"labelParts"`` and ``"forkTurnIndex"`` to each entry (same order).
+
+    ``siblings``: manifests that hold every sibling a label may be numbered
+    among (a whole tree does); otherwise they are read when one is needed.
+    """
+    labels = LabelReader(store, siblings)
+    for entry, manifest in zip(entries, manifests, strict=True):
+        entry.update(labels.fields(manifest))
+
+
+def label_hits(store: SessionStore, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Search hits with how the conversations they name differ from their parents.
+
+    Each hit gains its conversation's ``"label"``, ``"labelParts"`` and
+    ``"forkTurnIndex"`` (all ``None`` for a conversation gone since it was
+    indexed), and ``"alsoInBranches"``: ``{"sessionId", "title", "label"}`` of
+    each conversation in ``alsoIn``, so "also in 3 branches" can say which.
+    """
+    labels = LabelReader(store)
+    known: dict[str, tuple[str | None, dict[str, Any]]] = {}
+
+    def named(session_id: str) -> tuple[str | None, dict[str, Any]]:
+        if session_id not in known:
+            try:
+                manifest = load_manifest(store.session_dir(validate_session_id(session_id)))
+            except BranchwiseError:
+                known[session_id] = (None, label_json(None, None))
+            else:
+                known[session_id] = (manifest.title, labels.fields(manifest))
+        return known[session_id]
+
+    for hit in hits:
+        hit.update(named(hit["sessionId"])[1])
+        others = []
+        for other in hit.get("alsoIn", ()):
+            title, fields = named(other)
+            others.append({"sessionId": other, "title": title, "label": fields["label"]})
+        hit["alsoInBranches"] = others
+    return hits

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -102,6 +103,7 @@ from branchwise.core.projection.turns import TurnTracker
 from branchwise.core.store.manifest import (
     ORIGIN_KINDS,
     SEGMENTED,
+    BranchLabel,
     BranchOrigin,
     Manifest,
     ParentLink,
@@ -461,6 +463,8 @@ def _child_manifest(
     child_id: str,
     operation_id: str,
     title: str | None,
+    label: BranchLabel | None = None,
+    fork_turn_index: int | None = None,
 ) -> Manifest:
     return Manifest(
         session_id=child_id,
@@ -479,16 +483,26 @@ def _child_manifest(
         seed_length=request.boundary_sequence,
         created_by_operation=operation_id,
         format=SEGMENTED,
+        label=label,
+        fork_turn_index=fork_turn_index,
     )
 
 
 @dataclass(frozen=True, slots=True)
 class ForkCall:
-    """One fork asked of :func:`fork_together`: the arguments :func:`fork` takes."""
+    """One fork asked of :func:`fork_together`: the arguments :func:`fork` takes.
+
+    ``settings`` (a fan-out's branch: the model it asks) are written into the
+    child's first own commit as its ``session/config``, so the branch goes on
+    with that model; like the title, they are not part of the request.
+    """
 
     request: ForkRequest
     operation_id: str
     title: str | None = None
+    label: BranchLabel | None = None
+    fork_turn_index: int | None = None
+    settings: ConversationSettings | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -511,6 +525,8 @@ def fork(
     operation_id: str,
     *,
     title: str | None = None,
+    label: BranchLabel | None = None,
+    fork_turn_index: int | None = None,
     cache: TargetsCache | None = None,
 ) -> ForkResult:
     """Fork ``request``'s source at its turn into a new, independent child session.
@@ -530,6 +546,9 @@ def fork(
             and a ``session/title`` event in its first own commit); ``None``
             keeps the source's title. Not part of the request: a retry may
             name the child differently and still gets the child made first.
+        label, fork_turn_index: what the child's manifest says of how it
+            differs and of the turn it leaves at (``core/conversation/names.py``
+            makes them; ``None``: computed when read). Not part of the request either.
         cache: replays kept by a caller that forks (and queries targets) again
             and again (``branchwise serve``): a source without a turn index is
             then replayed once, not once per fork.
@@ -547,7 +566,8 @@ def fork(
             untouched, and a retry once there is space makes the one child.
     """
     index = OperationIndex(store.root)
-    begun = _begin(store, index, ForkCall(request, operation_id, title), cache, durable=True)
+    call = ForkCall(request, operation_id, title, label, fork_turn_index)
+    begun = _begin(store, index, call, cache, durable=True)
     if isinstance(begun, ForkResult):
         return begun
     try:
@@ -569,7 +589,11 @@ def fork(
 
 
 def fork_together(
-    store: SessionStore, calls: Sequence[ForkCall], *, cache: TargetsCache | None = None
+    store: SessionStore,
+    calls: Sequence[ForkCall],
+    *,
+    cache: TargetsCache | None = None,
+    all_or_nothing: bool = False,
 ) -> list[ForkResult | Exception]:
     """Fork every call, sharing one durability step: each call's result or refusal, in order.
 
@@ -588,12 +612,25 @@ def fork_together(
 
     A refusal belongs to its call alone; a disk that fills up while the group
     is made durable refuses every call not yet answered with ``DiskFull``,
-    leaving nothing of them behind.
+    leaving nothing of them behind. ``all_or_nothing`` (a fan-out's branches,
+    which belong together) makes any call's refusal before publishing refuse
+    every call not yet published, each with its own copy of it: nothing of
+    the group is left half-made.
     """
-    if len(calls) == 1:
+    if len(calls) == 1 and not all_or_nothing:
         call = calls[0]
         try:
-            return [fork(store, call.request, call.operation_id, title=call.title, cache=cache)]
+            return [
+                fork(
+                    store,
+                    call.request,
+                    call.operation_id,
+                    title=call.title,
+                    label=call.label,
+                    fork_turn_index=call.fork_turn_index,
+                    cache=cache,
+                )
+            ]
         except Exception as exc:  # noqa: BLE001 - the caller gets each call's own refusal
             return [exc]
     index = OperationIndex(store.root)
@@ -611,6 +648,8 @@ def fork_together(
             if isinstance(begun, _Reserved):
                 _withdraw(store, index, begun, exc)
             outcomes[number] = exc
+            if all_or_nothing:
+                return _refuse_group(store, index, calls, outcomes, built, exc)
     try:
         published = publish_batch(store, [(tmp, begun.child) for _, begun, tmp in built])
     except Exception as exc:  # noqa: BLE001 - nothing of the group was published
@@ -629,6 +668,30 @@ def fork_together(
             except Exception as exc:  # noqa: BLE001 - anyone else's child refuses this call
                 outcomes[number] = exc
     return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _refuse_group(
+    store: SessionStore,
+    index: OperationIndex,
+    calls: Sequence[ForkCall],
+    outcomes: list[ForkResult | Exception | None],
+    built: list[tuple[int, _Reserved, Path]],
+    exc: Exception,
+) -> list[ForkResult | Exception]:
+    """Refuse every call of an all-or-nothing group not published before: remove what was built."""
+    for _, begun, tmp in built:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _withdraw(store, index, begun, _own_copy(exc))
+    answered: list[ForkResult | Exception] = []
+    for call, outcome in zip(calls, outcomes, strict=True):
+        if isinstance(outcome, ForkResult):  # an earlier attempt published it: it stays
+            answered.append(outcome)
+            continue
+        own = outcome if outcome is exc else _own_copy(exc)
+        if isinstance(own, BranchwiseError):
+            own.details["operationId"] = call.operation_id
+        answered.append(own)
+    return answered
 
 
 def _begin(
@@ -720,7 +783,15 @@ def _child_contents(begun: _Reserved) -> tuple[Manifest, list[dict[str, Any]]]:
     """The child's manifest and its first own commit, stamped after the cut."""
     request, title = begun.call.request, begun.call.title
     source, operation_id = begun.source, begun.call.operation_id
-    manifest = _child_manifest(source, request, begun.child, operation_id, title)
+    manifest = _child_manifest(
+        source,
+        request,
+        begun.child,
+        operation_id,
+        title,
+        begun.call.label,
+        begun.call.fork_turn_index,
+    )
     boundary = request.boundary_sequence
     own: list[dict[str, Any]] = []
     if not boundary:  # at the start: no inherited session/created, so the child has its own
@@ -739,11 +810,9 @@ def _child_contents(begun: _Reserved) -> tuple[Manifest, list[dict[str, Any]]]:
     )
     if title is not None and boundary:
         own.append({"type": EventType.SESSION_TITLE.value, "title": title})
-    plan = begun.plan
-    if plan.settings is not None:
-        own.append(
-            session_config(plan.settings.model, plan.settings.system, plan.settings.temperature)
-        )
+    settings = begun.call.settings or begun.plan.settings
+    if settings is not None:
+        own.append(session_config(settings.model, settings.system, settings.temperature))
     if request.origin is not None:
         # The question is part of the publish: a branch never exists without its prompt.
         own += [

@@ -18,9 +18,16 @@ from branchwise.core.i18n.language import N_, _, format_number, ngettext
 
 REASONS: Mapping[str, str] = {
     # Fork targets: why a turn's "Branch into a new conversation" is disabled.
-    # The first two are the reference documents' exact strings (shared/reference/README.md).
-    "turn_open": N_("This turn has not finished yet, so it has no boundary to branch from."),
-    "unverifiable": N_("This turn has no confirmable branch boundary in the session record."),
+    # In the user's words: where a turn ends in the saved record is not theirs to know.
+    "turn_open": N_("This turn has not finished yet; it can be branched once it has."),
+    "unverifiable": N_(
+        "Branchwise cannot tell where this turn ends in the saved conversation, "
+        "so it cannot be branched from here."
+    ),
+    "brought_back": N_(
+        "What a branch brought back is not a turn of its own, so it cannot be branched "
+        "by itself: branch at a later turn to keep it, or at an earlier one to leave it out."
+    ),
     "active_authority": N_(
         "This turn still has an open approval or tool call, so it cannot be branched yet."
     ),
@@ -28,6 +35,7 @@ REASONS: Mapping[str, str] = {
         "This turn was saved together with the next one, so it cannot be branched on its own."
     ),
     "nothing_to_branch": N_("No finished turn to branch from in this conversation yet."),
+    "no_alternatives": N_("No turn in view has alternatives to switch between."),
     "targets_loading": N_("Still checking which turns can be branched…"),
     "creation_in_flight": N_("A branch is already being created from this turn."),
     "server_unsupported": N_("This server does not support branching conversations."),
@@ -66,6 +74,7 @@ REASONS: Mapping[str, str] = {
     "merge_written": N_("Brought back into “{title}”."),
     "import_running": N_("An import is already running; wait for it or cancel it."),
     "not_related": N_("These conversations are not branches of one another."),
+    "invalid_fanout": N_("Choose 1 to 8 models or samples (or branches to fuse)."),
     "turn_running": N_("Wait for the answer to finish, then try again."),
     "tabs_not_restored": N_(
         "Tabs from last time that could not be reopened: {n} (deleted or in the trash)."
@@ -121,6 +130,7 @@ REASONS: Mapping[str, str] = {
     # The session store.
     "lease_held": N_("Another window or process is writing to this conversation."),
     "invalid_title": N_("A title needs 1 to {maxLength} characters."),
+    "invalid_label": N_("A branch label needs 1 to {maxLength} characters."),
     "app_running": N_(
         "Branchwise is already running with this data folder. Switch to that window, "
         "or start with --data-dir to use another folder."
@@ -150,6 +160,7 @@ REASONS: Mapping[str, str] = {
     "not_trashed": N_("This conversation is not in the Trash."),
     # The Trash and export (desktop notices).
     "conversation_trashed": N_("Moved {title} to the Trash."),
+    "conversation_trashed_with_branches": N_("Moved {title} and its branches to the Trash."),
     "remote_conversation_trashed": N_("Moved {title} to the Trash on {server}."),
     "conversation_restored": N_("Restored {title} from the Trash."),
     "conversation_purged": N_("Deleted {title} for good."),
@@ -273,6 +284,11 @@ REASONS: Mapping[str, str] = {
         "On Fedora:\n"
         "    {dnf}"
     ),
+    "no_display": N_(
+        "Branchwise cannot open its window: no display was found (DISPLAY and "
+        "WAYLAND_DISPLAY are not set). Set DISPLAY (for example ssh -X) or use the "
+        "command line (branchwise --help); for headless use set QT_QPA_PLATFORM=offscreen."
+    ),
 }
 """Reason code -> English text (a msgid). Placeholders use ``{name}``."""
 
@@ -311,6 +327,14 @@ def _imported(n: int) -> str:
     )
 
 
+def _imported_with_branches(n: int) -> str:
+    return ngettext(
+        "Imported {n} conversation with {branches} ({existing} already there, {skipped} skipped).",
+        "Imported {n} conversations with {branches} ({existing} already there, {skipped} skipped).",
+        n,
+    )
+
+
 def _import_cancelled(n: int) -> str:
     return ngettext(
         "Import cancelled after {n} conversation ({existing} already there, {skipped} skipped).",
@@ -323,6 +347,8 @@ PLURAL_REASONS: Mapping[str, Callable[[int], str]] = {
     "fork_recovered": _recovered,
     "journal_record_dropped": _dropped,
     "import_finished": _imported,
+    # ``count`` is the conversations, ``branches`` their forks and sub-agents (a number).
+    "import_finished_with_branches": _imported_with_branches,
     "import_cancelled": _import_cancelled,
 }
 """Codes whose sentence depends on a ``count`` param (shown as ``{n}``)."""
@@ -363,6 +389,8 @@ def reason_text(code: str, **params: Any) -> str:
         # "Could not branch: {reason}" carries a refusal code; show its sentence.
         params = {**params, "reason": reason_text(nested)}
     plural = PLURAL_REASONS.get(code)
+    if isinstance(params.get("branches"), int):
+        params = {**params, "branches": branch_count(params["branches"])}
     if plural is not None:
         count = _count(params)
         return fill(plural(count), {**params, "n": format_number(count)})

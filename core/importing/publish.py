@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.conversation.names import child_label, imported_label
 from branchwise.core.errors import StaleSource
 from branchwise.core.fork.seeding import (
     ForkPlan,
@@ -471,6 +472,8 @@ class TreePublisher:
                 parent=link,
                 root_session_id=written.root_session_id,
                 format=SEGMENTED,
+                label=None if parent is None else child_label(),
+                fork_turn_index=None if parent is None else _spawn_turn_number(conversation),
             )
             with unpublished_session(self._store, session_id) as tmp:
                 _build_whole(tmp, manifest, written.commits)
@@ -493,6 +496,8 @@ class TreePublisher:
             seed_length=boundary,
             created_by_operation=_operation_id(session_id),
             format=SEGMENTED,
+            label=imported_label(self._plan.format, conversation.origin),
+            fork_turn_index=at + (1 if origin is not None else 0),
         )
         own_start = sum(1 for c in written.commits if c[-1]["seq"] <= boundary) if at else 0
         own = written.commits[own_start:]
@@ -514,6 +519,11 @@ class TreePublisher:
                 index_from=TURN_INDEX_FROM,
             )
         return tmp, manifest
+
+
+def _spawn_turn_number(conversation: PlannedConversation) -> int:
+    """The 1-based number of the parent's turn that spawned a child (0: none was found)."""
+    return 0 if conversation.spawned_turn is None else conversation.spawned_turn + 1
 
 
 def _operation_id(session_id: str) -> str:

@@ -8,7 +8,7 @@ committed, and offers small constructors so callers never spell a type twice.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -212,9 +212,19 @@ def session_merge(
     operation_id: str,
     content: str,
     kind: str,
+    sources: Sequence[Mapping[str, str]] | None = None,
+    model: str | None = None,
+    instruction: str | None = None,
 ) -> Event:
-    """What a branch brought back into this conversation (``answer``, ``summary`` or ``note``)."""
-    return {
+    """What a branch brought back into this conversation (``answer``, ``summary`` or ``note``).
+
+    A ``fused`` merge (a fan-out's answers combined into one) also records
+    its provenance: ``sources`` (each ``{"sessionId", "turnId",
+    "messageId", "model"}`` it combined), the ``model`` that wrote it and the
+    ``instruction`` it was given. Readers older than these fields see an
+    ordinary merge from the first source.
+    """
+    event: Event = {
         "type": EventType.SESSION_MERGE.value,
         "childSessionId": child_session_id,
         "childBoundarySequence": child_boundary_sequence,
@@ -222,6 +232,13 @@ def session_merge(
         "content": content,
         "kind": kind,
     }
+    if sources is not None:
+        event["sources"] = [dict(source) for source in sources]
+    if model is not None:
+        event["model"] = model
+    if instruction is not None:
+        event["instruction"] = instruction
+    return event
 
 
 def turn_start(turn_id: str) -> Event:

@@ -13,6 +13,7 @@ prose goes through the catalogs like every other string; the code does not.
 from __future__ import annotations
 
 import asyncio
+import copy
 import hashlib
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 
@@ -102,19 +103,33 @@ def _paragraph_block(_: Callable[[str], str]) -> str:
     )
 
 
-def demo_answer(messages: Sequence[Mapping[str, str]], language: str | None = None) -> str:
+def demo_answer(
+    messages: Sequence[Mapping[str, str]],
+    language: str | None = None,
+    *,
+    model: str = DEMO_MODEL,
+    sample: int = 0,
+) -> str:
     """The deterministic answer to a conversation, in ``language`` (default: the active one).
 
     The same conversation in the same language always gets the same answer, so
-    tests can compute what to expect.
+    tests can compute what to expect. A fan-out asks the demo as several
+    models, or several times: each ``model`` name and ``sample`` answers
+    differently (and says which it is), still deterministically.
     """
-    return _compose(messages, translator(language))
+    return _compose(messages, translator(language), model, sample)
 
 
-def _compose(messages: Sequence[Mapping[str, str]], _: Callable[[str], str]) -> str:
+def _compose(
+    messages: Sequence[Mapping[str, str]],
+    _: Callable[[str], str],
+    model: str = DEMO_MODEL,
+    sample: int = 0,
+) -> str:
     last_user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+    asked_as = "" if (model, sample) == (DEMO_MODEL, 0) else f"\x1f{model}\x1f{sample}"
     digest = hashlib.sha256(
-        "\x1e".join(f"{m.get('role')}:{m.get('content')}" for m in messages).encode()
+        ("\x1e".join(f"{m.get('role')}:{m.get('content')}" for m in messages) + asked_as).encode()
     ).digest()
     turn = sum(1 for m in messages if m.get("role") == "user")
     opener = _(_OPENERS[digest[0] % len(_OPENERS)])
@@ -134,7 +149,14 @@ def _compose(messages: Sequence[Mapping[str, str]], _: Callable[[str], str]) -> 
     )
     # Chinese sentences end in a full-width stop and need no space after it.
     space = "" if opener.endswith(("。", "！", "？")) else " "
-    return "\n\n".join([f"{opener}{space}{said}", *(block() for block in chosen), footer])
+    head = [f"{opener}{space}{said}"]
+    if asked_as:
+        if sample:
+            speaking = _("*Answering as **{model}**, sample {n}.*")
+        else:
+            speaking = _("*Answering as **{model}**.*")
+        head.insert(0, reasons.fill(speaking, {"model": model, "n": sample}))
+    return "\n\n".join([*head, *(block() for block in chosen), footer])
 
 
 def split_chunks(text: str) -> list[str]:
@@ -164,9 +186,22 @@ class DemoProvider:
         self.delay = delay
         self.language = language
 
+    sample = 0
+    """Which of several answers to one question this is (a fan-out's samples; 0: the only one)."""
+
+    def as_target(self, model: str, sample: int = 0) -> DemoProvider:
+        """This responder (same pace and language) asked as ``model``, for ``sample``.
+
+        The demo stands in for whatever model a fan-out names, so each of its
+        branches gets its own deterministic answer offline.
+        """
+        target = copy.copy(self)
+        target.model, target.sample = model or DEMO_MODEL, sample
+        return target
+
     async def stream(self, messages: Sequence[Mapping[str, str]]) -> AsyncIterator[StreamItem]:
         """Stream the deterministic answer word by word, then its usage."""
-        answer = demo_answer(messages, self.language)
+        answer = demo_answer(messages, self.language, model=self.model, sample=self.sample)
         chunks = split_chunks(answer)
         for chunk in chunks:
             if self.delay:

@@ -21,7 +21,7 @@ from branchwise.core.errors import InvalidBaseUrl, ProviderAuthError, ProviderEr
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.openai import OpenAIProvider
-from branchwise.core.settings import Settings, normalize_base_url, resolve_api_key
+from branchwise.core.settings import Settings, demo_pace, normalize_base_url, resolve_api_key
 
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 
@@ -101,7 +101,8 @@ def choose_provider(settings: Settings, environ: Mapping[str, str] | None = None
     answers for a model's.
     """
     if not settings.configured:
-        return DemoProvider()
+        pace = demo_pace(settings, environ)
+        return DemoProvider(delay=1 / pace if pace else 0.0)
     return OpenAIProvider(
         settings.base_url,
         settings.model,
@@ -149,7 +150,7 @@ async def _probe(
         if entry.owned_by in _OWNER_KINDS:
             kind = _OWNER_KINDS[entry.owned_by]
             break
-    return DetectedServer(url, tuple(entry.id for entry in entries), kind)
+    return DetectedServer(url, tuple(entry.id for entry in entries if not entry.embedding), kind)
 
 
 def _unique_urls(urls: Iterable[str]) -> list[str]:

@@ -133,9 +133,14 @@ class OpenAIProvider:
 
     # -- public calls ---------------------------------------------------------------
 
-    async def list_models(self) -> list[str]:
-        """The model ids the server offers, in its order."""
-        return [entry.id for entry in await self.model_entries()]
+    async def list_models(self, *, include_embedding: bool = False) -> list[str]:
+        """The model ids the server offers for chat, in its order.
+
+        Embedding models (:func:`~branchwise.core.providers.openai_wire.is_embedding_model`)
+        cannot chat and are left out unless ``include_embedding``.
+        """
+        entries = await self.model_entries()
+        return [entry.id for entry in entries if include_embedding or not entry.embedding]
 
     async def model_entries(self) -> list[ModelEntry]:
         """The server's model list with ownership hints (``GET {base_url}/models``)."""

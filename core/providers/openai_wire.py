@@ -10,7 +10,7 @@ the readers here accept all the shapes seen in the wild.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,10 +29,46 @@ DONE = b"[DONE]"
 
 @dataclass(frozen=True, slots=True)
 class ModelEntry:
-    """One entry of a server's model list; ``owned_by`` hints at the server kind."""
+    """One entry of a server's model list; ``owned_by`` hints at the server kind.
+
+    ``embedding`` marks a model that makes embeddings and cannot chat: the
+    model lists offered for chat leave it out unless asked for every model.
+    """
 
     id: str
     owned_by: str | None = None
+    embedding: bool = False
+
+
+EMBEDDING_ID = re.compile(r"embed|(?:^|[/:_-])bge-|(?:^|[/:_-])e5-", re.IGNORECASE)
+"""Ids that name an embedding model (``text-embedding-3-small``, ``nomic-embed-text``,
+``mxbai-embed-large``, ``bge-m3``, ``multilingual-e5-large``), for servers that say nothing."""
+
+_KIND_FIELDS = ("type", "model_type", "task", "mode")
+_CHAT_CAPABILITIES = frozenset({"completion", "completions", "chat", "text-generation"})
+
+
+def is_embedding_model(model_id: str, entry: Mapping[str, Any] | None = None) -> bool:
+    """Whether a listed model only makes embeddings.
+
+    The server's word wins when it gives one: a kind field (LM Studio's
+    ``"type": "embeddings"``, others' ``model_type`` / ``task`` / ``mode``) or a
+    ``capabilities`` list naming embedding and no chat. Otherwise the id decides
+    (:data:`EMBEDDING_ID`).
+    """
+    if entry is not None:
+        for name in _KIND_FIELDS:
+            kind = entry.get(name)
+            if isinstance(kind, str) and kind.strip():
+                return "embed" in kind.lower()
+        capabilities = entry.get("capabilities")
+        if isinstance(capabilities, list) and capabilities:
+            named = {str(c).lower() for c in capabilities}
+            if named & _CHAT_CAPABILITIES:
+                return False
+            if any("embed" in c for c in named):
+                return True
+    return bool(EMBEDDING_ID.search(model_id))
 
 
 class ChatStreamReader:
@@ -182,16 +218,24 @@ def parse_model_list(body: bytes, host: str) -> list[ModelEntry]:
     for item in items:
         model_id: Any
         owner: Any = None
+        fields: dict[str, Any] | None = None
         if isinstance(item, str):
             model_id = item
         elif isinstance(item, dict):
             model_id = item.get("id") or item.get("name") or item.get("model")
             owner = item.get("owned_by")
+            fields = item
         else:
             continue
         if isinstance(model_id, str) and model_id and model_id not in seen:
             seen.add(model_id)
-            entries.append(ModelEntry(model_id, owner if isinstance(owner, str) else None))
+            entries.append(
+                ModelEntry(
+                    model_id,
+                    owner if isinstance(owner, str) else None,
+                    is_embedding_model(model_id, fields),
+                )
+            )
     return entries
 
 

@@ -27,7 +27,7 @@ from branchwise.core.errors import (
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.attachments import AttachmentRef, is_sha256
-from branchwise.core.remote.protocol import CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
+from branchwise.core.remote.protocol import CAP_FANOUT, CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
 from branchwise.core.search.query import SearchHit, SearchResult
 from branchwise.core.store.manifest import BranchOrigin
 
@@ -336,6 +336,90 @@ class RemoteStore:
         if not finished:
             raise RemoteUnavailable(f"{self.base_url} ended the turn's stream early")
 
+    async def fanout(
+        self,
+        session_id: str,
+        prompt: str,
+        models: list[str],
+        samples: int | None,
+        operation_id: str,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """``POST /sessions/{id}/fanout`` (``session-fanout-v1``): its progress lines, as sent.
+
+        ``branches``, then each branch's ``queued``/``started``/``text``/``ended``,
+        then ``result`` (the ``session fanout`` JSON). A stream that stops before
+        ``result`` raises :class:`RemoteUnavailable`: the branches are made, and
+        a retry with the same operation id finishes them.
+        """
+        await self._require(CAP_FANOUT)
+        path = f"/sessions/{validate_session_id(session_id)}/fanout"
+        body = {"prompt": prompt, "models": models, "samples": samples, "operationId": operation_id}
+        timeout = httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT)
+        finished = False
+        try:
+            async with (
+                httpx.AsyncClient(timeout=timeout) as client,
+                client.stream(
+                    "POST",
+                    self.base_url + path,
+                    headers=self._headers({"Content-Type": "application/json"}),
+                    content=orjson.dumps(body),
+                ) as response,
+            ):
+                if response.status_code >= 400:
+                    self._decode(response.status_code, await response.aread())
+                async for line in response.aiter_lines():
+                    if not line.strip():
+                        continue
+                    try:
+                        record = orjson.loads(line)
+                    except orjson.JSONDecodeError as exc:
+                        raise RemoteUnavailable(
+                            f"{self.base_url} sent an undecodable fan-out line"
+                        ) from exc
+                    if not isinstance(record, dict) or not isinstance(record.get("event"), str):
+                        raise RemoteUnavailable(f"{self.base_url} sent a malformed fan-out line")
+                    finished = record["event"] == "result"
+                    yield record
+        except httpx.TimeoutException as exc:
+            raise RemoteUnavailable(f"{self.base_url} stopped answering mid-fan-out") from exc
+        except httpx.HTTPError as exc:
+            raise RemoteUnavailable(f"{self.base_url} dropped the fan-out's stream: {exc}") from exc
+        if not finished:
+            raise RemoteUnavailable(
+                f"{self.base_url} ended the fan-out's stream early; retry with the same "
+                "operation id to finish it",
+                operationId=operation_id,
+            )
+
+    async def fuse(
+        self,
+        session_id: str,
+        branches: list[str],
+        operation_id: str,
+        model: str | None = None,
+        instruction: str | None = None,
+    ) -> dict[str, Any]:
+        """``POST /sessions/{id}/fuse``: ``{"parentSessionId", "mergeSequence", "created"}``."""
+        await self._require(CAP_FANOUT)
+        body: dict[str, Any] = {"from": branches, "operationId": operation_id}
+        if model is not None:
+            body["model"] = model
+        if instruction is not None:
+            body["instruction"] = instruction
+        return await self._object(
+            "POST",
+            f"/sessions/{validate_session_id(session_id)}/fuse",
+            "fuse",
+            content=orjson.dumps(body),
+            headers={"Content-Type": "application/json"},
+            timeout=httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT),
+        )
+
+    async def _require(self, capability: str) -> None:
+        if capability not in await self.capabilities():
+            raise ServerUnsupported(f"{self.base_url} does not support {capability}")
+
     async def stop(self, session_id: str) -> dict[str, Any]:
         """``POST /sessions/{id}/stop``: ``{"stopped": bool}``."""
         return await self._object(
@@ -354,6 +438,12 @@ class RemoteStore:
             "GET", f"/sessions/{validate_session_id(session_id)}/tree", "tree"
         )
 
+    async def family_map(self, session_id: str) -> dict[str, Any]:
+        """``GET /sessions/{id}/map`` (``session-map-v1``): the ``session map`` answer."""
+        return await self._object(
+            "GET", f"/sessions/{validate_session_id(session_id)}/map", "family map"
+        )
+
     async def rename(self, session_id: str, title: str) -> dict[str, Any]:
         """``POST /sessions/{id}/title``: ``{"sessionId", "title"}`` (the title as stored)."""
         return await self._object(
@@ -361,6 +451,17 @@ class RemoteStore:
             f"/sessions/{validate_session_id(session_id)}/title",
             "rename",
             content=orjson.dumps({"title": title}),
+            headers={"Content-Type": "application/json"},
+        )
+
+    async def rename_label(self, session_id: str, label: str) -> dict[str, Any]:
+        """``POST /sessions/{id}/label``: ``{"sessionId", "title", "label", "labelParts",
+        "forkTurnIndex"}`` as stored (a server advertising ``session-label-v1``)."""
+        return await self._object(
+            "POST",
+            f"/sessions/{validate_session_id(session_id)}/label",
+            "rename_label",
+            content=orjson.dumps({"label": label}),
             headers={"Content-Type": "application/json"},
         )
 
@@ -392,6 +493,7 @@ class RemoteStore:
                     snippet=str(hit["snippet"]),
                     spans=tuple((int(a), int(b)) for a, b in hit.get("spans", ())),
                     also_in=tuple(validate_session_id(s) for s in hit["alsoIn"]),
+                    written_in=validate_session_id(hit.get("writtenIn") or hit["sessionId"]),
                 )
                 for hit in body["hits"]
             )

@@ -28,6 +28,10 @@ CAP_EVENTS_LAST_TURNS = "session-events-last-turns-v1"  # GET /sessions/{id}/eve
 # reference; POST /sessions/{id}/turns takes "attachments": [reference, …];
 # GET /attachments/{sha256} answers the bytes.
 CAP_ATTACHMENTS = "attachments-v1"
+CAP_LABEL = "session-label-v1"  # POST /sessions/{id}/label
+CAP_MAP = "session-map-v1"  # GET /sessions/{id}/map: the family's branch map
+# POST /sessions/{id}/fanout (NDJSON progress, then the result) and POST /sessions/{id}/fuse
+CAP_FANOUT = "session-fanout-v1"
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -45,6 +49,9 @@ CAPABILITIES = (
     CAP_FORK_ORIGIN,
     CAP_EVENTS_LAST_TURNS,
     CAP_ATTACHMENTS,
+    CAP_LABEL,
+    CAP_MAP,
+    CAP_FANOUT,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
@@ -142,6 +149,19 @@ def validate_title_body(body: object) -> str:
     return title
 
 
+def validate_label_body(body: object) -> str:
+    """Check a ``POST /sessions/{id}/label`` body: ``{"label": str}``; the label as given."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"label"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    label = body.get("label")
+    if not isinstance(label, str):
+        raise InvalidRequest("label must be a str", field="label")
+    return label
+
+
 def validate_turn_body(body: object) -> dict[str, Any]:
     """Check a ``POST /sessions/{id}/turns`` body: ``{"text": str}``, not empty, not huge.
 
@@ -184,3 +204,26 @@ def turn_attachments(raw: object) -> tuple[AttachmentRef, ...]:
         return tuple(AttachmentRef.from_json(item) for item in raw)
     except InvalidEvent as exc:
         raise InvalidRequest(exc.message, field="attachments") from None
+
+
+def validate_fanout_body(body: object) -> dict[str, Any]:
+    """Check a ``POST /sessions/{id}/fanout`` body.
+
+    ``{"prompt": str, "models": [str…], "samples": int | null, "operationId": str}``;
+    how many targets that makes is the fan-out's own check (``invalid_fanout``).
+    """
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    unknown = sorted(set(body) - {"prompt", "models", "samples", "operationId"})
+    if unknown:
+        raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
+    prompt, models, samples = body.get("prompt"), body.get("models", []), body.get("samples")
+    if not isinstance(prompt, str) or len(prompt) > MAX_PROMPT:
+        raise InvalidRequest(f"prompt must be a str of at most {MAX_PROMPT}", field="prompt")
+    if not isinstance(models, list) or not all(isinstance(m, str) for m in models):
+        raise InvalidRequest("models must be a list of model names", field="models")
+    if samples is not None and (not isinstance(samples, int) or isinstance(samples, bool)):
+        raise InvalidRequest("samples must be a whole number", field="samples")
+    if not isinstance(body.get("operationId"), str):
+        raise InvalidRequest("operationId must be a string", field="operationId")
+    return {**body, "models": models}

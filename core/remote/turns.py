@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -100,23 +101,32 @@ class ServedTurns:
         self.store = store
         self._setup = setup
         self._running: dict[str, _Running] = {}
+        self._noting = threading.Lock()
 
     def is_running(self, session_id: str) -> bool:
         """Whether this server runs a turn in ``session_id`` now."""
         return session_id in self._running
+
+    def setup(self, conversation: ConversationSettings) -> tuple[Provider, str]:
+        """The provider and system prompt a turn in a conversation with these settings gets."""
+        return self._setup(conversation)
 
     async def start(
         self,
         session_id: str,
         text: str | None,
         attachments: tuple[AttachmentRef, ...] = (),
+        *,
+        demo_as: tuple[str, int] | None = None,
     ) -> TurnStream:
         """Start a turn; its progress arrives on the returned stream.
 
         ``attachments`` are references to files this server stored (checked
         by the route). ``text`` ``None`` answers the question an edit's or a regenerate's
         branch was published with (:func:`unasked_turn`), as a desktop that
-        opens such a branch locally does.
+        opens such a branch locally does. ``demo_as`` (a fan-out's model and
+        sample) makes the demo responder, when it answers, answer as that
+        model and sample.
 
         Raises:
             TurnRunning: this server already runs a turn there.
@@ -146,6 +156,8 @@ class ServedTurns:
                     f"a turn is already running in {session_id}", sessionId=session_id
                 )
             provider, system = self._setup(writer.projection.settings)
+            if demo_as is not None and isinstance(provider, DemoProvider):
+                provider = provider.as_target(*demo_as)
         except BaseException:
             writer.close()
             raise
@@ -225,7 +237,8 @@ class ServedTurns:
         Raises:
             DiskFull: no room for the note (the turn is then not started).
         """
-        data = orjson.dumps(sorted(self._running))
         full = f"the disk is full: {RUNNING_FILE} could not be written; the turn was not started"
-        with disk_full_as_typed(full, path=RUNNING_FILE):
+        # Turns started together (a fan-out's) note themselves from several threads at once.
+        with self._noting, disk_full_as_typed(full, path=RUNNING_FILE):
+            data = orjson.dumps(sorted(self._running))
             atomic_write_bytes(self.store.root / RUNNING_FILE, data)

@@ -19,8 +19,9 @@ What is indexed, and how it stays current:
   and the message id: two unrelated sessions that reuse an id, as imports
   may, stay two messages), and the
   ``message_sessions`` table says which conversations contain it. A hit is
-  shown in the session asked for (``session_id=``), else in the most recently
-  created session containing it; the others are its ``also_in``.
+  shown in the session asked for (``session_id=``), else in the session that
+  wrote it (the first created of those containing it: a branch is created
+  after the ancestor it inherits from); the others are its ``also_in``.
 * A streaming answer is committed as growing partial texts of one message
   id: the row is updated in place with the latest text. In format 2 a
   partial commit holds only the new text (a delta): the row holds the

@@ -87,14 +87,18 @@ class SearchHit:
 
     Attributes:
         session_id: the conversation the hit is shown in: the one asked for,
-            else the most recently created one that contains the message.
+            else the one that wrote the message (:attr:`written_in`).
         title: that conversation's title.
         turn_id: the message's turn (``None`` for titles and imported history).
         message_id: the message's id (``""`` for a title hit).
         role: ``user``, ``assistant``, ``tool_call``, ``tool_result`` or ``title``.
-        snippet: plain text around the first match (no markup).
+        snippet: plain text around the first match (Markdown taken out: no ``**``,
+            backticks, table pipes or heading marks, see :func:`plain_text`).
         spans: ``(start, end)`` character offsets of the matches inside ``snippet``.
         also_in: the other conversations containing the same message, newest first.
+        written_in: the conversation that wrote the message: of the conversations
+            holding it, the first created (branches inherit their ancestors'
+            messages and are created after them); "" when not known.
     """
 
     session_id: str
@@ -105,9 +109,11 @@ class SearchHit:
     snippet: str
     spans: tuple[tuple[int, int], ...]
     also_in: tuple[str, ...]
+    written_in: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """``{"sessionId", "title", "turnId", "messageId", "role", "snippet", "alsoIn"}``."""
+        """``{"sessionId", "title", "turnId", "messageId", "role", "snippet", "alsoIn",
+        "writtenIn"}``."""
         return {
             "sessionId": self.session_id,
             "title": self.title,
@@ -116,6 +122,7 @@ class SearchHit:
             "role": self.role,
             "snippet": self.snippet,
             "alsoIn": list(self.also_in),
+            "writtenIn": self.written_in or self.session_id,
         }
 
 
@@ -308,8 +315,10 @@ def _hits(
         if found is None or not held:
             continue  # indexed rows of a session whose first catch-up is not committed yet
         message_id, role, turn_id, content = found
-        shown = next((h for h in held if h[0] == session_id), held[0])
-        snippet, spans = _snippet(content, terms)
+        writer = held[-1]  # the first created holder: the others inherited it from it
+        shown = next((h for h in held if h[0] == session_id), writer)
+        text = plain_text(content) if role in ("user", "assistant") else content
+        snippet, spans = _snippet(text, terms)
         hits.append(
             SearchHit(
                 session_id=shown[0],
@@ -320,9 +329,57 @@ def _hits(
                 snippet=snippet,
                 spans=spans,
                 also_in=tuple(h[0] for h in held if h[0] != shown[0]),
+                written_in=writer[0],
             )
         )
     return hits
+
+
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~).*$", re.MULTILINE)
+_RULE_CELL = r"[ \t]*:?-+:?[ \t]*"
+_TABLE_RULE = re.compile(rf"^[ \t]*\|?{_RULE_CELL}(?:\|{_RULE_CELL})*\|?[ \t]*$", re.MULTILINE)
+_LINE_MARK = re.compile(r"^[ \t]*(?:#{1,6}[ \t]+|>[ \t]?|[-*+][ \t]+(?=\S))", re.MULTILINE)
+_IMAGE_OR_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+_STRONG = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1", re.DOTALL)
+_EMPHASIS = re.compile(r"(?<![\w*])([*_])(?=\S)([^*_\n]+?)(?<=\S)\1(?![\w*])")
+_STRIKE = re.compile(r"~~(?=\S)(.+?)(?<=\S)~~")
+_CODE = re.compile(r"`+([^`\n]*?)`+")
+_CELL_PIPE = re.compile(r"[ \t]*\|[ \t]*")
+_ESCAPED = re.compile(r"\\([\\`*_{}\[\]()#+\-.!|>~])")
+_SPACES = re.compile(r"[ \t\r\n]+")
+_ESCAPE_BASE = 0xE000
+_KEPT = re.compile("[\ue000-\ue07f]")
+
+
+def plain_text(markdown: str) -> str:
+    r"""A message's words without its Markdown: what a snippet shows.
+
+    A snippet is plain text (highlighted, never rendered), so marks would be
+    shown as they are: ``**bold**``, ``\`code\```, ``| a | b |``, ``# Title``.
+    Code keeps its text without fences or backticks, a table its cells (a
+    row's cells separated by spaces, its rule dropped), a link its words;
+    emphasis, headings, quotes and bullets lose their marks; lines become
+    one line. What only looks like a mark inside words (``snake_case``,
+    ``2*3*4``) stays.
+    """
+    # An escaped mark is text: kept aside (as a private-use character) until the marks are gone.
+    text = _ESCAPED.sub(lambda m: chr(_ESCAPE_BASE + ord(m.group(1))), markdown)
+    text = _FENCE.sub("", text)
+    text = _TABLE_RULE.sub("", text)
+    text = _LINE_MARK.sub("", text)
+    text = _IMAGE_OR_LINK.sub(r"\1", text)
+    text = _CODE.sub(r"\1", text)
+    text = _STRONG.sub(r"\2", text)
+    text = _EMPHASIS.sub(r"\2", text)
+    text = _STRIKE.sub(r"\1", text)
+    lines = []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("|") or stripped.endswith("|"):
+            line = _CELL_PIPE.sub("  ", stripped.strip("|"))
+        lines.append(line)
+    text = _KEPT.sub(lambda m: chr(ord(m.group()) - _ESCAPE_BASE), "\n".join(lines))
+    return _SPACES.sub(" ", text).strip()
 
 
 def _snippet(content: str, terms: Iterable[str]) -> tuple[str, tuple[tuple[int, int], ...]]:

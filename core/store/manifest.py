@@ -23,6 +23,7 @@ import orjson
 from branchwise.core.errors import (
     BranchwiseError,
     InvalidEvent,
+    InvalidLabel,
     InvalidManifest,
     InvalidSessionId,
     InvalidTitle,
@@ -97,7 +98,7 @@ class Seed:
         return cls(file, first_commit, first_seq, end, end_commit, last_crc)
 
 
-ORIGIN_KINDS = ("edit", "regenerate")
+ORIGIN_KINDS = ("edit", "regenerate", "fanout")
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,9 +110,15 @@ class BranchOrigin:
     belongs to turn N, and with what prompt, so the parent's "N branches"
     menu lists it there and says what differs without opening the branch.
 
+    A fan-out (:mod:`~branchwise.core.conversation.fanout`) asks a *new*
+    question of several models at the conversation's end: its branches carry
+    kind ``fanout``, the turn they branch at (``""`` at the start) and that
+    question, and are listed under that turn like plain branches.
+
     Attributes:
-        kind: ``edit`` or ``regenerate``.
-        turn_id: the parent's turn N whose question is asked again.
+        kind: ``edit``, ``regenerate`` or ``fanout``.
+        turn_id: the parent's turn N whose question is asked again (a fan-out's:
+            the turn it branched at).
         prompt: the question the branch's first own turn asks (the edited text,
             or turn N's own prompt for a regenerate).
         attachments: the files that question carries (references: the bytes are shared).
@@ -152,6 +159,86 @@ class BranchOrigin:
         except InvalidEvent:
             raise InvalidManifest("branch origin's attachments are malformed") from None
         return cls(kind, turn, prompt, attachments)
+
+
+LABEL_KINDS = ("edit", "regenerate", "fork", "imported", "child", "model", "given")
+"""How a branch came to be, as its label says it (rendered by ``core/conversation/names.py``)."""
+MAX_LABEL = 80
+"""The most characters a label a person gives may have (after white space is collapsed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BranchLabel:
+    """What a branch's label says, as structure, so it renders in the language shown.
+
+    The words are rendered at display time (``render_label`` in
+    ``core/conversation/names.py``): a stored sentence would stay in the
+    language it was made in after the user switched. Only a label the user
+    typed (``given``) is kept as text.
+
+    Attributes:
+        kind: one of :data:`LABEL_KINDS`: ``edit`` (an edited prompt),
+            ``regenerate`` (the same prompt asked again), ``fork`` (a plain
+            branch), ``imported`` (another app's fork), ``child`` (a linked
+            sub-conversation), ``model`` (a fan-out branch's model) or
+            ``given`` (typed by the user).
+        text: ``edit``: the new prompt; ``fork``: its first own prompt once it
+            has one; ``child``: what spawned it; ``model``: the model's name;
+            ``given``: the label itself.
+        number: ``regenerate``: which answer to the turn it is (the original
+            is 1, so the first regeneration is 2); ``model``: the sample number.
+        source: ``imported``: the format it came from (``chatgpt``, ``claude-code``…).
+        origin: ``imported``: ``edit`` or ``regenerate`` when the source's
+            fork asked its parent's turn again, else ``None``.
+    """
+
+    kind: str
+    text: str | None = None
+    number: int | None = None
+    source: str | None = None
+    origin: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"kind", ...}`` with only the fields it has (the manifest's form)."""
+        data: dict[str, Any] = {"kind": self.kind}
+        for key, value in (
+            ("text", self.text),
+            ("number", self.number),
+            ("source", self.source),
+            ("origin", self.origin),
+        ):
+            if value is not None:
+                data[key] = value
+        return data
+
+    @classmethod
+    def from_json(cls, data: object) -> BranchLabel | None:
+        """The label in ``data``; ``None`` for none, and for one this build cannot read.
+
+        An unknown kind (written by a newer build) is not an error: the label
+        is then computed from the lineage as for a manifest without one.
+
+        Raises:
+            InvalidManifest: a label of a known kind with malformed fields.
+        """
+        if data is None:
+            return None
+        if not isinstance(data, dict):
+            raise InvalidManifest("branch label is not an object")
+        kind = data.get("kind")
+        if kind not in LABEL_KINDS:
+            return None
+        text, number = data.get("text"), data.get("number")
+        source, origin = data.get("source"), data.get("origin")
+        if not all(v is None or isinstance(v, str) for v in (text, source)):
+            raise InvalidManifest("branch label text or source is malformed")
+        if not (number is None or (_is_int(number) and number >= 0)):
+            raise InvalidManifest("branch label number is malformed")
+        if not (origin is None or origin in ORIGIN_KINDS):
+            raise InvalidManifest("branch label origin is malformed")
+        if kind == "given" and not text:
+            raise InvalidManifest("a given branch label has no text")
+        return cls(kind, text, number, source, origin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +294,10 @@ class Manifest:
         seed: the inherited segments of a format-2 session, in order.
         log_dir: the folder of a format-2 session's own segments (a replace
             writes a new one and points here at it).
+        label: what the branch's label says (``None``: none stored; a
+            manifest older than labels, whose label is computed on read).
+        fork_turn_index: the 1-based number of the parent's turn the branch
+            leaves at (``None``: not stored; 0: a fork at the start).
     """
 
     session_id: str
@@ -221,6 +312,8 @@ class Manifest:
     format: int = 1
     seed: tuple[Seed, ...] = ()
     log_dir: str = DEFAULT_LOG_DIR
+    label: BranchLabel | None = None
+    fork_turn_index: int | None = None
 
     @property
     def segmented(self) -> bool:
@@ -260,6 +353,10 @@ class Manifest:
         if self.segmented:
             data["seed"] = [seed.to_json() for seed in self.seed]
             data["log"] = self.log_dir
+        if self.label is not None:
+            data["labelParts"] = self.label.to_json()
+        if self.fork_turn_index is not None:
+            data["forkTurnIndex"] = self.fork_turn_index
         return data
 
     @classmethod
@@ -295,6 +392,10 @@ class Manifest:
             raise InvalidManifest("manifest createdAt or generation is malformed")
         if not _is_int(seed) or seed < 0 or not (op is None or isinstance(op, str)):
             raise InvalidManifest("manifest seedLength or createdByOperation is malformed")
+        label = BranchLabel.from_json(data.get("labelParts"))
+        turn_index = data.get("forkTurnIndex")
+        if not (turn_index is None or (_is_int(turn_index) and turn_index >= 0)):
+            raise InvalidManifest("manifest forkTurnIndex is malformed")
         seeds: tuple[Seed, ...] = ()
         log_dir = DEFAULT_LOG_DIR
         if fmt >= SEGMENTED:
@@ -317,6 +418,8 @@ class Manifest:
             format=fmt,
             seed=seeds,
             log_dir=log_dir,
+            label=label,
+            fork_turn_index=turn_index,
         )
 
 
@@ -419,4 +522,16 @@ def given_title(title: str) -> str:
     cleaned = " ".join(title.split())
     if not cleaned or len(cleaned) > MAX_TITLE:
         raise InvalidTitle(f"a title must have 1 to {MAX_TITLE} characters", maxLength=MAX_TITLE)
+    return cleaned
+
+
+def given_label(label: str) -> str:
+    """A label as a person typed it, made one line (as :func:`given_title` does a title).
+
+    Raises:
+        InvalidLabel: empty after that, or over :data:`MAX_LABEL` characters.
+    """
+    cleaned = " ".join(label.split())
+    if not cleaned or len(cleaned) > MAX_LABEL:
+        raise InvalidLabel(f"a label must have 1 to {MAX_LABEL} characters", maxLength=MAX_LABEL)
     return cleaned

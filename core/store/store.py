@@ -76,6 +76,7 @@ from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.manifest import (
     DEFAULT_LOG_DIR,
     SEGMENTED,
+    BranchLabel,
     Manifest,
     load_manifest,
     save_manifest,
@@ -912,6 +913,26 @@ class SessionWriter:
                 "but its session list entry keeps the old one until it is next opened",
                 sessionId=self.session_id,
                 titleSaved=True,
+            ),
+            refusing_read_only(self.directory),
+        ):
+            save_manifest(self.directory, manifest)
+        self.manifest = manifest
+
+    def set_label(self, label: BranchLabel | None) -> None:
+        """Replace the branch's label (``None``: computed from its lineage again).
+
+        The label lives in the manifest alone: it says how a branch came to
+        be, which the log records already (its fork and first prompt); the
+        manifest keeps it so listing branches reads no log.
+
+        Raises:
+            DiskFull: no space; the manifest keeps the old label.
+        """
+        manifest = self.manifest.with_changes(label=label)
+        with (
+            disk_full_as_typed(
+                "the disk is full: the label could not be saved", sessionId=self.session_id
             ),
             refusing_read_only(self.directory),
         ):

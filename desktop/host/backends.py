@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from typing import Protocol
 
+from branchwise.core.conversation.names import new_branch_label_from_store
 from branchwise.core.errors import (
     BranchwiseError,
     InvalidSessionId,
@@ -106,7 +107,12 @@ class LocalForkBackend:
         with self._guard:
             lock = self._op_locks.setdefault(operation_id, threading.Lock())
         with lock:
-            return fork(self.store, request, operation_id, title=title)
+            label, turn = new_branch_label_from_store(
+                self.store, request.source_session_id, request.turn_id, request.origin
+            )
+            return fork(
+                self.store, request, operation_id, title=title, label=label, fork_turn_index=turn
+            )
 
     async def session_exists(self, session_id: str) -> bool:
         """Whether the session is published in the store."""

@@ -1,33 +1,21 @@
-"""What the Compare view shows: two sides aligned by position, answers diffed by word.
+"""What the Compare view shows: two to four sides aligned by position from the split.
 
-Two answers to the same prompt (the usual result of Regenerate) differ in a
-few words; showing which ones is the point of comparing them. Words are
-compared as tokens (``difflib.SequenceMatcher``); Chinese has no spaces
-between words, so a run of Han characters is split into single characters
-and compared by character. Qt-free so it is tested without a window.
+Row 1 holds each side's first turn after the split, row 2 the second, and
+so on; each turn keeps the number its own transcript gives it. A row whose
+sides all asked the same prompt is marked, and an answer that is exactly the
+first side's (or a row whose sides all answered the same) is collapsed to
+"Same answer". Which words differ is found on the
+text as rendered (``core/conversation/word_diff.py``), when a row is shown.
+Qt-free so it runs off the UI thread and is tested without a window.
 """
 
 from __future__ import annotations
 
-import difflib
-import re
 from dataclasses import dataclass
 from itertools import zip_longest
 
 from branchwise.core.conversation.compare import Comparison, SideTurn
 from branchwise.core.store.store import SessionStore
-
-_HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
-# One Han character, a run of other word characters, a run of spaces, or one other character.
-_TOKEN = re.compile(rf"[{_HAN}]|[^\W{_HAN}]+|\s+|[^\w\s]")
-
-
-@dataclass(frozen=True, slots=True)
-class Span:
-    """A piece of an answer; ``changed`` when the other answer does not have it."""
-
-    text: str
-    changed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,68 +23,46 @@ class CompareRow:
     """One position after the split: each side's turn there (``None``: that side has fewer).
 
     Attributes:
-        same_prompt: both sides asked exactly the same thing here.
-        left_answer, right_answer: the answers in spans; words differ only
-            where the prompts are the same (otherwise the answers are not
-            two takes on one question, and nothing is marked).
+        position: 1 for the first turn after the split.
+        turns: one per side, in the sides' order.
+        same_prompt: every side has a turn here and all asked exactly the same.
+        same_answer: every side has a turn here and all answered exactly the same.
+        same_as_first: per side, its answer is exactly the first side's (the
+            first side's own entry: ``same_answer``), so it need not be read twice.
     """
 
     position: int
-    left: SideTurn | None
-    right: SideTurn | None
+    turns: tuple[SideTurn | None, ...]
     same_prompt: bool
-    left_answer: tuple[Span, ...]
-    right_answer: tuple[Span, ...]
+    same_answer: bool
+    same_as_first: tuple[bool, ...] = ()
 
-
-def tokens(text: str) -> list[str]:
-    """Words, spaces and punctuation; each Han character on its own."""
-    return _TOKEN.findall(text)
-
-
-def word_diff(left: str, right: str) -> tuple[tuple[Span, ...], tuple[Span, ...]]:
-    """Both texts in spans, the words only one of them has marked ``changed``."""
-    a, b = tokens(left), tokens(right)
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    left_spans: list[Span] = []
-    right_spans: list[Span] = []
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        changed = tag != "equal"
-        _extend(left_spans, a[i1:i2], changed)
-        _extend(right_spans, b[j1:j2], changed)
-    return tuple(left_spans), tuple(right_spans)
-
-
-def _extend(spans: list[Span], words: list[str], changed: bool) -> None:
-    """Append words, merging with the previous span of the same kind.
-
-    Spaces alone are never marked: a changed run of spaces says nothing.
-    """
-    for word in words:
-        marked = changed and not word.isspace()
-        if spans and spans[-1].changed == marked:
-            spans[-1] = Span(spans[-1].text + word, marked)
-        else:
-            spans.append(Span(word, marked))
+    @property
+    def numbers(self) -> tuple[int | None, ...]:
+        """Each side's turn number here, as its transcript shows it."""
+        return tuple(turn.number if turn is not None else None for turn in self.turns)
 
 
 def compare_rows(comparison: Comparison) -> list[CompareRow]:
-    """The two sides' turns aligned by position (1 = the first turn after the split)."""
+    """The sides' turns aligned by position (1 = the first turn after the split)."""
     rows = []
-    pairs = zip_longest(comparison.left.turns, comparison.right.turns)
-    for position, (left, right) in enumerate(pairs, start=1):
-        same = left is not None and right is not None and left.prompt == right.prompt
-        if same and left is not None and right is not None:
-            left_answer, right_answer = word_diff(left.answer, right.answer)
-        else:
-            left_answer = (Span(left.answer, False),) if left is not None else ()
-            right_answer = (Span(right.answer, False),) if right is not None else ()
-        rows.append(CompareRow(position, left, right, same, left_answer, right_answer))
+    columns = zip_longest(*(side.turns for side in comparison.sides))
+    for position, turns in enumerate(columns, start=1):
+        present = [turn for turn in turns if turn is not None]
+        complete = len(present) == len(turns)
+        same_prompt = complete and len({turn.prompt for turn in present}) == 1
+        same_answer = complete and len({turn.answer for turn in present}) == 1
+        first = turns[0]
+        same_as_first = (same_answer,) + tuple(
+            first is not None and turn is not None and turn.answer == first.answer
+            for turn in turns[1:]
+        )
+        rows.append(CompareRow(position, tuple(turns), same_prompt, same_answer, same_as_first))
     return rows
 
 
 def split_turn(store: SessionStore, comparison: Comparison) -> tuple[str, int]:
-    """The title of the conversation both come from and the number of the last turn shared.
+    """The title of the conversation all come from and the number of the last turn shared.
 
     0 when they share no turn (one forked at the very start).
     """

@@ -29,15 +29,30 @@ disables the action with the reason instead of doing nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from branchwise.core.conversation.alternatives import (
+    Alternatives,
+    alternatives_by_turn,
+    alternatives_of,
+)
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
 from branchwise.core.conversation.attachments import PreparedAttachment
+from branchwise.core.conversation.names import (
+    branched_from,
+    display_title,
+    given_branch_label,
+    label_in,
+    render_label,
+    stored_fork_turn_index,
+)
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -45,6 +60,7 @@ from branchwise.core.errors import (
     ServerUnsupported,
 )
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
+from branchwise.core.i18n.language import _, format_date
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.providers.base import Provider
@@ -56,10 +72,12 @@ from branchwise.core.settings import Settings, for_conversation, load_settings, 
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.attaching import Attaching, Preview, remote_previews
+from branchwise.desktop.host.branch_map import MapLayout, laid_out, local_map
 from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import Conversation, ConversationRef
 from branchwise.desktop.host.journal import journalled_operation_ids
+from branchwise.desktop.host.landing import Landing, TurnTarget, landing_row, nearest_row
 from branchwise.desktop.host.notices import Level, NoticeCenter
 from branchwise.desktop.host.operations import Operations
 from branchwise.desktop.host.rows import BranchState, Row, branch_state
@@ -136,6 +154,7 @@ class Host:
         self.navigator: Navigator | None = None
         self.server_supported = True
         self._index: LineageIndex | None = None
+        self._fork_turns: dict[str, int] = {}  # counted for manifests older than labels
         self._open: dict[str, OpenSession] = {}
         self._listeners: list[ChangeListener] = []
         self._text_listeners: list[TextListener] = []
@@ -199,7 +218,36 @@ class Host:
         for error in self._index.damaged:
             self.notices.post(error.code, Level.WARNING, detail=error.message)
         self.index_all_for_search()
+        self._find_fork_turns()
         return self.emit(Changes(sidebar=True))
+
+    def _find_fork_turns(self) -> None:
+        """Count the fork turn of each branch whose manifest is older than labels, in the
+        background (one log read each); without a running event loop nothing is scheduled.
+
+        Until then such a branch's label reads "A branch"; the counts are kept
+        in memory only (a manifest is its writer's to rewrite), for
+        :meth:`manifest_at`. One ``Changes(sidebar=True)`` re-renders the names.
+        """
+        index = self.index
+        older = [m for m in index.by_id.values() if m.parent and m.fork_turn_index is None]
+        if not older:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+
+        async def find() -> None:
+            found = await asyncio.to_thread(
+                lambda: [(m.session_id, stored_fork_turn_index(self.store, m)) for m in older]
+            )
+            counted = {session_id: turn for session_id, turn in found if turn is not None}
+            if counted:
+                self._fork_turns.update(counted)
+                self.emit(Changes(sidebar=True))
+
+        self.spawn(find(), "count fork turns")
 
     def prune_operations(self, now: float | None = None) -> tuple[PrunedReservation, ...]:
         """Remove fork reservations past the horizon that no journalled operation names.
@@ -685,6 +733,50 @@ class Host:
         server = self.server_of(ref)
         return server.listing.index if server is not None else self.index
 
+    def alternatives_at(self, ref: ConversationRef) -> dict[str, Alternatives]:
+        """The sibling sets of an open conversation, by the turn of its rows they sit on.
+
+        From the lineage index of the ref's source (this machine's, or the
+        server's list) and the rows already held: no log is read, so a
+        transcript asks each time it lists branches, with 1,000 branches in
+        the family too (docs/architecture.md, "Alternatives at a turn").
+        """
+        sets = alternatives_of(self.lineage_at(ref), ref.session_id)
+        if not sets:
+            return {}
+        conversation = self.conversation(ref)
+        rows = conversation.rows if conversation is not None else []
+        return alternatives_by_turn(sets, ((row.turn_id, row.index) for row in rows))
+
+    async def open_at_turn(self, ref: ConversationRef, target: TurnTarget) -> Landing:
+        """Open a conversation of either source and find the row ``target`` names.
+
+        A big local conversation opens on its last page and a server's may
+        too: when the turn is not among the rows yet, this waits for the
+        whole history (local) or reads earlier pages (server) until it is, or
+        until there is nothing more to read; then it lands on the nearest row
+        (``exact`` false). The window scrolls there (docs/architecture.md,
+        "Opening a conversation at a turn").
+
+        Raises:
+            SessionNotFound, InvalidManifest, UnsupportedFormat, RemoteRefusal,
+            RemoteUnavailable: as :meth:`open`.
+        """
+        conversation = await self.open(ref)
+        waited = False
+        while True:
+            found = landing_row(conversation.rows, conversation.projection, target)
+            if found is not None:
+                return Landing(ref, *found)
+            if isinstance(conversation, OpenSession) and not conversation.loaded and not waited:
+                waited = True
+                with contextlib.suppress(BranchwiseError):  # the tab says why it is read-only
+                    await conversation.wait_loaded()
+                continue
+            if conversation.earlier_turns and (await self.load_earlier(ref)).transcripts:
+                continue
+            return Landing(ref, nearest_row(conversation.rows, target), False)
+
     def title_at(self, ref: ConversationRef) -> str:
         """The best known title of a conversation of either source."""
         if ref.server is None:
@@ -695,10 +787,132 @@ class Host:
         server = self.server_of(ref)
         return server.title(ref.session_id) if server is not None else ""
 
+    def manifest_at(self, ref: ConversationRef) -> Manifest | None:
+        """The best known manifest of a conversation of either source (an open one's is newest)."""
+        manifest = self.lineage_at(ref).by_id.get(ref.session_id)
+        if ref.server is not None:
+            return manifest
+        session = self._open.get(ref.session_id)
+        if session is not None:  # its writer's is newer still (a first prompt's label)
+            manifest = session.writer.manifest if session.writer is not None else session.manifest
+        counted = self._fork_turns.get(ref.session_id)
+        if manifest is not None and manifest.fork_turn_index is None and counted is not None:
+            manifest = manifest.with_changes(fork_turn_index=counted)  # older than labels
+        return manifest
+
+    def label_at(self, ref: ConversationRef) -> str | None:
+        """How a branch differs from its parent, in the active language (``None``: a root).
+
+        Rendered on each call from the manifest's structure, so a language
+        switch re-renders it; the same rule for a server's conversations,
+        whose listing carries the structure.
+        """
+        manifest = self.manifest_at(ref)
+        if manifest is None:
+            return None
+        label = label_in(self.lineage_at(ref), manifest)
+        return render_label(label, manifest.fork_turn_index)
+
+    def branch_tooltip_at(self, ref: ConversationRef) -> str:
+        """Title, label and "Branched from turn N of <parent> on <date>", one a line."""
+        lines = [display_title(self.title_at(ref)) or _("Untitled conversation")]
+        manifest = self.manifest_at(ref)
+        label = self.label_at(ref)
+        if label:
+            lines.append(label)
+        if manifest is not None and manifest.parent is not None:
+            parent = display_title(self.title_at(ref.sibling(manifest.parent.session_id)))
+            when = format_date(manifest.created_at) if manifest.created_at else ""
+            origin = branched_from(
+                manifest, parent or _("Untitled conversation"), manifest.fork_turn_index, when
+            )
+            if origin:
+                lines.append(origin)
+        return "\n".join(lines)
+
+    async def rename_label(self, ref: ConversationRef, text: str) -> Changes:
+        """Give a branch a label of the user's words, written off the UI thread.
+
+        Uses the open writer when the app has one; otherwise takes the lease
+        just for the write. While the branch runs a turn, the write is made
+        on the event loop's thread, between the turn's own manifest writes. A
+        conversation on a server is renamed there.
+
+        Raises:
+            InvalidLabel: an empty or overlong label (nothing is written).
+            LeaseHeld: another process is writing the conversation.
+            ServerUnsupported: the server cannot rename labels.
+        """
+        label = given_branch_label(text)
+        if ref.server is not None:
+            server = self.server_of(ref)
+            if server is None:
+                raise RemoteUnavailable(f"no connection to {ref.server}", server=ref.server)
+            await server.rename_label(ref.session_id, label.text or "")
+            return self.emit(Changes(sidebar=True, sessions=frozenset({ref.session_id})))
+        session_id = ref.session_id
+        session = self.session(session_id)
+        writer = session.writer if session is not None else None
+
+        def write() -> Manifest:
+            if writer is not None:
+                writer.set_label(label)
+                return writer.manifest
+            with self.store.open_writer(session_id) as own:
+                own.set_label(label)
+                return own.manifest
+
+        if session is not None and session.running:
+            # Its turn rewrites the manifest too (a first prompt's title and label), on this
+            # thread: one small atomic write here rather than two writers racing.
+            manifest = write()
+        else:
+            manifest = await asyncio.to_thread(write)
+        if session is not None:
+            session.manifest = manifest
+        self.index.put(manifest)
+        return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
+
+    def title_anywhere(self, session_id: str) -> str:
+        """The best known title of a conversation named by id only (as a notice names it).
+
+        This machine's first, then a server's: ids are random, so one found on a
+        server is that conversation (a branch made there is announced by its title).
+        """
+        title = self.title(session_id)
+        if title or session_id in self.index.by_id:
+            return title
+        for ref, conversation in self._remote.items():
+            if ref.session_id == session_id:
+                return conversation.title
+        for server in self.servers.sources:
+            title = server.title(session_id)
+            if title:
+                return title
+        return ""
+
     def running_at(self, ref: ConversationRef) -> bool:
         """A turn runs in the conversation (here, or on its server)."""
         conversation = self.conversation(ref)
         return conversation is not None and conversation.running
+
+    async def branch_map(self, ref: ConversationRef, turn_id: str | None = None) -> MapLayout:
+        """The branch map of the ref's family, laid out, ``turn_id`` (if given) highlighted.
+
+        Read and laid out off the UI thread (only the family's manifests are
+        taken from the index here); a server's comes from its map route.
+
+        Raises:
+            SessionNotFound: the conversation is gone or in the Trash.
+            ServerUnsupported, RemoteRefusal, RemoteUnavailable: a server's could not be had.
+        """
+        server = self.server_of(ref)
+        if server is not None:
+            family = await server.family_map(ref.session_id)
+        else:
+            running = [s.session_id for s in self._open.values() if s.running]
+            family = await local_map(self.store, self.index, ref.session_id, running)
+        return await laid_out(family, (ref.session_id, turn_id))
 
     def refusal(self, ref: ConversationRef, action: str) -> str | None:
         """Why ``action`` cannot be done in this conversation now, as a reason code.
@@ -1077,6 +1291,20 @@ class Host:
         effective = for_conversation(self.settings, conversation)
         return self._provider_factory(effective), effective.system_prompt
 
+    def answers_from(self, ref: ConversationRef | None) -> AnswersFrom:
+        """Who answers ``ref``'s next turn: its own model, the app's, or its server's.
+
+        No conversation (or one not open) means the app's provider.
+        """
+        conversation = self.conversation(ref) if ref is not None else None
+        projection = conversation.projection if conversation is not None else None
+        own = projection.settings if projection is not None else ConversationSettings()
+        if ref is not None and ref.server is not None:
+            source = self.server_of(ref)
+            return AnswersFrom(own.model or "", server=source.name if source else ref.server)
+        provider = self.turn_provider(own, ref.session_id if ref is not None else None)[0]
+        return AnswersFrom(provider.label, demo=isinstance(provider, DemoProvider))
+
     def answer_with_demo(self, root_session_id: str) -> None:
         """Have the demo responder answer this conversation and its branches while the app runs.
 
@@ -1102,6 +1330,23 @@ class Host:
         self.settings = settings
         self.provider = self._provider_factory(settings)
         return self.emit(Changes(settings=True))
+
+
+@dataclass(frozen=True, slots=True)
+class AnswersFrom:
+    """Who answers the next turn of a conversation, for the status bar.
+
+    Attributes:
+        label: the provider's label (``llama3.2 @ 127.0.0.1:11434``); for a
+            server's conversation, the conversation's own model or ``""`` when
+            the server's default model answers.
+        demo: the offline demo responder answers.
+        server: the ``branchwise serve`` server's name whose model answers, if any.
+    """
+
+    label: str
+    demo: bool = False
+    server: str | None = None
 
 
 class _SearchStopped(Exception):

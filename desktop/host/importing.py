@@ -57,6 +57,7 @@ class ImportSummary:
         warnings: lines or items ignored with a warning.
         cancelled: the user stopped it (what was done stays, whole).
         session_ids: the sessions created.
+        branches: how many of them are forks or sub-agents of another.
     """
 
     imported: int
@@ -65,6 +66,22 @@ class ImportSummary:
     warnings: int
     cancelled: bool
     session_ids: tuple[str, ...]
+    branches: int = 0
+
+    @property
+    def code(self) -> str:
+        """The outcome's reason code: branches are said apart from the conversations."""
+        if self.cancelled:
+            return "import_cancelled"
+        return "import_finished_with_branches" if self.branches else "import_finished"
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The outcome's numbers, as its sentence takes them."""
+        numbers = {"existing": self.existing, "skipped": self.skipped}
+        if self.code == "import_finished_with_branches":
+            return {"count": self.imported - self.branches, "branches": self.branches, **numbers}
+        return {"count": self.imported, **numbers}
 
 
 ProgressListener = Callable[[ImportProgress | None], None]
@@ -149,13 +166,8 @@ class Importing:
         owner.emit(Changes(sidebar=True, initiator=initiator))
         if summary.session_ids:
             owner.index_all_for_search()
-        owner.notices.post(
-            "import_cancelled" if summary.cancelled else "import_finished",
-            Level.WARNING if summary.cancelled else Level.SUCCESS,
-            count=summary.imported,
-            existing=summary.existing,
-            skipped=summary.skipped,
-        )
+        level = Level.WARNING if summary.cancelled else Level.SUCCESS
+        owner.notices.post(summary.code, level, **summary.params)
         return summary
 
     def _progressed(self, step: ImportProgress) -> None:
@@ -178,4 +190,5 @@ def _summary(report: dict[str, Any], *, cancelled: bool) -> ImportSummary:
         warnings=len(report.get("warnings", [])),
         cancelled=cancelled,
         session_ids=created,
+        branches=sum(1 for c in conversations if c.get("created") and c.get("kind") != "root"),
     )

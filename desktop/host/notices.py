@@ -43,6 +43,19 @@ class NoticeAction:
 
 
 @dataclass(frozen=True, slots=True)
+class NoticeSubject:
+    """What a notice is about, so it can be withdrawn once it no longer holds.
+
+    Attributes:
+        session_id: the conversation.
+        turn_id: the turn (a failed one, whose notice a successful retry withdraws).
+    """
+
+    session_id: str
+    turn_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Notice:
     """One notice.
 
@@ -55,6 +68,7 @@ class Notice:
         id: unique, increasing.
         created: when it was posted (Unix seconds).
         sticky: an offer that waits for the user's answer: it never fades.
+        subject: what it is about, if it can stop holding (see :meth:`NoticeCenter.withdraw`).
     """
 
     code: str
@@ -65,6 +79,7 @@ class Notice:
     id: int = 0
     created: float = 0.0
     sticky: bool = False
+    subject: NoticeSubject | None = None
 
 
 Listener = Callable[[Notice], None]
@@ -80,6 +95,7 @@ class NoticeCenter:
     def __init__(self, history_size: int = 50) -> None:
         self._history: deque[Notice] = deque(maxlen=history_size)
         self._listeners: list[Listener] = []
+        self._withdrawn_listeners: list[Listener] = []
         self._ids = itertools.count(1)
 
     def post(
@@ -90,10 +106,13 @@ class NoticeCenter:
         detail: str | None = None,
         action: NoticeAction | None = None,
         sticky: bool = False,
+        subject: NoticeSubject | None = None,
         **params: Any,
     ) -> Notice:
         """Record a notice and tell every listener."""
-        notice = Notice(code, level, params, detail, action, next(self._ids), time.time(), sticky)
+        notice = Notice(
+            code, level, params, detail, action, next(self._ids), time.time(), sticky, subject
+        )
         self._history.append(notice)
         for listener in list(self._listeners):
             listener(notice)
@@ -103,6 +122,27 @@ class NoticeCenter:
         """Call ``listener`` for every new notice; returns an unsubscribe function."""
         self._listeners.append(listener)
         return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def withdraw(self, subject: NoticeSubject) -> list[Notice]:
+        """The notices about ``subject`` no longer hold (a retry succeeded): stop showing them.
+
+        They stay in the history, which is what happened; listeners given to
+        :meth:`subscribe_withdrawn` hear of each one.
+        """
+        gone = [notice for notice in self._history if notice.subject == subject]
+        for notice in gone:
+            for listener in list(self._withdrawn_listeners):
+                listener(notice)
+        return gone
+
+    def subscribe_withdrawn(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` for every withdrawn notice; returns an unsubscribe function."""
+        self._withdrawn_listeners.append(listener)
+        return lambda: (
+            self._withdrawn_listeners.remove(listener)
+            if listener in self._withdrawn_listeners
+            else None
+        )
 
     @property
     def history(self) -> list[Notice]:

@@ -10,7 +10,8 @@ notice in the user's words; the widget only shows the outcome.
 Widgets never write a file, read a log or call the network themselves:
 
 - :meth:`Operations.export` renders a conversation and writes the file;
-- :meth:`Operations.compare` reads both conversations' logs;
+- :meth:`Operations.compare` reads the compared conversations' logs and
+  aligns their rows;
 - :meth:`Operations.branch_answers` and :meth:`Operations.chosen_answers`
   read a branch for "Bring back to parent…";
 - :meth:`Operations.list_models` and :meth:`Operations.detect_servers` ask
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from branchwise.core.conversation.compare import Comparison, compare
+from branchwise.core.conversation.compare import Comparison, compare_all
 from branchwise.core.conversation.export.common import format_for_path, write_export
 from branchwise.core.conversation.export.json import encode_json, export_document
 from branchwise.core.conversation.export.markdown import render_markdown
@@ -37,7 +38,8 @@ from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import Settings, resolve_api_key
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
-from branchwise.desktop.host.compare_rows import split_turn
+from branchwise.desktop.host.compare_rows import CompareRow, compare_rows, split_turn
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.notices import Level, NoticeCenter
 
 
@@ -63,19 +65,29 @@ class OperationsOwner(Protocol):
         ...
 
 
+#: How many conversations one Compare view shows side by side.
+MIN_COMPARED, MAX_COMPARED = 2, 4
+
+
 @dataclass(frozen=True, slots=True)
 class Compared:
-    """Two conversations compared, ready to show.
+    """Conversations compared, ready to show.
 
     Attributes:
+        refs: the conversations, one column each, in the order asked.
         comparison: core's comparison (the common point and each side's turns).
-        common_title: the title of the conversation both come from ("" if none).
-        shared_turns: the number of the last turn both share (0: none).
+        common_title: the title of the conversation all come from ("" if none).
+        shared_turns: the number of the last turn all share (0: none).
+        rows: the sides' turns aligned by position from the split.
+        at_turn: the turn number to show first (``None``: the first row).
     """
 
+    refs: tuple[ConversationRef, ...]
     comparison: Comparison
     common_title: str
     shared_turns: int
+    rows: tuple[CompareRow, ...]
+    at_turn: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +118,15 @@ class ModelList:
     """A model server's answer to "which models do you offer?".
 
     Attributes:
-        models: the model ids, in the server's order.
+        models: the model ids, in the server's order (embedding models too).
+        embedding: those of ``models`` that only make embeddings (cannot chat).
         unlisted: a reason code when the server does not list models (not a
             failure: such a server chats with a typed model name).
         failure: a reason code when the server could not be asked.
     """
 
     models: tuple[str, ...] = ()
+    embedding: frozenset[str] = frozenset()
     unlisted: str | None = None
     failure: str | None = None
 
@@ -156,14 +170,32 @@ class Operations:
             )
         return self._owner.emit(Changes(initiator=initiator))
 
-    async def compare(self, session_id: str, other_id: str) -> Compared | None:
-        """Read two conversations of one tree and compare them (``None``: refused, a notice)."""
+    async def compare(
+        self, refs: Sequence[ConversationRef], at_turn: int | None = None
+    ) -> Compared | None:
+        """Read two to four conversations of one tree and align their rows from the split.
+
+        ``at_turn`` is the turn number (as the transcripts number it) the view
+        opens at. ``None``: refused, with a notice (different trees; a
+        conversation kept on a server, which has no compare route).
+
+        Raises:
+            ValueError: fewer than two or more than four different conversations.
+        """
+        unique = tuple(dict.fromkeys(refs))
+        if not MIN_COMPARED <= len(unique) <= MAX_COMPARED:
+            raise ValueError(f"compare takes {MIN_COMPARED} to {MAX_COMPARED} conversations")
+        remote = next((ref for ref in unique if ref.remote), None)
+        if remote is not None:
+            self._owner.notices.post("server_cannot", Level.WARNING, server=str(remote.server))
+            return None
         store = self._owner.store
 
         def read() -> Compared:
-            comparison = compare(store, session_id, other_id)
+            comparison = compare_all(store, [ref.session_id for ref in unique])
             title, turn = split_turn(store, comparison)
-            return Compared(comparison, title, turn)
+            rows = tuple(compare_rows(comparison))
+            return Compared(unique, comparison, title, turn, rows, at_turn)
 
         try:
             return await asyncio.to_thread(read)
@@ -193,12 +225,15 @@ class Operations:
         """The models of the server ``draft`` names (its address and key as typed, unsaved)."""
         try:
             provider = OpenAIProvider(draft.base_url, "", api_key=resolve_api_key(draft))
-            models = await provider.list_models()
+            entries = await provider.model_entries()
         except ModelListUnavailable as exc:
             return ModelList(unlisted=exc.code)
         except ProviderError as exc:
             return ModelList(failure=exc.code)
-        return ModelList(models=tuple(models))
+        return ModelList(
+            models=tuple(entry.id for entry in entries),
+            embedding=frozenset(entry.id for entry in entries if entry.embedding),
+        )
 
     async def detect_servers(
         self, draft: Settings, candidates: Sequence[str] | None = None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from branchwise.core.conversation.ask_again import retried_turns
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet, TargetReason
 from branchwise.core.projection.attachments import AttachmentRef
@@ -41,6 +42,7 @@ class DesktopReason(StrEnum):
     TARGETS_LOADING = "targets_loading"
     CREATION_IN_FLIGHT = "creation_in_flight"
     SERVER_UNSUPPORTED = "server_unsupported"
+    BROUGHT_BACK = "brought_back"
 
 
 def target_key(message_id: str | None, turn_id: str | None) -> str:
@@ -48,6 +50,21 @@ def target_key(message_id: str | None, turn_id: str | None) -> str:
     if message_id:
         return message_id
     return f"turn:{turn_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class FusedSource:
+    """One answer a fused merge was written from (its card opens it).
+
+    Attributes:
+        session_id: the branch.
+        turn_id: the turn whose answer it was.
+        model: the model that answered it.
+    """
+
+    session_id: str
+    turn_id: str | None
+    model: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +77,9 @@ class Entry:
         content: its text (Markdown for assistant answers).
         partial: the text is still streaming or was cut short.
         source_id: for a ``merge``, the branch it was brought back from.
+        source_sequence: for a ``merge``, how far that branch's log went when it
+            was brought back (its last turn then is the one brought back).
+        fused_from: for a ``fused`` merge, every answer it was written from.
         attachments: the files a prompt carries.
     """
 
@@ -68,6 +88,8 @@ class Entry:
     content: str
     partial: bool = False
     source_id: str | None = None
+    source_sequence: int | None = None
+    fused_from: tuple[FusedSource, ...] = ()
     attachments: tuple[AttachmentRef, ...] = ()
 
 
@@ -84,6 +106,7 @@ class Row:
         entries: the messages, in order.
         end_reason: how the turn ended; ``None`` while it runs.
         error: the failure text of a turn that ended in error.
+        retried: a failed turn whose prompt a later turn answered (nothing to retry).
         figures: the answer's token and speed figures, once its ``usage`` is committed.
     """
 
@@ -94,6 +117,7 @@ class Row:
     entries: tuple[Entry, ...]
     end_reason: str | None
     error: str | None = None
+    retried: bool = False
     figures: AnswerFigures | None = None
 
     @property
@@ -122,30 +146,65 @@ class Row:
         return self.end_reason == "error" and not self.answer
 
     @property
+    def brought_back(self) -> bool:
+        """What a branch brought back (a merge), which is no turn of its own."""
+        return self.turn_id is None and any(e.role == "merge" for e in self.entries)
+
+    @property
     def imported(self) -> bool:
         """History imported without turn records (never branchable)."""
         return self.turn_id is None
 
 
-def _entry(message: Message, sources: Mapping[str, str] | None = None) -> Entry:
-    source = sources.get(message.message_id) if sources else None
+def _entry(
+    message: Message,
+    sources: Mapping[str, tuple[str, int | None]] | None = None,
+    fused: Mapping[str, tuple[FusedSource, ...]] | None = None,
+) -> Entry:
+    source, sequence = sources.get(message.message_id, (None, None)) if sources else (None, None)
     return Entry(
         message.message_id,
         message.role,
         message.content,
         message.partial,
         source,
+        sequence,
+        fused.get(message.message_id, ()) if fused else (),
         message.attachments,
     )
 
 
-def _merge_sources(projection: Projection) -> dict[str, str]:
-    """Merge message id -> the branch it came from (the projection names merges by seq)."""
-    return {
-        f"merge-{merge['seq']}": str(merge.get("childSessionId", ""))
-        for merge in projection.merges
-        if "seq" in merge
-    }
+def _fused_sources(projection: Projection) -> dict[str, tuple[FusedSource, ...]]:
+    """Merge message id -> the answers a ``fused`` merge was written from."""
+    fused: dict[str, tuple[FusedSource, ...]] = {}
+    for merge in projection.merges:
+        if "seq" not in merge or merge.get("kind") != "fused":
+            continue
+        fused[f"merge-{merge['seq']}"] = tuple(
+            FusedSource(
+                str(source.get("sessionId", "")),
+                source.get("turnId") if isinstance(source.get("turnId"), str) else None,
+                str(source.get("model", "")),
+            )
+            for source in merge.get("sources") or ()
+            if isinstance(source, dict)
+        )
+    return fused
+
+
+def _merge_sources(projection: Projection) -> dict[str, tuple[str, int | None]]:
+    """Merge message id -> the branch it came from and how far that branch went then
+    (the projection names merges by seq)."""
+    sources: dict[str, tuple[str, int | None]] = {}
+    for merge in projection.merges:
+        if "seq" not in merge:
+            continue
+        sequence = merge.get("childBoundarySequence")
+        sources[f"merge-{merge['seq']}"] = (
+            str(merge.get("childSessionId", "")),
+            sequence if isinstance(sequence, int) and not isinstance(sequence, bool) else None,
+        )
+    return sources
 
 
 def rows_from_projection(
@@ -174,7 +233,9 @@ def rows_from_projection(
             order.append(message.turn_id)
         bucket.append(message)
     turn_positions = {turn.turn_id: turn for turn in projection.turns}
+    retried = retried_turns(projection)
     sources = _merge_sources(projection)
+    fused = _fused_sources(projection)
     rows: list[Row] = []
     for name in order:
         if name.startswith("\0"):
@@ -186,15 +247,16 @@ def rows_from_projection(
                     turn_id=None,
                     index=None,
                     answer_id=answer.message_id if answer else None,
-                    entries=tuple(_entry(m, sources) for m in messages),
+                    entries=tuple(_entry(m, sources, fused) for m in messages),
                     end_reason="completed",
                 )
             )
         else:
-            rows.append(_turn_row(projection, turn_positions[name], grouped[name], live))
+            turn = turn_positions[name]
+            rows.append(_turn_row(projection, turn, grouped[name], live, turn.turn_id in retried))
     for turn in projection.turns:
         if turn.turn_id not in grouped:  # a turn with no message at all (damaged history)
-            rows.append(_turn_row(projection, turn, [], live))
+            rows.append(_turn_row(projection, turn, [], live, turn.turn_id in retried))
     return rows
 
 
@@ -214,7 +276,8 @@ def row_for_turn(
         elif seen_turn:
             break
     messages.reverse()
-    return _turn_row(projection, turn, messages, live)
+    retried = turn.end_reason == "error" and turn_id in retried_turns(projection)
+    return _turn_row(projection, turn, messages, live, retried)
 
 
 def _turn_row(
@@ -222,6 +285,7 @@ def _turn_row(
     turn: Any,
     messages: list[Message],
     live: Mapping[str, tuple[str, str]] | None,
+    retried: bool = False,
 ) -> Row:
     entries = [_entry(m) for m in messages]
     answer_id = turn.message_id
@@ -243,6 +307,7 @@ def _turn_row(
         entries=tuple(entries),
         end_reason=turn.end_reason,
         error=turn.error,
+        retried=retried,
         figures=projection.answer_figures(turn.turn_id),
     )
 
@@ -305,6 +370,8 @@ def branch_state(
     if table is None:
         return BranchState(None, DesktopReason.TARGETS_LOADING)
     answer = table.answer
+    if row.brought_back:
+        return BranchState(None, DesktopReason.BROUGHT_BACK)
     if not answer.verifiable or row.imported:
         return BranchState(None, TargetReason.UNVERIFIABLE)
     target = table.by_key.get(row.key)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
-from branchwise.core.conversation.ask_again import unasked_turn
+from branchwise.core.conversation.ask_again import retried_turns, unasked_turn
 from branchwise.core.conversation.attachments import (
     PreparedAttachment,
     check_message,
@@ -58,7 +58,7 @@ from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import Conversation
-from branchwise.desktop.host.notices import Level, NoticeCenter
+from branchwise.desktop.host.notices import Level, NoticeCenter, NoticeSubject
 from branchwise.desktop.host.rows import (
     PAGE_SIZE,
     Row,
@@ -513,10 +513,34 @@ class OpenSession(Conversation, TurnListener):
             }
             params["title"] = self.title
             self._host.notices.post(
-                result.error.code, Level.ERROR, detail=result.error.message, **params
+                result.error.code,
+                Level.ERROR,
+                detail=result.error.message,
+                subject=NoticeSubject(self.session_id, result.turn_id),
+                **params,
             )
+        elif result.end_reason == "completed":
+            self._settle_retried()
         self.refresh_targets()
         self._host.turn_finished(self, result)
+
+    def _settle_retried(self) -> None:
+        """A retry answered a failed turn: its row stops offering Retry, its notice goes."""
+        projection = self.projection
+        if projection is None:
+            return
+        settled = [
+            turn_id
+            for turn_id in retried_turns(projection)
+            if (row := self.row(turn_id)) is not None and not row.retried
+        ]
+        for turn_id in settled:
+            self._update_row(turn_id)
+            self._host.notices.withdraw(NoticeSubject(self.session_id, turn_id))
+        if settled:
+            self._host.emit(
+                Changes(turns=frozenset((self.session_id, turn_id) for turn_id in settled))
+            )
 
     def _update_row(self, turn_id: str) -> None:
         projection = self.projection

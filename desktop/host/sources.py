@@ -37,6 +37,7 @@ from typing import Any, Protocol
 
 from branchwise.core.conversation.ask_again import edit_of, regenerate_of, unasked_turn
 from branchwise.core.conversation.attachments import PreparedAttachment
+from branchwise.core.conversation.family_map import FamilyMap
 from branchwise.core.conversation.names import branch_title as name_branch
 from branchwise.core.errors import (
     AttachmentRefused,
@@ -44,6 +45,7 @@ from branchwise.core.errors import (
     ReadOnlySession,
     RemoteRefusal,
     RemoteUnavailable,
+    ServerUnsupported,
 )
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
@@ -51,18 +53,20 @@ from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import LineageIndex, creation_order
 from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.projection import Projection
-from branchwise.core.remote.client import RemoteStore
+from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import (
     CAP_ATTACHMENTS,
     CAP_EVENTS_LAST_TURNS,
     CAP_FORK_ORIGIN,
     CAP_FORK_TARGETS,
+    CAP_LABEL,
+    CAP_MAP,
     CAP_RENAME,
     CAP_SEARCH,
     CAP_TRASH,
 )
 from branchwise.core.search.query import SearchResult
-from branchwise.core.store.manifest import Manifest, given_title
+from branchwise.core.store.manifest import Manifest, given_label, given_title
 from branchwise.desktop.host.backends import RemoteForkBackend
 from branchwise.desktop.host.branching import BranchClicks, ForkCoordinator
 from branchwise.desktop.host.changes import Changes
@@ -727,7 +731,12 @@ class RemoteSource:
         An older server lacks the routes: its conversations are read, sent to
         and branched, but not renamed, deleted or searched from here.
         """
-        needed = {"rename": CAP_RENAME, "trash": CAP_TRASH, "search": CAP_SEARCH}[what]
+        needed = {
+            "rename": CAP_RENAME,
+            "label": CAP_LABEL,
+            "trash": CAP_TRASH,
+            "search": CAP_SEARCH,
+        }[what]
         return self.connected and needed in self.capabilities
 
     async def rename(self, session_id: str, title: str) -> str:
@@ -741,6 +750,20 @@ class RemoteSource:
         answer = await self.remote.rename(session_id, given_title(title))
         await self.refresh()
         return str(answer.get("title") or "")
+
+    async def rename_label(self, session_id: str, label: str) -> None:
+        """Give a branch on the server a label of the user's words.
+
+        Raises:
+            InvalidLabel: refused before asking (the server's rule, checked here too).
+            ServerUnsupported: the server cannot rename labels (an older one).
+            RemoteRefusal: the server refused (``lease_held``: busy, try again).
+            RemoteUnavailable: it could not be asked.
+        """
+        if not self.can("label"):
+            raise ServerUnsupported(f"{self.name} cannot rename branch labels", server=self.name)
+        await self.remote.rename_label(session_id, given_label(label))
+        await self.refresh()
 
     async def trash(self, session_id: str) -> None:
         """Move a conversation to the server's Trash (the server can restore it).
@@ -756,6 +779,21 @@ class RemoteSource:
         """Move a conversation back from the server's Trash (a deletion's Undo)."""
         await self.remote.restore(session_id)
         await self.refresh()
+
+    async def family_map(self, session_id: str) -> FamilyMap:
+        """The branch map of a conversation's family, as the server draws it (``session-map-v1``).
+
+        Raises:
+            ServerUnsupported: an older server without the route.
+            RemoteRefusal, RemoteUnavailable: refused, or it could not be asked.
+        """
+        if CAP_MAP not in self.capabilities:
+            raise ServerUnsupported(f"{self.name} does not offer the branch map")
+        answer = await self.remote.family_map(session_id)
+        try:
+            return FamilyMap.from_json(answer)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RemoteUnavailable(f"{self.name} sent a malformed branch map") from exc
 
     async def search(self, query: str, limit: int) -> SearchResult:
         """The server's hits for ``query`` (its own index, caught up with its logs)."""
@@ -827,6 +865,32 @@ class Servers:
             self.add(connection, read_token(self.root, connection), **options)
             for connection in load_connections(self.root)
         ]
+
+    async def try_connect(self, name: str, url: str, token: str, **options: Any) -> RemoteSource:
+        """Ask the server first; only a server that takes the token is saved and connected.
+
+        A wrong token used to be saved anyway, the refusal coming later as a
+        notice: now nothing is written until the server has answered.
+
+        Raises:
+            InvalidServerUrl: as :meth:`connect`.
+            RemoteRefusal: the server refused (``unauthorized``: a wrong token).
+            RemoteUnavailable: nothing answered there.
+        """
+        checked = server_url(url)
+        probe = RemoteStore(checked, token.strip(), timeout=float(options.get("timeout", 10.0)))
+        if token.strip() and not any(c.isspace() for c in token.strip()):
+            await probe.list_sessions()  # needs the token, as every route does
+        return self.connect(name, checked, token, **options)
+
+    async def last_saved(self) -> tuple[Connection, str] | None:
+        """The server saved last and its token, to show when "Connect to server…" reopens."""
+
+        def read() -> tuple[Connection, str] | None:
+            saved = load_connections(self.root)
+            return (saved[-1], read_token(self.root, saved[-1])) if saved else None
+
+        return await asyncio.to_thread(read)
 
     def connect(self, name: str, url: str, token: str, **options: Any) -> RemoteSource:
         """Save a new server (its token in a private file) and connect to it.

@@ -9,6 +9,11 @@ and refusal is a notice: a deletion's notice carries the Undo action
 (``restore_session``). The lineage index forgets a trashed conversation, so
 its branches show at the top level, whole; the search index drops it on its
 next catch-up.
+
+"Move to Trash with its branches" (:meth:`Trashing.delete_with_branches`)
+takes the conversation and its whole subtree in one action
+(:func:`~branchwise.core.conversation.prune.prune`): one notice, and its Undo
+restores every member.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import asyncio
 import logging
 from typing import Protocol
 
+from branchwise.core.conversation.prune import prune, restore_pruned, subtree
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.lineage import LineageIndex
 from branchwise.core.store.blob_collection import collect_blobs
@@ -61,6 +67,7 @@ class Trashing:
     def __init__(self, owner: TrashOwner) -> None:
         self._owner = owner
         self.trash = Trash(owner.store)
+        self._pruned: dict[str, list[str]] = {}
 
     def entries(self) -> list[TrashedSession]:
         """What the Trash holds, most recently deleted first (a damaged Trash: none)."""
@@ -91,9 +98,50 @@ class Trashing:
         owner.index_all_for_search()  # forgets the trashed conversation
         return True
 
-    async def restore(self, session_id: str) -> bool:
-        """Move a conversation back from the Trash into the list."""
+    def subtree(self, session_id: str) -> list[str]:
+        """A conversation and every branch below it, as the list shows them now."""
+        try:
+            return subtree(self._owner.index, session_id)
+        except BranchwiseError:
+            return []
+
+    async def delete_with_branches(self, session_id: str) -> bool:
+        """Move a conversation and all its branches to the Trash: one notice, one Undo.
+
+        Their turns are stopped and they are closed first; then the subtree
+        moves as one (a member written by another process refuses it whole).
+        """
         owner = self._owner
+        title = owner.title(session_id)
+        members = self.subtree(session_id)
+        for member in members:
+            await owner.close_session(member)
+        # The worker reads its own copy: the index lives on the UI thread.
+        snapshot = LineageIndex.build(owner.index.by_id.values())
+        try:
+            moved = await asyncio.to_thread(prune, owner.store, session_id, index=snapshot)
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return False
+        for member in moved:
+            owner.index.remove(member)
+        self._pruned[session_id] = moved
+        owner.emit(Changes(sidebar=True))
+        owner.notices.post(
+            "conversation_trashed_with_branches",
+            Level.SUCCESS,
+            title=title,
+            action=NoticeAction(RESTORE_ACTION, session_id),
+        )
+        owner.index_all_for_search()
+        return True
+
+    async def restore(self, session_id: str) -> bool:
+        """Move a conversation back from the Trash into the list (a prune's whole subtree)."""
+        owner = self._owner
+        pruned = self._pruned.pop(session_id, None)
+        if pruned is not None:
+            return await self._restore_pruned(session_id, pruned)
         try:
             await asyncio.to_thread(self.trash.restore, session_id)
             manifest = owner.store.manifest(session_id)
@@ -104,6 +152,23 @@ class Trashing:
         owner.emit(Changes(sidebar=True))
         owner.notices.post("conversation_restored", Level.SUCCESS, title=manifest.title)
         owner.index_for_search(session_id)
+        return True
+
+    async def _restore_pruned(self, session_id: str, members: list[str]) -> bool:
+        owner = self._owner
+        try:
+            restored = await asyncio.to_thread(restore_pruned, owner.store, members)
+            manifests = [owner.store.manifest(member) for member in restored]
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return False
+        for manifest in manifests:
+            owner.index.put(manifest)
+        owner.emit(Changes(sidebar=True))
+        title = next((m.title for m in manifests if m.session_id == session_id), "")
+        owner.notices.post("conversation_restored", Level.SUCCESS, title=title)
+        for manifest in manifests:
+            owner.index_for_search(manifest.session_id)
         return True
 
     async def purge(self, session_id: str) -> bool:

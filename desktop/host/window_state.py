@@ -35,6 +35,7 @@ FORMAT = 1
 MAX_TABS = 100
 MAX_BYTES = 64 * 1024
 MAX_TITLE_CHARS = 200
+MAX_PATH_CHARS = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class WindowState:
         splitter: the sizes of the sidebar and the conversation pane.
         remote_tabs: the open conversations kept on servers, left to right.
         current_remote: the server conversation in front, if one was.
+        export_folder: where the last export was saved ("" before the first).
         intro_dismissed: the first-start introduction was dismissed (it stays hidden).
     """
 
@@ -79,6 +81,7 @@ class WindowState:
     splitter: tuple[int, ...] = ()
     remote_tabs: tuple[RemoteTab, ...] = ()
     current_remote: RemoteTab | None = None
+    export_folder: str = ""
     intro_dismissed: bool = False
 
     def to_json(self) -> dict[str, Any]:
@@ -91,6 +94,7 @@ class WindowState:
             "splitter": list(self.splitter),
             "remoteTabs": [tab.to_json() for tab in self.remote_tabs],
             "currentRemote": self.current_remote.to_json() if self.current_remote else None,
+            "exportFolder": self.export_folder,
             "introDismissed": self.intro_dismissed,
         }
 
@@ -137,6 +141,9 @@ def _parse(data: object) -> WindowState | None:
         dict.fromkeys(t for t in map(_remote_tab, remote if isinstance(remote, list) else []) if t)
     )[:MAX_TABS]
     current_remote = _remote_tab(data.get("currentRemote"))
+    export_folder = data.get("exportFolder", "")
+    if not isinstance(export_folder, str) or len(export_folder) > MAX_PATH_CHARS:
+        export_folder = ""
     return WindowState(
         tabs=unique,
         current=current if isinstance(current, str) and current in unique else None,
@@ -144,6 +151,7 @@ def _parse(data: object) -> WindowState | None:
         splitter=tuple(splitter),
         remote_tabs=remote_tabs,
         current_remote=current_remote if current_remote in remote_tabs else None,
+        export_folder=export_folder,
         intro_dismissed=data.get("introDismissed") is True,
     )
 

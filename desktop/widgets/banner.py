@@ -1,7 +1,9 @@
 """The banner of a branched conversation: where it came from, and a way back.
 
-"Branched from <title>, turn N" with an "Open parent conversation" button
-and, on a branch, "Bring back to parent…".
+"Branched from turn N of <title> · <label>" with an "Open parent
+conversation" button (which opens the parent at that turn), "Branch map"
+(the window connects :attr:`ForkBanner.map_requested`) and, on a branch,
+"Bring back to parent…".
 Hidden for conversations that were not branched from another.
 """
 
@@ -9,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QWidget
 
-from branchwise.core.i18n.language import _
+from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill
 from branchwise.desktop.widgets.turn_widget import untitled
 
@@ -23,6 +25,9 @@ class ForkBanner(QFrame):
     Args:
         on_open_parent: called with the parent's session id.
     """
+
+    map_requested = Signal()
+    """"Branch map" was clicked."""
 
     def __init__(
         self,
@@ -38,6 +43,7 @@ class ForkBanner(QFrame):
         self._turn: int | None = None
         self._parent_exists = True
         self._kind = "fork"
+        self._branch_label: str | None = None
         self.label = QLabel(self)
         self.label.setObjectName("forkBannerText")
         self.label.setWordWrap(True)
@@ -49,12 +55,16 @@ class ForkBanner(QFrame):
         self.bring_back_button.setObjectName("bringBackButton")
         if on_bring_back is not None:
             self.bring_back_button.clicked.connect(on_bring_back)
+        self.map_button = QPushButton(self)
+        self.map_button.setObjectName("branchMapButton")
+        self.map_button.clicked.connect(self.map_requested)
         self._can_bring_back = on_bring_back is not None
         self._bring_back_refusal: str | None = None
         layout = QHBoxLayout(self)
         layout.setContentsMargins(12, 6, 12, 6)
         layout.addWidget(self.label, 1)
         layout.addWidget(self.bring_back_button)
+        layout.addWidget(self.map_button)
         layout.addWidget(self.open_button)
         self.hide()
 
@@ -65,9 +75,14 @@ class ForkBanner(QFrame):
         turn: int | None,
         parent_exists: bool,
         kind: str = "fork",
+        label: str | None = None,
     ) -> None:
-        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``."""
+        """Show the parent (``None`` hides the banner); ``kind`` is ``fork`` or ``child``.
+
+        ``label``: how this branch differs, already in the language shown.
+        """
         self._kind = kind
+        self._branch_label = label
         self._parent_id = parent_id
         self._parent_title = parent_title
         self._turn = turn
@@ -95,15 +110,19 @@ class ForkBanner(QFrame):
         elif self._turn is not None:
             text = fill(
                 # TRANSLATORS: {title} is the parent conversation's title, {turn} a turn number.
-                _("Branched from {title}, turn {turn}"),
-                {"title": title, "turn": self._turn},
+                _("Branched from turn {turn} of {title}"),
+                {"title": title, "turn": format_number(self._turn)},
             )
         else:
             text = fill(_("Branched from {title}"), {"title": title})
         if not self._parent_exists:
             text = _("Branched from a conversation that no longer exists.")
+        if self._branch_label and self._kind != "child":  # a child's says "Started from"
+            text += " · " + self._branch_label
         self.label.setText(text)
         self.open_button.setText(_("Open parent conversation"))
+        self.map_button.setText(_("Branch map"))
+        self.map_button.setToolTip(_("Every branch of this conversation's family, turn by turn"))
         self.open_button.setEnabled(self._parent_exists)
         self.bring_back_button.setText(_("Bring back to parent…"))
         self.bring_back_button.setEnabled(self._bring_back_refusal is None)

@@ -5,6 +5,8 @@ disables the composer and says why. Files are attached with the Attach
 button, by dropping them on the composer, or by pasting an image; the host
 reads them (never this widget) and they show as chips above the editor
 until the prompt is sent. A prompt whose files are refused stays as it was.
+"Send to several…" hands the text to whoever set :attr:`Composer.on_several`
+(the window asks which models).
 """
 
 from __future__ import annotations
@@ -138,10 +140,16 @@ class Composer(QWidget):
         self.stop_button = QPushButton(self)
         self.stop_button.setObjectName("stopButton")
         self.stop_button.clicked.connect(self._on_stop)
+        #: Called with the text when "Send to several…" is clicked (``None``: no such button).
+        self.on_several: Callable[[str], object] | None = None
+        self.several_button = QPushButton(self)
+        self.several_button.setObjectName("sendSeveralButton")
+        self.several_button.clicked.connect(self.submit_several)
         buttons = QVBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.attach_button)
         buttons.addWidget(self.send_button)
+        buttons.addWidget(self.several_button)
         buttons.addWidget(self.stop_button)
         writing = QVBoxLayout()
         writing.setSpacing(4)
@@ -248,6 +256,14 @@ class Composer(QWidget):
             return
         super().dropEvent(event)
 
+    def submit_several(self) -> None:
+        """Hand what is written to "Send to several…" (kept until the choice is sent)."""
+        text = self.editor.toPlainText().strip()
+        if not text or self._running or self._blocked_reason is not None:
+            return
+        if self.on_several is not None:
+            self.on_several(text)
+
     def set_running(self, running: bool) -> None:
         """Show Stop instead of Send while a turn runs."""
         self._running = running
@@ -266,6 +282,8 @@ class Composer(QWidget):
         has_text = bool(self.editor.toPlainText().strip())
         self.send_button.setEnabled(not blocked and not self._running and has_text)
         self.stop_button.setEnabled(self._running)
+        self.several_button.setVisible(not self._running)
+        self.several_button.setEnabled(not blocked and not self._running and has_text)
         self.editor.setPlaceholderText(
             # TRANSLATORS: keep the key names Enter and Shift+Enter as they are printed on keys.
             self._blocked_reason or _("Type a message… (Enter to send, Shift+Enter for a new line)")
@@ -280,5 +298,9 @@ class Composer(QWidget):
             _("Attach images, text files or PDFs (or drop them here, or paste an image)")
         )
         self.attachments.retranslate_ui()
+        self.several_button.setText(_("Send to several…"))
+        self.several_button.setToolTip(
+            _("Ask several models, or one model several times; each answer is its own branch")
+        )
         self.editor.setAccessibleName(_("Message"))
         self._render()

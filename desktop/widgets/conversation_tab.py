@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import shiboken6
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from branchwise.core.conversation.attachments import PreparedAttachment
@@ -21,9 +21,11 @@ from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.core.store.manifest import ParentLink
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.landing import Landing, TurnTarget
 from branchwise.desktop.host.notices import Level
 from branchwise.desktop.host.rows import Row
 from branchwise.desktop.host.session import SessionMode
@@ -33,6 +35,9 @@ from branchwise.desktop.widgets.find_bar import FindBar, Match
 from branchwise.desktop.widgets.merge_dialog import BringBackDialog
 from branchwise.desktop.widgets.transcript import TranscriptView, refusal_text
 from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
+
+OpenAt = Callable[[ConversationRef, TurnTarget, "ConversationTab | None"], None]
+"""Opens a conversation at a turn; with a tab, the conversation replaces that tab's."""
 
 
 class _TabAttaching:
@@ -96,7 +101,9 @@ class ConversationTab(QWidget):
     Args:
         host: the host.
         ref: the conversation (already opened in the host).
-        open_ref: shows another conversation (a parent, a branch).
+        open_ref: shows another conversation (a branch listed at a turn).
+        open_at: shows a conversation at a turn (the parent at the fork turn, a
+            brought-back card's branch, another alternative in this same tab).
     """
 
     def __init__(
@@ -105,6 +112,7 @@ class ConversationTab(QWidget):
         ref: ConversationRef,
         open_ref: Callable[[ConversationRef], None],
         parent: QWidget | None = None,
+        open_at: OpenAt | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("conversationTab")
@@ -115,15 +123,32 @@ class ConversationTab(QWidget):
         def open_session(session_id: str) -> None:
             open_ref(ref.sibling(session_id))
 
+        def open_at_turn(
+            target: ConversationRef, turn: TurnTarget, tab: ConversationTab | None
+        ) -> None:
+            if open_at is not None:
+                open_at(target, turn, tab)
+            else:
+                open_ref(target)
+
         self._open_session = open_session
-        self.banner = ForkBanner(open_session, self, self.bring_back)
+        self._open_at = open_at_turn
+        self.banner = ForkBanner(self._open_parent, self, self.bring_back)
         self.bring_back_dialog: BringBackDialog | None = None
         self.state_label = QLabel(self)
         self.state_label.setObjectName("sessionState")
         self.state_label.setWordWrap(True)
         self.state_label.setTextFormat(Qt.TextFormat.PlainText)
         self.state_label.setContentsMargins(12, 4, 12, 4)
-        self.transcript = TranscriptView(host, ref, self._branch, open_session, parent=self)
+        self.transcript = TranscriptView(
+            host,
+            ref,
+            self._branch,
+            open_session,
+            parent=self,
+            on_switch=self._switch,
+            on_open_at=lambda sid, turn: open_at_turn(ref.sibling(sid), turn, None),
+        )
         self.find_bar = FindBar(self._rows, self._reveal_match, self)
         self.find_bar.closed.connect(self._find_closed)
         self.composer = Composer(self._send, self._stop, self, _TabAttaching(self))
@@ -167,6 +192,36 @@ class ConversationTab(QWidget):
         """The turn widgets built so far, in display order."""
         return self.transcript.turn_widgets()
 
+    # -- landing on a turn -------------------------------------------------------
+
+    def land(self, landing: Landing) -> TurnWidget | None:
+        """Scroll to where a jump landed and highlight that turn."""
+        if landing.row_id is None:
+            return None
+        return self.transcript.land(landing.row_id)
+
+    def switch_alternative(self, by: int) -> bool:
+        """Alt+Left / Alt+Right: show the previous or next alternative at the turn being read."""
+        return self.transcript.switch_alternative(by)
+
+    def _switch(self, session_id: str, after_turn_id: str | None) -> None:
+        """An arrow of ``< k/n >``: this tab shows the other alternative, at the same turn."""
+        self._open_at(self.ref.sibling(session_id), TurnTarget.following(after_turn_id), self)
+
+    def _open_parent(self, parent_id: str) -> None:
+        """The banner's "Open parent conversation": the parent, at the turn branched from."""
+        manifest = self.host.lineage_at(self.ref).by_id.get(self.session_id)
+        session = self.host.session(self.session_id) if not self.ref.remote else None
+        if session is not None:
+            manifest = session.manifest
+        link = manifest.parent if manifest is not None else None
+        if link is None:
+            self._open_session(parent_id)
+            return
+        turn = link.origin.turn_id if link.origin is not None else link.turn_id
+        target = TurnTarget.at(turn) if turn is not None else TurnTarget.following(None)
+        self._open_at(self.ref.sibling(parent_id), target, None)
+
     # -- finding ---------------------------------------------------------------
 
     def open_find(self) -> None:
@@ -190,6 +245,25 @@ class ConversationTab(QWidget):
             await session.wait_loaded()
         if shiboken6.isValid(self):
             self.reveal_message(message_id)
+
+    def turn_in_view(self) -> str | None:
+        """The turn at the middle of the transcript's view; ``None`` at the bottom (the
+        conversation's end is what is being read) or when no turn is shown."""
+        bar = self.transcript.verticalScrollBar()
+        if bar.value() >= bar.maximum():
+            return None
+        port = self.transcript.viewport()
+        middle = port.height() // 2
+        found = None
+        for widget in self.turn_widgets():
+            if not widget.isVisible() or widget.row.turn_id is None:
+                continue
+            top = widget.mapTo(port, QPoint(0, 0)).y()
+            if top <= middle:
+                found = widget.row.turn_id
+            if top + widget.height() >= middle:
+                return found or widget.row.turn_id
+        return found
 
     def _find_closed(self) -> None:
         self.composer.editor.setFocus()
@@ -286,25 +360,43 @@ class ConversationTab(QWidget):
         if link is None:
             self.banner.set_origin(None, "", None, True)
             return
-        turn_number = None
-        conversation = self.host.conversation(self.ref)
-        projection = conversation.projection if conversation is not None else None
-        if projection is not None and link.turn_id is not None:
-            turn = projection.turn(link.turn_id)
-            turn_number = turn.index if turn is not None else None
         exists = link.session_id in lineage.by_id
         self.banner.set_origin(
             link.session_id,
             self.host.title_at(self.ref.sibling(link.session_id)),
-            turn_number,
+            manifest.fork_turn_index
+            if manifest is not None and manifest.fork_turn_index
+            else self._fork_turn_number(link),
             exists,
             link.kind,
+            self.host.label_at(self.ref),
         )
         self.banner.refuse_bring_back(self.refusal("bring_back"))
 
+    def _fork_turn_number(self, link: ParentLink) -> int | None:
+        """The parent's turn the branch leaves from, numbered as the parent numbers it.
+
+        A plain branch shares that turn (the branch's own copy has the same
+        number); an edit or a regenerate re-asks the turn after the fork point.
+        """
+        if link.kind != "fork":
+            return None
+        if link.turn_id is None:
+            return 1 if link.origin is not None else None
+        conversation = self.host.conversation(self.ref)
+        rows = conversation.rows if conversation is not None else []
+        shared = next((row.index for row in rows if row.turn_id == link.turn_id), None)
+        if shared is None:
+            projection = conversation.projection if conversation is not None else None
+            turn = projection.turn(link.turn_id) if projection is not None else None
+            shared = turn.index if turn is not None else None
+        if shared is None:
+            return None
+        return shared + 1 if link.origin is not None else shared
+
     def retranslate_ui(self) -> None:
-        """Re-render every localized text of the tab."""
-        self.banner.retranslate_ui()
+        """Re-render every localized text of the tab (the banner's label and titles too)."""
+        self._render_banner()
         self.transcript.retranslate_ui()
         self.composer.retranslate_ui()
         self.find_bar.retranslate_ui()

@@ -217,9 +217,6 @@ def conversations_text(count: int) -> str:
 
 def summary_text(summary: ImportSummary) -> str:
     """The outcome, in the words of its notice."""
-    return reason_text(
-        "import_cancelled" if summary.cancelled else "import_finished",
-        count=summary.imported,
-        existing=format_number(summary.existing),
-        skipped=format_number(summary.skipped),
-    )
+    params: dict[str, object] = dict(summary.params)
+    params.update(existing=format_number(summary.existing), skipped=format_number(summary.skipped))
+    return reason_text(summary.code, **params)

@@ -216,8 +216,12 @@ class MarkdownView(QFrame):
         start = self._markdown.update(text)
         self._show_from(start)
 
+    def _blocks(self) -> list[Block]:
+        """The blocks to show: the rendered ones (the compare view marks words in them)."""
+        return self._markdown.blocks
+
     def _show_from(self, start: int) -> None:
-        blocks = self._markdown.blocks
+        blocks = self._blocks()
         # Keep the parts wholly before ``start``; the part holding it is refilled.
         keep = 0
         while keep < len(self._parts) and self._parts[keep].last <= start:

@@ -2,7 +2,9 @@
 
 Failures never disappear on their own: errors and warnings stay until the
 user dismisses them, while outcomes ("Branch created: …") fade after a few
-seconds. A notice identical to one already shown (same code, level, words,
+seconds. An Undo (of a deletion) shows on top and stays until it is used,
+dismissed, or replaced by a newer Undo once it has shown for
+:data:`UNDO_MIN_MS`. A notice identical to one already shown (same code, level, words,
 detail and action) does not stack up as another row: the row counts it
 ("×3") and starts its fade again. However long the rows' texts, the area
 never takes more than :data:`MAX_SHARE` of the window's height; beyond that
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer
+from PySide6.QtCore import QElapsedTimer, QEvent, QObject, Qt, QTimer
 from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QFrame,
@@ -42,6 +44,15 @@ OUTCOME_MS = 8000
 PERSISTENT = (Level.ERROR, Level.WARNING)
 #: The largest share of the window's height the notice rows may take.
 MAX_SHARE = 0.25
+#: Actions done once: their row leaves when clicked (an Undo, "Use it" for an offered server).
+ONCE_ACTIONS = frozenset({RESTORE_ACTION, "use_server"})
+#: An Undo shows at least this long before a newer Undo may replace it (it never fades).
+UNDO_MIN_MS = 15_000
+
+
+def is_undo(notice: Notice) -> bool:
+    """The notice offers to undo what was just done (a deletion): it stays on top until used."""
+    return notice.action is not None and notice.action.kind == RESTORE_ACTION
 
 
 def same_notice(a: Notice, b: Notice) -> bool:
@@ -59,7 +70,9 @@ def same_notice(a: Notice, b: Notice) -> bool:
 def notice_text(notice: Notice, title_of: Callable[[str], str]) -> str:
     """The notice's sentence in the active language.
 
-    Notices that name a session by id (``child``) get its title filled in.
+    Notices that name a session by id (``child``) get its title filled in; a
+    notice about one conversation (a turn that failed) starts with its title,
+    so with several tabs open the person knows which one it is.
     """
     params = dict(notice.params)
     child = params.get("child")
@@ -67,7 +80,11 @@ def notice_text(notice: Notice, title_of: Callable[[str], str]) -> str:
         params["title"] = untitled(title_of(child))
     elif "title" in params and isinstance(params["title"], str):
         params["title"] = untitled(params["title"])
-    return reason_text(notice.code, **params)
+    text = reason_text(notice.code, **params)
+    if notice.subject is None:
+        return text
+    title = title_of(notice.subject.session_id) or str(notice.params.get("title") or "")
+    return fill(_("{conversation}: {message}"), {"conversation": untitled(title), "message": text})
 
 
 class NoticeRow(QFrame):
@@ -113,7 +130,9 @@ class NoticeRow(QFrame):
         layout.addWidget(self.count_label, 0, Qt.AlignmentFlag.AlignTop)
         layout.addWidget(self.action_button)
         layout.addWidget(self.dismiss_button, 0, Qt.AlignmentFlag.AlignTop)
-        if notice.level not in PERSISTENT and not notice.sticky:
+        self.shown = QElapsedTimer()
+        self.shown.start()
+        if notice.level not in PERSISTENT and not notice.sticky and not is_undo(notice):
             # Owned by the row, so it dies with it and never fires on a deleted one.
             self._fade = QTimer(self)
             self._fade.setSingleShot(True)
@@ -138,8 +157,8 @@ class NoticeRow(QFrame):
         action = self.notice.action
         if action is None:
             return
-        if action.kind == RESTORE_ACTION:
-            self._area.dismiss(self)  # an Undo is done once
+        if action.kind in ONCE_ACTIONS:
+            self._area.dismiss(self)
         self._area.run_action(action)
 
     def retranslate_ui(self) -> None:
@@ -224,6 +243,7 @@ class NoticeArea(QFrame):
             self.history_button, 0, Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignBottom
         )
         self._unsubscribe = notices.subscribe(self.show_notice)
+        self._unsubscribe_withdrawn = notices.subscribe_withdrawn(self._withdrawn)
         for notice in notices.history:
             if notice.level in PERSISTENT or notice.sticky:
                 self.show_notice(notice)
@@ -262,14 +282,29 @@ class NoticeArea(QFrame):
         same = next((row for row in rows if same_notice(row.notice, notice)), None)
         if same is not None:
             same.repeat(notice)
+        elif is_undo(notice):
+            # A newer Undo replaces one shown long enough; a younger one stays below it.
+            for old in [r for r in rows if is_undo(r.notice)]:
+                if old.shown.elapsed() >= UNDO_MIN_MS:
+                    rows.remove(old)
+                    self._remove(old)
+            self._make_room(rows)
+            self._rows_layout.insertWidget(0, NoticeRow(self, notice))
         else:
-            while len(rows) >= MAX_ROWS:
-                victim = next((r for r in rows if r.notice.level not in PERSISTENT), rows[0])
-                rows.remove(victim)
-                self._remove(victim)
+            self._make_room(rows)
             self._rows_layout.addWidget(NoticeRow(self, notice))
         self._render_history_button()
         self._fit()
+
+    def _make_room(self, rows: list[NoticeRow]) -> None:
+        """Below :data:`MAX_ROWS`: outcomes go first, then failures, an Undo last."""
+        while len(rows) >= MAX_ROWS:
+            victim = next(
+                (r for r in rows if r.notice.level not in PERSISTENT and not is_undo(r.notice)),
+                None,
+            ) or next((r for r in rows if not is_undo(r.notice)), rows[-1])
+            rows.remove(victim)
+            self._remove(victim)
 
     # -- size ------------------------------------------------------------------
 
@@ -327,6 +362,11 @@ class NoticeArea(QFrame):
         if self._on_decline is not None:
             self._on_decline(row.notice)
 
+    def _withdrawn(self, notice: Notice) -> None:
+        for row in self.rows():
+            if row.notice.id == notice.id:
+                self.dismiss(row)
+
     def _remove(self, row: NoticeRow) -> None:
         self._rows_layout.removeWidget(row)
         row.hide()
@@ -370,3 +410,4 @@ class NoticeArea(QFrame):
     def close_area(self) -> None:
         """Stop listening to the notice channel."""
         self._unsubscribe()
+        self._unsubscribe_withdrawn()

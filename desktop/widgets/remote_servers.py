@@ -15,7 +15,7 @@ carry out.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import shiboken6
@@ -36,7 +36,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, RemoteRefusal, RemoteUnavailable
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.desktop.host.connections import Connection
@@ -47,6 +47,7 @@ from branchwise.desktop.host.sources import ConnectionState, RemoteSource
 from branchwise.desktop.host.window_state import RemoteTab
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.search import RemoteResults, SearchPanel
+from branchwise.desktop.widgets.sidebar import ask_label
 from branchwise.desktop.widgets.turn_widget import untitled
 
 
@@ -111,6 +112,8 @@ class ConnectDialog(QDialog):
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
+        self.submit: Callable[[ConnectDialog], Awaitable[bool]] | None = None
+        self._pending: asyncio.Task[None] | None = None
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         self.form = QFormLayout()
@@ -123,10 +126,46 @@ class ConnectDialog(QDialog):
         layout.addWidget(self.buttons)
         self.retranslate_ui()
 
-    def show_error(self, code: str) -> None:
-        """Say why the input cannot be used (the dialog stays open)."""
-        self.error_label.setText(reason_text(code))
+    def show_error(self, code: str, server_said: str = "") -> None:
+        """Say why the input cannot be used (the dialog stays open).
+
+        ``server_said`` is the server's refusal in its own words, shown beneath.
+        """
+        text = reason_text(code)
+        if server_said:
+            text += "\n" + fill(_("The server said: {message}"), {"message": server_said})
+        self.error_label.setText(text)
         self.error_label.show()
+
+    def fill_saved(self, connection: Connection, token: str) -> None:
+        """Show a saved server's fields (only into a dialog nobody has typed in yet)."""
+        edits = (self.name_edit, self.url_edit, self.token_edit)
+        if any(edit.text() for edit in edits):
+            return
+        self.name_edit.setText(connection.name)
+        self.url_edit.setText(connection.url)
+        self.token_edit.setText(token)
+
+    def accept(self) -> None:
+        """Connect: the dialog closes only once the server has taken the token."""
+        if self.submit is None:
+            super().accept()
+            return
+        if self._pending is not None and not self._pending.done():
+            return
+        self._pending = asyncio.ensure_future(self._connect(self.submit))
+
+    async def _connect(self, submit: Callable[[ConnectDialog], Awaitable[bool]]) -> None:
+        ok_button = self.buttons.button(QDialogButtonBox.StandardButton.Ok)
+        ok_button.setEnabled(False)
+        self.error_label.hide()
+        try:
+            done = await submit(self)
+        finally:
+            if shiboken6.isValid(ok_button):
+                ok_button.setEnabled(True)
+        if done and shiboken6.isValid(self):
+            super().accept()
 
     def retranslate_ui(self) -> None:
         """Render the dialog's texts in the current language."""
@@ -268,18 +307,30 @@ class RemoteServers(QObject):
         dialog = ConnectDialog(self.window.tabs.window())
         self.dialog = dialog
 
-        def accepted() -> None:
+        async def submit(entered: ConnectDialog) -> bool:
             try:
-                server = self.host.servers.connect(
-                    dialog.name_edit.text(), dialog.url_edit.text(), dialog.token_edit.text()
+                server = await self.host.servers.try_connect(
+                    entered.name_edit.text(), entered.url_edit.text(), entered.token_edit.text()
                 )
+            except RemoteRefusal as exc:
+                entered.show_error(exc.code, exc.message)  # keep what was typed
+                return False
+            except RemoteUnavailable as exc:
+                entered.show_error(exc.code, exc.message)
+                return False
             except BranchwiseError as exc:
-                dialog.show_error(exc.code)
-                dialog.open()  # keep what was typed; say what is wrong
-                return
+                entered.show_error(exc.code)
+                return False
             self._show(server)
+            return True
 
-        dialog.accepted.connect(accepted)
+        async def fill_saved() -> None:
+            saved = await self.host.servers.last_saved()
+            if saved is not None and shiboken6.isValid(dialog):
+                dialog.fill_saved(*saved)
+
+        dialog.submit = submit
+        self.host.spawn(fill_saved(), "show the saved server")
         dialog.open()
         return dialog
 
@@ -310,7 +361,10 @@ class RemoteServers(QObject):
             conversations = listing.newest_first()
             for manifest in conversations:
                 mark = "● " if manifest.session_id in listing.running else ""
-                item = QTreeWidgetItem([mark + untitled(manifest.title)])
+                label = self.host.label_at(server.ref(manifest.session_id))
+                text = mark + untitled(manifest.title) + (f" · {label}" if label else "")
+                item = QTreeWidgetItem([text])
+                item.setToolTip(0, self.host.branch_tooltip_at(server.ref(manifest.session_id)))
                 item.setData(0, SERVER_ROLE, server.connection.url)
                 item.setData(0, SESSION_ROLE, manifest.session_id)
                 items[manifest.session_id] = item
@@ -342,10 +396,17 @@ class RemoteServers(QObject):
         answers = await self.host.server_operations.search(query, limit)
         return [
             RemoteResults(
-                hits.server.name, hits.result, hits.server.title, self._opener(hits.server)
+                hits.server.name,
+                hits.result,
+                hits.server.title,
+                self._opener(hits.server),
+                self._labeller(hits.server),
             )
             for hits in answers
         ]
+
+    def _labeller(self, server: RemoteSource) -> Callable[[str], str | None]:
+        return lambda session_id: self.host.label_at(server.ref(session_id))
 
     def _opener(self, server: RemoteSource) -> Callable[[str, str], None]:
         return lambda session_id, _message_id: self._open_hit(server, session_id)
@@ -373,6 +434,13 @@ class RemoteServers(QObject):
         if session_id:
             rename = menu.addAction(_("Rename…"), lambda: self.ask_rename(server, session_id))
             rename.setEnabled(server.can("rename"))
+            manifest = server.listing.index.by_id.get(session_id)
+            if manifest is not None and manifest.parent is not None:
+                label = menu.addAction(
+                    _("Rename label…"),
+                    lambda: ask_label(self.host, server.ref(session_id), self.tree),
+                )
+                label.setEnabled(server.can("label"))
             delete = menu.addAction(_("Delete"), lambda: self.delete_remote(server, session_id))
             delete.setEnabled(server.can("trash"))
             delete.setToolTip(_("Move the conversation to the server's Trash (it can be restored)"))

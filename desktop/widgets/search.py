@@ -3,9 +3,11 @@
 Typing runs the host's search after a short pause (a restarted timer, never
 a sleep), off the UI thread; while the field holds text the results replace
 the conversation tree, and Esc clears the field and brings the tree back.
-Each result shows the conversation's title, who wrote the message and the
-snippet with the matches highlighted; a message that branches inherited
-offers "also in N branches", a menu of those conversations. While the index
+Each result shows the conversation that wrote the message (for one that
+branches inherited, the ancestor) with its label, who wrote it and the
+snippet (plain text) with the matches highlighted; a message that branches
+inherited offers "also in N branches", a menu of those conversations with
+their labels. While the index
 catches up with every conversation the field's status line counts them.
 """
 
@@ -36,6 +38,7 @@ from branchwise.core.i18n.language import _, format_number, ngettext
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.search.query import SearchHit, SearchResult
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.widgets.theme import theme_colors
 from branchwise.desktop.widgets.turn_widget import untitled
@@ -107,12 +110,14 @@ class RemoteResults:
         result: the server's hits.
         title_of: a conversation's title on that server (for "also in").
         open_hit: opens one of its conversations at a message.
+        label_of: a branch's label on that server (``None`` for a root).
     """
 
     server_name: str
     result: SearchResult
     title_of: Callable[[str], str]
     open_hit: OpenHit
+    label_of: Callable[[str], str | None] = lambda _session_id: None
 
 
 #: Searches the connected servers: ``await remote_search(query, limit)``.
@@ -120,13 +125,15 @@ RemoteSearch = Callable[[str, int], Awaitable[list[RemoteResults]]]
 
 
 class ResultRow(QFrame):
-    """One hit: title, role, highlighted snippet, and "also in N branches".
+    """One hit: the conversation that wrote it and its label, role, highlighted snippet,
+    and "also in N branches" (a menu of their titles and labels).
 
     Args:
         hit: what it shows.
         title_of: the titles of the other conversations ("also in").
         on_open: ``on_open(session_id, message_id)`` opens a conversation at a message.
         server_name: the server that keeps the conversation; ``None`` for this machine.
+        label_of: a conversation's branch label (``None`` for a root), rendered when shown.
     """
 
     def __init__(
@@ -136,6 +143,7 @@ class ResultRow(QFrame):
         on_open: OpenHit,
         parent: QWidget,
         server_name: str | None = None,
+        label_of: Callable[[str], str | None] = lambda _session_id: None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("searchResult")
@@ -144,6 +152,7 @@ class ResultRow(QFrame):
         self.hit = hit
         self.server_name = server_name
         self._title_of = title_of
+        self._label_of = label_of
         self._on_open = on_open
         self.title_label = QLabel(self)
         self.title_label.setObjectName("searchResultTitle")
@@ -198,7 +207,7 @@ class ResultRow(QFrame):
     def retranslate_ui(self) -> None:
         """Re-render every localized text."""
         hit = self.hit
-        title = untitled(hit.title)
+        title = self._named(hit.session_id, hit.title)
         if self.server_name is not None:
             title = fill(_("{title} on {server}"), {"title": title, "server": self.server_name})
         role = role_name(hit.role)
@@ -224,10 +233,15 @@ class ResultRow(QFrame):
             self.also_button.setAccessibleName(text)
             self.also_button.setToolTip(_("Other conversations that contain this message"))
             for session_id in hit.also_in:
-                action = menu.addAction(untitled(self._title_of(session_id)))
+                action = menu.addAction(self._named(session_id, self._title_of(session_id)))
                 action.triggered.connect(
                     lambda _checked=False, sid=session_id: self._on_open(sid, hit.message_id)
                 )
+
+    def _named(self, session_id: str, title: str) -> str:
+        """ "<title> · <label>" for a branch, the title alone for a root."""
+        label = self._label_of(session_id)
+        return f"{untitled(title)} · {label}" if label else untitled(title)
 
 
 class SearchPanel(QWidget):
@@ -361,6 +375,9 @@ class SearchPanel(QWidget):
 
     # -- rendering ---------------------------------------------------------------
 
+    def _label_of(self, session_id: str) -> str | None:
+        return self.host.label_at(ConversationRef(session_id))
+
     def _show(self, result: SearchResult | None, remote: list[RemoteResults] | None = None) -> None:
         """This machine's hits first, then each server's (each saying which server)."""
         self.result = result
@@ -372,10 +389,18 @@ class SearchPanel(QWidget):
         self._rows = []
         body = self._results_body
         for hit in result.hits if result is not None else ():
-            self._rows.append(ResultRow(hit, self.host.title, self._on_open, body))
+            row = ResultRow(hit, self.host.title, self._on_open, body, label_of=self._label_of)
+            self._rows.append(row)
         for answer in self.remote_results:
             for hit in answer.result.hits:
-                row = ResultRow(hit, answer.title_of, answer.open_hit, body, answer.server_name)
+                row = ResultRow(
+                    hit,
+                    answer.title_of,
+                    answer.open_hit,
+                    body,
+                    answer.server_name,
+                    label_of=answer.label_of,
+                )
                 self._rows.append(row)
         for position, row in enumerate(self._rows):
             self._results_layout.insertWidget(1 + position, row)

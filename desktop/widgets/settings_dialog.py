@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
+    QCheckBox,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
     QLineEdit,
     QPlainTextEdit,
     QPushButton,
+    QSpinBox,
     QVBoxLayout,
     QWidget,
 )
@@ -33,8 +35,8 @@ from branchwise.core.errors import BranchwiseError, InvalidSettings
 from branchwise.core.i18n.language import DISPLAY_NAMES, _, ngettext
 from branchwise.core.i18n.locales import SUPPORTED
 from branchwise.core.i18n.reasons import fill, reason_text
-from branchwise.core.settings import THEMES, Settings, validate_settings
-from branchwise.desktop.host.operations import Operations
+from branchwise.core.settings import MAX_DEMO_PACE, THEMES, Settings, validate_settings
+from branchwise.desktop.host.operations import ModelList, Operations
 
 FIELDS = (
     "provider",
@@ -45,6 +47,7 @@ FIELDS = (
     "temperature",
     "language",
     "theme",
+    "demoPace",
 )
 NO_TEMPERATURE = -0.1
 """The temperature box's lowest value, shown as "Server default" (none is sent)."""
@@ -91,6 +94,10 @@ class SettingsDialog(QDialog):
         self.model = QComboBox(self)
         self.model.setObjectName("model")
         self.model.setEditable(True)
+        self.show_all_models = QCheckBox(self)
+        self.show_all_models.setObjectName("showAllModels")
+        self.show_all_models.toggled.connect(lambda _on: self._render_models())
+        self._model_list: ModelList | None = None
         self.refresh_button = QPushButton(self)
         self.refresh_button.setObjectName("refreshModels")
         self.refresh_button.clicked.connect(self.refresh_models)
@@ -118,6 +125,11 @@ class SettingsDialog(QDialog):
         self.theme.setObjectName("theme")
         for choice in THEMES:
             self.theme.addItem("", choice)
+
+        self.demo_pace = QSpinBox(self)
+        self.demo_pace.setObjectName("demoPace")
+        self.demo_pace.setRange(0, MAX_DEMO_PACE)
+        self.demo_pace.setSingleStep(10)
 
         self.errors: dict[str, QLabel] = {}
         for name in (*FIELDS, "form"):
@@ -149,6 +161,7 @@ class SettingsDialog(QDialog):
         model_layout = QVBoxLayout(model_box)
         model_layout.setContentsMargins(0, 0, 0, 0)
         model_layout.addLayout(model_row)
+        model_layout.addWidget(self.show_all_models)
         model_layout.addWidget(self.models_status)
         model_layout.addWidget(self.errors["model"])
         self.form.addRow(self._labels["model"], model_box)
@@ -161,6 +174,7 @@ class SettingsDialog(QDialog):
         )
         self.form.addRow(self._labels["language"], self._with_error(self.language, "language"))
         self.form.addRow(self._labels["theme"], self._with_error(self.theme, "theme"))
+        self.form.addRow(self._labels["demoPace"], self._with_error(self.demo_pace, "demoPace"))
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -194,6 +208,7 @@ class SettingsDialog(QDialog):
         self.system_prompt.setPlainText(settings.system_prompt)
         temperature = settings.temperature
         self.temperature.setValue(NO_TEMPERATURE if temperature is None else temperature)
+        self.demo_pace.setValue(settings.demo_pace)
         self._render_enabled()
 
     # -- what the UI exposes -------------------------------------------------
@@ -214,6 +229,7 @@ class SettingsDialog(QDialog):
             language=self.language.currentData(),
             theme=self.theme.currentData(),
             systemPrompt=self.system_prompt.toPlainText(),
+            demoPace=self.demo_pace.value(),
             temperature=(
                 None
                 if self.temperature.value() <= NO_TEMPERATURE
@@ -260,6 +276,23 @@ class SettingsDialog(QDialog):
         label = self.errors[name]
         label.setText(text)
         label.show()
+        self._fit_height()
+
+    def _fit_height(self) -> None:
+        """Grow to show every wrapped line of an error or a status.
+
+        A wrapped label's height depends on its width; nested in the form's rows
+        the dialog's minimum size does not follow it, so a two-line error was
+        cut in half. Ask the layout for its height at this width instead.
+        """
+        layout = self.layout()
+        if layout is None:
+            return
+        layout.activate()
+        wanted = layout.totalHeightForWidth(self.width()) if layout.hasHeightForWidth() else -1
+        wanted = max(wanted, layout.totalSizeHint().height())
+        if wanted > self.height():
+            self.resize(self.width(), wanted)
 
     # -- finding a server ------------------------------------------------------------
 
@@ -313,8 +346,9 @@ class SettingsDialog(QDialog):
         self._models_task = asyncio.ensure_future(self._load_models())
 
     async def _load_models(self) -> None:
-        self._show_error("model", "")
-        self.errors["model"].hide()
+        for name in ("model", "baseUrl"):
+            self.errors[name].clear()
+            self.errors[name].hide()
         self.models_status.setText(_("Asking the server for its models…"))
         self.refresh_button.setEnabled(False)
         try:
@@ -335,24 +369,45 @@ class SettingsDialog(QDialog):
             self.models_status.setText("")
             self._show_error("model", reason_text(answer.failure))
             return
-        models = list(answer.models)
+        self._model_list = answer
+        self._render_models()
+
+    def _render_models(self) -> None:
+        """The listed models for chat; embedding ones only with "Show all models" checked."""
+        answer = self._model_list
+        if answer is None:
+            return
+        every = self.show_all_models.isChecked()
+        models = [m for m in answer.models if every or m not in answer.embedding]
         current = self.model.currentText()
         self.model.clear()
         self.model.addItems(models)
-        self.model.setEditText(current or (models[0] if models else ""))
-        self.models_status.setText(
-            fill(
-                ngettext(
-                    "The server offers {n} model.", "The server offers {n} models.", len(models)
-                ),
-                {"n": len(models)},
-            )
+        chat = [m for m in models if m not in answer.embedding]
+        self.model.setEditText(current or (chat[0] if chat else models[0] if models else ""))
+        status = fill(
+            ngettext("The server offers {n} model.", "The server offers {n} models.", len(models)),
+            {"n": len(models)},
         )
+        hidden = 0 if every else len(answer.embedding)
+        if hidden:
+            status += " " + fill(
+                ngettext("({n} embedding model hidden.)", "({n} embedding models hidden.)", hidden),
+                {"n": hidden},
+            )
+        self.models_status.setText(status)
+        self._fit_height()
 
     def _render_enabled(self) -> None:
         server = self.provider.currentData() == "openai"
-        for widget in (self.base_url, self.model, self.refresh_button, self.api_key):
+        for widget in (
+            self.base_url,
+            self.model,
+            self.refresh_button,
+            self.api_key,
+            self.show_all_models,
+        ):
             widget.setEnabled(server)
+        self.demo_pace.setEnabled(not server)
 
     def done(self, result: int) -> None:
         """Stop a model-list request still running when the dialog closes."""
@@ -379,11 +434,22 @@ class SettingsDialog(QDialog):
             "temperature": _("Temperature"),
             "language": _("Language"),
             "theme": _("Appearance"),
+            "demoPace": _("Demo pace"),
         }
         for name, label in self._labels.items():
             label.setText(texts[name])
         self.refresh_button.setText(_("Refresh models"))
+        self.show_all_models.setText(_("Show all models"))
+        self.show_all_models.setToolTip(
+            _("Also list embedding models, which cannot answer in a conversation")
+        )
+        self._render_models()
         self.temperature.setSpecialValueText(_("Server default"))
+        self.demo_pace.setSpecialValueText(_("Instant"))
+        self.demo_pace.setSuffix(_(" words per second"))
+        self.demo_pace.setToolTip(
+            _("How fast the offline demo responder writes its answers; 0 writes them at once")
+        )
         self.system_prompt.setPlaceholderText(
             _("Sent before every conversation that has none of its own")
         )

@@ -13,12 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QEvent, QPoint, Qt
-from PySide6.QtGui import QHelpEvent, QKeyEvent, QKeySequence
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, QPoint, Qt
+from PySide6.QtGui import QFontMetrics, QHelpEvent, QKeyEvent, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QInputDialog,
     QMenu,
     QPushButton,
+    QStyle,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QToolTip,
     QTreeWidget,
     QTreeWidgetItem,
@@ -31,6 +35,7 @@ from branchwise.core.i18n.language import _, format_datetime
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.lineage import TreeNode, creation_order
 from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level
 from branchwise.desktop.widgets.compare_view import (
@@ -41,8 +46,95 @@ from branchwise.desktop.widgets.compare_view import (
 from branchwise.desktop.widgets.turn_widget import untitled
 
 SESSION_ROLE = Qt.ItemDataRole.UserRole
+TITLE_ROLE = Qt.ItemDataRole.UserRole + 1
+"""The row's title part, the one part that is elided (in the middle) when the row is narrow."""
+TAIL_ROLE = Qt.ItemDataRole.UserRole + 2
+"""What follows the title (" · <label>", "↩ merged"): never elided."""
+HEAD_ROLE = Qt.ItemDataRole.UserRole + 3
+"""What precedes the title (the running mark): never elided."""
 RUNNING_MARK = "● "
 MERGED_MARK = "↩"
+LABEL_SEPARATOR = " · "
+
+
+MIN_TITLE_CHARS = 8
+"""The room a title keeps however long the label beside it (in average characters)."""
+
+
+def fitted_row_text(
+    metrics: QFontMetrics,
+    width: int,
+    head: str,
+    title: str,
+    tail: str,
+    min_title_chars: int = MIN_TITLE_CHARS,
+) -> str:
+    """``head + title + tail`` in ``width`` pixels, only the title elided, in its middle.
+
+    A branch's title mostly repeats its parent's ("Explain git branches
+    briefly (branch 3)"): its start and its "(branch N)" end tell rows apart,
+    and the label and marks after it say what differs, so none of those go.
+    The title keeps ``min_title_chars`` whatever the label takes (the row is
+    then wider than ``width``).
+    """
+    room = width - metrics.horizontalAdvance(head) - metrics.horizontalAdvance(tail)
+    room = max(room, metrics.averageCharWidth() * min_title_chars)
+    shown = metrics.elidedText(title, Qt.TextElideMode.ElideMiddle, room)
+    return head + shown + tail
+
+
+def ask_label(host: Host, ref: ConversationRef, parent: QWidget) -> QInputDialog | None:
+    """Ask for a branch's new label in a non-blocking dialog; the host writes what is given.
+
+    ``None`` (and no dialog) for a conversation that is not a branch.
+    """
+    manifest = host.manifest_at(ref)
+    if manifest is None or manifest.parent is None:
+        return None
+    dialog = QInputDialog(parent)
+    dialog.setObjectName("renameLabelDialog")
+    dialog.setWindowTitle(_("Rename branch label"))
+    dialog.setLabelText(_("Label"))
+    dialog.setTextValue(host.label_at(ref) or "")
+    dialog.textValueSelected.connect(lambda text: rename_label_in_background(host, ref, text))
+    dialog.finished.connect(dialog.deleteLater)
+    dialog.open()
+    return dialog
+
+
+def rename_label_in_background(host: Host, ref: ConversationRef, text: str) -> None:
+    """Rename a branch's label through the host (which writes off the UI thread).
+
+    A refusal (an empty label, a conversation another process writes) goes
+    to the notice area with its reason.
+    """
+
+    async def rename() -> None:
+        try:
+            await host.rename_label(ref, text)
+        except BranchwiseError as exc:
+            host.notices.post(exc.code, Level.ERROR, **exc.details)
+
+    host.spawn(rename(), "rename label")
+
+
+class _RowDelegate(QStyledItemDelegate):
+    """Paints a row with its title elided in the middle and its label and marks whole."""
+
+    def initStyleOption(  # noqa: N802 - Qt override
+        self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex
+    ) -> None:
+        super().initStyleOption(option, index)
+        title = index.data(TITLE_ROLE)
+        if not isinstance(title, str):
+            return
+        head, tail = index.data(HEAD_ROLE) or "", index.data(TAIL_ROLE) or ""
+        widget = option.widget
+        style = widget.style() if widget is not None else QApplication.style()
+        text_rect = style.subElementRect(QStyle.SubElement.SE_ItemViewItemText, option, widget)
+        width = text_rect.width() if text_rect.width() > 0 else option.rect.width()
+        option.text = fitted_row_text(option.fontMetrics, width - 4, head, title, tail)
+        option.textElideMode = Qt.TextElideMode.ElideNone
 
 
 class _LineageTree(QTreeWidget):
@@ -94,6 +186,8 @@ class Sidebar(QWidget):
         self.host = host
         self._open_session = open_session
         self._delete_session = delete_session
+        self.delete_with_branches: Callable[[str], None] | None = None
+        """ "Move to Trash with its branches" (the window sets it); offered when there are some."""
         self.new_button = QPushButton(self)
         self.new_button.setObjectName("newConversationButton")
         self.new_button.clicked.connect(new_session)
@@ -103,6 +197,7 @@ class Sidebar(QWidget):
         self.tree.setColumnCount(1)
         self.tree.setUniformRowHeights(True)
         self.tree.setIndentation(14)
+        self.tree.setItemDelegate(_RowDelegate(self.tree))
         self.tree.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.tree.customContextMenuRequested.connect(self._context_menu)
         self.tree.itemActivated.connect(self._activated)
@@ -265,14 +360,30 @@ class Sidebar(QWidget):
     def _render(self, item: QTreeWidgetItem) -> None:
         sid = item.data(0, SESSION_ROLE)
         title = untitled(self.host.title(sid))
+        label = self.host.label_at(ConversationRef(sid))
         running = self.host.is_running(sid)
         merged = self.merged_lines(sid)
-        text = (RUNNING_MARK if running else "") + title
+        head = RUNNING_MARK if running else ""
+        tail = LABEL_SEPARATOR + label if label else ""
         if merged:
-            text += "  " + fill(_("{mark} merged"), {"mark": MERGED_MARK})
-        item.setText(0, text)
-        lines = [title, _("Running")] if running else [title]
+            tail += "  " + fill(_("{mark} merged"), {"mark": MERGED_MARK})
+        item.setText(0, head + title + tail)
+        item.setData(0, HEAD_ROLE, head)
+        item.setData(0, TITLE_ROLE, title)
+        item.setData(0, TAIL_ROLE, tail)
+        lines = [title] + ([label] if label else []) + ([_("Running")] if running else [])
         item.setData(0, Qt.ItemDataRole.AccessibleTextRole, ", ".join(lines + merged))
+
+    def shown_text(self, session_id: str, width: int) -> str:
+        """The row's text as painted ``width`` pixels wide (the title elided in its middle)."""
+        item = self._items[session_id]
+        return fitted_row_text(
+            self.tree.fontMetrics(),
+            width,
+            item.data(0, HEAD_ROLE),
+            item.data(0, TITLE_ROLE),
+            item.data(0, TAIL_ROLE),
+        )
 
     def merged_lines(self, session_id: str) -> list[str]:
         """One "Brought back into <title> on <date>" per merge of this branch into an ancestor.
@@ -291,13 +402,16 @@ class Sidebar(QWidget):
         ]
 
     def tooltip_for(self, session_id: str) -> str:
-        """Title, running state, merges and creation time (formatted only when asked for)."""
+        """Title, label, where it branched from and when, running state, merges, creation time.
+
+        Formatted only when asked for (dates are slow to format in bulk).
+        """
         manifest = self.host.index.by_id.get(session_id)
-        lines = [untitled(self.host.title(session_id))]
+        lines = [self.host.branch_tooltip_at(ConversationRef(session_id))]
         if self.host.is_running(session_id):
             lines.append(_("Running"))
         lines.extend(self.merged_lines(session_id))
-        if manifest is not None and manifest.created_at:
+        if manifest is not None and manifest.created_at and manifest.parent is None:
             lines.append(fill(_("Created {when}"), {"when": format_datetime(manifest.created_at)}))
         return "\n".join(lines)
 
@@ -314,15 +428,25 @@ class Sidebar(QWidget):
         self.context_menu(sid).popup(self.tree.viewport().mapToGlobal(pos))
 
     def context_menu(self, session_id: str) -> QMenu:
-        """The menu of one conversation: Rename…, Compare with… (in a tree), Delete."""
+        """The menu of one conversation: Rename…, Compare with… (in a tree), Delete, and
+        Move to Trash with its branches (when it has some)."""
         menu = QMenu(self)
         menu.setObjectName("conversationMenu")
         menu.addAction(_("Rename…"), lambda: self.ask_rename(session_id))
+        manifest = self.host.index.by_id.get(session_id)
+        if manifest is not None and manifest.parent is not None:
+            menu.addAction(_("Rename label…"), lambda: self.ask_rename_label(session_id))
         if self.tree_mates(session_id):
             menu.addAction(_("Compare with…"), lambda: self.ask_compare(session_id))
         if self._delete_session is not None:
             delete = menu.addAction(_("Delete"), lambda: self.delete(session_id))
             delete.setToolTip(_("Move the conversation to the Trash (it can be restored)"))
+        prune = self.delete_with_branches
+        if prune is not None and self.host.index.children(session_id):
+            whole = menu.addAction(_("Move to Trash with its branches"), lambda: prune(session_id))
+            whole.setToolTip(
+                _("Move the conversation and every branch below it to the Trash; one Undo")
+            )
         return menu
 
     def tree_mates(self, session_id: str) -> list[tuple[str, str]]:
@@ -392,6 +516,10 @@ class Sidebar(QWidget):
             self.host.rename(session_id, title)
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, **exc.details)
+
+    def ask_rename_label(self, session_id: str) -> QInputDialog | None:
+        """Ask for a branch's new label (non-blocking dialog); the host writes it."""
+        return ask_label(self.host, ConversationRef(session_id), self)
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QPointF, QRectF, Qt
 from PySide6.QtGui import QColor, QIcon, QPainter, QPainterPath, QPen, QPixmap
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QWidget
 
 from branchwise.core.settings import ThemeChoice
 from branchwise.desktop.widgets.theme import BRAND, theme_for
@@ -15,6 +15,22 @@ def apply_style(app: QApplication, theme: ThemeChoice = "system") -> None:
     app.setStyle("Fusion")
     theme_for(app).choose(theme)
     app.setWindowIcon(app_icon())
+
+
+def set_style_property(widget: QWidget, name: str, value: object) -> None:
+    """Set a property the stylesheet selects on (``[error="true"]``) and restyle if it changed.
+
+    Qt applies a stylesheet's property selectors when a widget is polished, so a
+    property changed later shows only after something else re-polishes it (a
+    restart, for a turn that failed while the app ran) unless it is re-polished here.
+    """
+    if widget.property(name) == value:
+        return
+    widget.setProperty(name, value)
+    style = widget.style()
+    style.unpolish(widget)
+    style.polish(widget)
+    widget.update()
 
 
 def app_icon(size: int = 256) -> QIcon:

@@ -199,6 +199,15 @@ QToolButton#branchButton:disabled {{ color: palette(mid); }}
 QToolButton#branchesButton {{ color: {c.accent}; font-size: 11px; }}
 QFrame#turn {{ border-bottom: 1px solid palette(midlight); }}
 QFrame#turn[flash="true"] {{ background: {c.flash_background}; }}
+QFrame#turn[landed="true"] {{
+    background: {c.banner_background};
+    border-left: 3px solid {c.accent};
+}}
+QLabel#alternativesCounter {{ color: palette(placeholder-text); font-size: 11px; }}
+QToolButton#previousAlternative, QToolButton#nextAlternative {{ color: {c.accent}; }}
+QToolButton#previousAlternative:disabled, QToolButton#nextAlternative:disabled {{
+    color: palette(mid);
+}}
 QFrame#searchResult {{ border-bottom: 1px solid palette(midlight); }}
 QFrame#searchResult:focus {{ background: palette(alternate-base); }}
 QLabel#searchResultTitle {{ font-weight: 600; }}

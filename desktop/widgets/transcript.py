@@ -17,28 +17,42 @@ unless the user has scrolled away to read.
 :meth:`TranscriptView.reveal` brings any row into view — a search hit or a
 find-bar match — extending the window up to it and building its widget at
 once; the row stays pinned in view while the rows around it are built.
+:meth:`TranscriptView.land` does the same for a jump to a turn (open parent,
+a brought-back card, a switch of alternatives) and highlights the turn until
+the reader scrolls. Each turn with alternatives shows ``< k/n >`` from the
+host's sibling sets (docs/architecture.md, "Alternatives at a turn").
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QPushButton, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QApplication,
+    QFrame,
+    QPushButton,
+    QScrollArea,
+    QVBoxLayout,
+    QWidget,
+)
 
+from branchwise.core.conversation.alternatives import Alternatives
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.core.lineage import LineageIndex
 from branchwise.core.projection.attachments import AttachmentRef
+from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.attaching import Preview
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
-from branchwise.desktop.host.rows import PAGE_SIZE, Row, Window
-from branchwise.desktop.widgets.compare_view import CompareView, show_comparison
-from branchwise.desktop.widgets.turn_widget import AskAgain, TurnWidget
+from branchwise.desktop.host.landing import TurnTarget
+from branchwise.desktop.host.rows import PAGE_SIZE, FusedSource, Row, Window
+from branchwise.desktop.widgets.compare_view import CompareView, show_compare
+from branchwise.desktop.widgets.turn_widget import AskAgain, Switch, TurnWidget, untitled
 
 #: Pixels from the bottom that still count as "at the bottom".
 STICK_SLACK = 24
@@ -59,6 +73,8 @@ class TranscriptView(QScrollArea):
         on_branch: a branch action was clicked (with the fork request it carries).
         on_open: a listed branch should be opened.
         page_size: rows per page.
+        on_switch: another alternative at a turn should be shown (in the same tab).
+        on_open_at: a conversation should be opened at a turn (a brought-back card).
     """
 
     def __init__(
@@ -69,9 +85,14 @@ class TranscriptView(QScrollArea):
         on_open: Callable[[str], None],
         page_size: int = PAGE_SIZE,
         parent: QWidget | None = None,
+        on_switch: Switch | None = None,
+        on_open_at: Callable[[str, TurnTarget], object] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("transcript")
+        self._on_switch = on_switch
+        self._on_open_at = on_open_at
+        self._landed: TurnWidget | None = None
         self.host = host
         self.compare_view: CompareView | None = None
         self.ref = ref
@@ -115,6 +136,8 @@ class TranscriptView(QScrollArea):
         bar = self.verticalScrollBar()
         bar.valueChanged.connect(self._scrolled)
         bar.rangeChanged.connect(self._range_changed)
+        # Only the reader's own scrolling (wheel, keys, the bar) triggers actions.
+        bar.actionTriggered.connect(self._reader_scrolled)
         self.retranslate_ui()
         self.reload()
 
@@ -142,6 +165,60 @@ class TranscriptView(QScrollArea):
                 return position
         return None
 
+    def position_of_row(self, row_id: str) -> int | None:
+        """The position of a row (``None`` if the conversation has no such row)."""
+        return next((p for p, row in enumerate(self._rows()) if row.row_id == row_id), None)
+
+    def land(self, row_id: str) -> TurnWidget | None:
+        """Bring a row into view and highlight it until the reader scrolls (a jump's landing)."""
+        position = self.position_of_row(row_id)
+        widget = self.reveal(position) if position is not None else None
+        if widget is None:
+            return None
+        self._clear_landed()
+        self._landed = widget
+        widget.set_landed(True)
+        return widget
+
+    @property
+    def landed(self) -> TurnWidget | None:
+        """The turn highlighted as where the last jump landed, while it is."""
+        widget = self._landed
+        return widget if widget is not None and shiboken6.isValid(widget) else None
+
+    def _clear_landed(self) -> None:
+        widget, self._landed = self.landed, None
+        if widget is not None:
+            widget.set_landed(False)
+
+    def _reader_scrolled(self, _action: int) -> None:
+        if self._pinned is None:
+            self._clear_landed()
+
+    def switch_alternative(self, by: int) -> bool:
+        """Alt+Left / Alt+Right: the alternative ``by`` places away at the turn being read.
+
+        That turn is the one holding the keyboard focus, else, of the turns in
+        view that have alternatives, the one nearest the middle of the view.
+        Returns whether there was one to switch to.
+        """
+        with_sets = [w for w in self._widgets.values() if w.alternatives.alternatives is not None]
+        focused = QApplication.focusWidget()
+        for widget in with_sets:
+            if focused is not None and (focused is widget or widget.isAncestorOf(focused)):
+                return widget.alternatives.step(by)
+        viewport = self.viewport()
+        middle = viewport.height() / 2
+        seen = []
+        for widget in with_sets:
+            top = widget.mapTo(viewport, widget.rect().topLeft()).y()
+            bottom = top + widget.height()
+            if bottom > 0 and top < viewport.height():
+                seen.append((abs((top + bottom) / 2 - middle), widget))
+        if not seen:
+            return False
+        return min(seen, key=lambda item: item[0])[1].alternatives.step(by)
+
     def reveal(self, position: int) -> TurnWidget | None:
         """Scroll the row at ``position`` into view, building it first if it has no widget.
 
@@ -159,7 +236,11 @@ class TranscriptView(QScrollArea):
         widget = self._widgets.get(row.row_id)
         if widget is None:
             widget = self._make(row)
-            self._show_branches(widget, self._lineage.turns_with_branches(self.session_id))
+            self._show_branches(
+                widget,
+                self._lineage.turns_with_branches(self.session_id),
+                self.host.alternatives_at(self.ref),
+            )
             self._insert(position, widget)
         self._stick = False
         self._keep_bottom_distance = None
@@ -261,23 +342,53 @@ class TranscriptView(QScrollArea):
             widget.set_branch_state(self.host.branch_state_at(self.ref, widget.row))
 
     def refresh_branches(self) -> None:
-        """Re-list the branches of every built turn (a child was created)."""
+        """Re-list the branches and alternatives of every built turn (a child was created)."""
         with_branches = self._lineage.turns_with_branches(self.session_id)
+        alternatives = self.host.alternatives_at(self.ref)
         for widget in self._widgets.values():
-            self._show_branches(widget, with_branches)
+            self._show_branches(widget, with_branches, alternatives)
 
-    def _show_branches(self, widget: TurnWidget, with_branches: set[str]) -> None:
+    def _show_branches(
+        self,
+        widget: TurnWidget,
+        with_branches: set[str],
+        alternatives: dict[str, Alternatives],
+    ) -> None:
         turn_id = widget.row.turn_id
         if turn_id is not None and turn_id in with_branches:
             widget.set_branches(self._lineage.branches_at(self.session_id, turn_id))
         else:
             widget.set_branches(())
+        found = alternatives.get(turn_id) if turn_id is not None else None
+        widget.set_alternatives(found, self.session_id)
+
+    def _label_of(self, manifest: Manifest) -> str:
+        """How the switcher names an alternative: its label, else (the original) its title."""
+        ref = self.ref.sibling(manifest.session_id)
+        return self.host.label_at(ref) or untitled(self.host.title_at(ref))
+
+    def _open_branch(self, session_id: str) -> None:
+        """A branch listed at a turn opens where it differs: its first own turn."""
+        manifest = self._lineage.by_id.get(session_id)
+        link = manifest.parent if manifest is not None else None
+        if self._on_open_at is None or link is None or link.kind != "fork":
+            self._on_open(session_id)
+            return
+        self._on_open_at(session_id, TurnTarget.following(link.turn_id))
+
+    def _switch(self, session_id: str, after_turn_id: str | None) -> None:
+        if self._on_switch is not None:
+            self._on_switch(session_id, after_turn_id)
 
     # -- building widgets --------------------------------------------------------
 
-    def compare_with(self, other_id: str) -> None:
-        """Show this conversation beside one of its branches (a turn's branch menu)."""
-        show_comparison(self.host, self.session_id, other_id, self, self._compared)
+    def compare_with(self, other_ids: Sequence[str]) -> None:
+        """Show this conversation beside one to three of its branches (a turn's branch menu).
+
+        Opens at the first turn after the split (where the branches differ).
+        """
+        refs = [self.ref, *(self.ref.sibling(sid) for sid in other_ids)]
+        show_compare(self.host, refs, self, self._compared)
 
     def _load_previews(
         self,
@@ -296,16 +407,24 @@ class TranscriptView(QScrollArea):
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view
 
+    def _fused_source_name(self, source: FusedSource) -> str:
+        """A fused card's source: its branch label ("qwen2.5 · sample 2"), else its model."""
+        return self.host.label_at(self.ref.sibling(source.session_id)) or source.model
+
     def _make(self, row: Row) -> TurnWidget:
         widget = TurnWidget(
             row,
             self._on_branch,
-            self._on_open,
+            self._open_branch,
             self.widget(),
             self._ask_again,
             title_of=lambda sid: self.host.title_at(self.ref.sibling(sid)),
             on_compare=None if self.ref.remote else self.compare_with,
             compare_refusal=self._refusal("compare"),
+            on_switch=self._switch,
+            on_open_at=self._on_open_at,
+            label_of=self._label_of,
+            name_of=self._fused_source_name,
             previews=self._load_previews,
         )
         widget.set_branch_state(self.host.branch_state_at(self.ref, row))
@@ -347,7 +466,10 @@ class TranscriptView(QScrollArea):
         rows = self._rows()
         built = 0
         with_branches: set[str] | None = None
-        for position in range(self._window.end - 1, self._window.start - 1, -1):
+        alternatives: dict[str, Alternatives] = {}
+        # A conversation closed under a tab on its way out has no rows left to build.
+        end = min(self._window.end, len(rows))
+        for position in range(end - 1, self._window.start - 1, -1):
             if built >= limit:
                 break
             row = rows[position]
@@ -355,8 +477,9 @@ class TranscriptView(QScrollArea):
                 continue
             if with_branches is None:
                 with_branches = self._lineage.turns_with_branches(self.session_id)
+                alternatives = self.host.alternatives_at(self.ref)
             widget = self._make(row)
-            self._show_branches(widget, with_branches)
+            self._show_branches(widget, with_branches, alternatives)
             if not self._stick and self._keep_bottom_distance is None:
                 bar = self.verticalScrollBar()
                 self._keep_bottom_distance = bar.maximum() - bar.value()

@@ -3,7 +3,9 @@
 Each turn carries a real "Branch into a new conversation" button whose
 tooltip and accessible name say so when it can be clicked, and whose tooltip
 and accessible description give the localized reason when it cannot. A turn
-that already has branches shows a small "N branches" button listing them.
+that already has branches shows a small "N branches" button listing them,
+and a turn that has alternatives (edits, regenerations and branches that
+differ at it) shows ``< k/n >`` (:class:`AlternativesSwitcher`).
 """
 
 from __future__ import annotations
@@ -26,16 +28,20 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.conversation.alternatives import Alternatives
+from branchwise.core.conversation.names import display_title, label_of, render_label
 from branchwise.core.fork.operations import ForkRequest
-from branchwise.core.i18n.language import _, format_number
+from branchwise.core.i18n.language import _, format_number, ngettext
 from branchwise.core.i18n.reasons import BRANCH_ACTION, branch_count, fill, reason_text
 from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.store.manifest import Manifest
 from branchwise.desktop.host.attaching import Preview
-from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, Row
+from branchwise.desktop.host.landing import TurnTarget
+from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, FusedSource, Row
 from branchwise.desktop.widgets.attachment_chips import AttachmentChip, AttachmentStrip, ChipData
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
+from branchwise.desktop.widgets.style import set_style_property
 from branchwise.desktop.widgets.usage_label import figures_text, figures_tooltip
 
 STREAM_REPAINT_MS = 50
@@ -44,6 +50,8 @@ STREAM_REPAINT_MS = 50
 STREAM_REPAINT_SLOWDOWN = 2
 #: How long a turn stays highlighted after a search hit or find match brought it into view.
 FLASH_MS = 1200
+#: Branches shown beside the conversation by "All side by side" (four columns at most).
+COMPARED_BRANCHES = 3
 BRANCH_BUTTON = "branchButton"
 BRANCHES_BUTTON = "branchesButton"
 EDIT_BUTTON = "editButton"
@@ -52,8 +60,12 @@ RETRY_BUTTON = "retryButton"
 EDIT_BOX = "editBox"
 SEND_AS_BRANCH_BUTTON = "sendAsBranchButton"
 EDIT_CANCEL_BUTTON = "editCancelButton"
-#: How many words of an edited prompt the branch menu shows.
-PREVIEW_WORDS = 6
+ALTERNATIVES = "alternatives"
+PREVIOUS_ALTERNATIVE = "previousAlternative"
+NEXT_ALTERNATIVE = "nextAlternative"
+ALTERNATIVES_COUNTER = "alternativesCounter"
+#: How many alternatives the counter's tooltip lists by name (the rest are counted).
+LISTED_ALTERNATIVES = 12
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,21 +87,19 @@ class AskAgain:
     refusal: Callable[[str], str | None] = lambda _action: None
 
 
-def branch_label(manifest: Manifest) -> str:
-    """How the branch menu lists a branch: what an edit or a regenerate changed, else its title."""
-    origin = manifest.parent.origin if manifest.parent is not None else None
-    if origin is None:
-        return untitled(manifest.title)
-    if origin.kind == "regenerate":
-        return _("Regenerated")
-    words = origin.prompt.split()
-    preview = " ".join(words[:PREVIEW_WORDS]) + ("…" if len(words) > PREVIEW_WORDS else "")
-    return fill(_("Edited: {words}"), {"words": preview})
+def branch_label(manifest: Manifest, siblings: Sequence[Manifest] = ()) -> str:
+    """How the branch menu lists a branch: its label, then its title ("Regenerated 2 · <title>").
+
+    ``siblings``: the other branches listed with it (a regenerate is numbered among them).
+    """
+    label = render_label(label_of(manifest, siblings), manifest.fork_turn_index)
+    title = untitled(manifest.title)
+    return f"{label} · {title}" if label else title
 
 
 def untitled(title: str) -> str:
     """A conversation's title for display ("Untitled conversation" when empty)."""
-    return title or _("Untitled conversation")
+    return display_title(title) if title else _("Untitled conversation")
 
 
 def branch_icon(color: QColor, size: int = 16) -> QIcon:
@@ -124,12 +134,15 @@ class MessageLabel(MarkdownView):
         entry: Entry,
         parent: QWidget | None = None,
         title_of: Callable[[str], str] | None = None,
+        name_of: Callable[[FusedSource], str] | None = None,
     ) -> None:
         super().__init__(parent, plain=entry.role == "tool", breaks=entry.role == "user")
         self.role = entry.role
         self.message_id = entry.message_id
         self.source_id = entry.source_id
+        self.fused_from = entry.fused_from
         self._title_of = title_of
+        self._name_of = name_of or (lambda source: source.model)
         self.content = ""
         self.setObjectName(f"{entry.role}Message")
         self.set_content(entry.content)
@@ -140,6 +153,18 @@ class MessageLabel(MarkdownView):
         self.content = text
         if self.role == "tool":
             self.set_markdown(fill(_("Tool call: {call}"), {"call": text}))
+        elif self.role == "merge" and self.fused_from:
+            names = " · ".join(self._name_of(source) for source in self.fused_from)
+            heading = fill(
+                # TRANSLATORS: heads a fused answer; {names} lists the answers' branch labels.
+                ngettext(
+                    "Fused from {n} answer: {names}",
+                    "Fused from {n} answers: {names}",
+                    len(self.fused_from),
+                ),
+                {"n": format_number(len(self.fused_from)), "names": names},
+            )
+            self.set_markdown(f"**{_escape_markdown(heading)}**\n\n{text}")
         elif self.role == "merge":
             title = self._title_of(self.source_id) if self._title_of and self.source_id else ""
             # TRANSLATORS: heads what a branch brought back; {title} is the branch's title.
@@ -168,6 +193,128 @@ def _escape_markdown(text: str) -> str:
     return "".join("\\" + c if c in "\\`*_{}[]()<>#+-.!|~" else c for c in text)
 
 
+Switch = Callable[[str, str | None], None]
+"""Show alternative ``session_id`` at the turn after ``after_turn_id`` (in the same tab)."""
+
+
+class AlternativesSwitcher(QWidget):
+    """``< k/n >``: the alternatives at one turn, and arrows that switch between them.
+
+    The conversation shown is alternative k of the set (the original is 1,
+    the others follow in creation order); the arrows show k-1 and k+1 in
+    the same tab. Each tooltip names the alternative by its label.
+
+    Args:
+        on_switch: called with the alternative to show and the turn its
+            members share last (the switch lands on the turn after it).
+        label_of: how a member is named (its label).
+    """
+
+    def __init__(
+        self,
+        on_switch: Switch,
+        label_of: Callable[[Manifest], str],
+        parent: QWidget | None = None,
+    ) -> None:
+        super().__init__(parent)
+        self.setObjectName(ALTERNATIVES)
+        self._on_switch = on_switch
+        self._label_of = label_of
+        self._set: Alternatives | None = None
+        self._session_id = ""
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        self.previous_button = QToolButton(self)
+        self.previous_button.setObjectName(PREVIOUS_ALTERNATIVE)
+        self.previous_button.setAutoRaise(True)
+        self.previous_button.setText("<")
+        self.previous_button.clicked.connect(lambda: self.step(-1))
+        self.counter = QLabel(self)
+        self.counter.setObjectName(ALTERNATIVES_COUNTER)
+        self.counter.setTextFormat(Qt.TextFormat.PlainText)
+        self.next_button = QToolButton(self)
+        self.next_button.setObjectName(NEXT_ALTERNATIVE)
+        self.next_button.setAutoRaise(True)
+        self.next_button.setText(">")
+        self.next_button.clicked.connect(lambda: self.step(1))
+        layout.addWidget(self.previous_button)
+        layout.addWidget(self.counter)
+        layout.addWidget(self.next_button)
+        self.hide()
+
+    @property
+    def alternatives(self) -> Alternatives | None:
+        """The set shown (``None``: this turn has no alternatives)."""
+        return self._set
+
+    def set_alternatives(self, found: Alternatives | None, session_id: str) -> None:
+        """Show ``found`` as seen from ``session_id`` (hidden when ``None`` or not a member)."""
+        if found is not None and found.position(session_id) is None:
+            found = None
+        self._set, self._session_id = found, session_id
+        self.retranslate_ui()
+
+    def step(self, by: int) -> bool:
+        """Switch to the alternative ``by`` places away; whether there was one."""
+        found = self._set
+        target = found.step(self._session_id, by) if found is not None else None
+        if found is None or target is None:
+            return False
+        self._on_switch(target.session_id, found.after_turn_id)
+        return True
+
+    def retranslate_ui(self) -> None:
+        """Re-render the counter and the tooltips (after a change or a language switch)."""
+        found = self._set
+        place = found.position(self._session_id) if found is not None else None
+        if found is None or place is None:
+            self.hide()
+            return
+        total = len(found.members)
+        # Digits and a slash, as every chat app writes it, in every language.
+        self.counter.setText(f"{format_number(place + 1)}/{format_number(total)}")
+        listed = [
+            fill(
+                _("{k}. {label}"),
+                {"k": format_number(number + 1), "label": self._label_of(manifest)},
+            )
+            for number, manifest in enumerate(found.members[:LISTED_ALTERNATIVES])
+        ]
+        if total > LISTED_ALTERNATIVES:
+            listed.append(
+                fill(_("and {n} more"), {"n": format_number(total - LISTED_ALTERNATIVES)})
+            )
+        heading = fill(
+            # TRANSLATORS: {k} is this conversation's place among the {n} alternatives.
+            _("Alternative {k} of {n} at this turn"),
+            {"k": format_number(place + 1), "n": format_number(total)},
+        )
+        self.counter.setToolTip("\n".join([heading, *listed]))
+        self.counter.setAccessibleName(heading)
+        self.setAccessibleName(heading)
+        for button, by, tip_text, edge in (
+            (
+                self.previous_button,
+                -1,
+                _("Previous alternative: {label}"),
+                _("This is the first alternative"),
+            ),
+            (
+                self.next_button,
+                1,
+                _("Next alternative: {label}"),
+                _("This is the last alternative"),
+            ),
+        ):
+            target = found.step(self._session_id, by)
+            button.setEnabled(target is not None)
+            tip = fill(tip_text, {"label": self._label_of(target)}) if target is not None else edge
+            button.setToolTip(tip)
+            button.setAccessibleName(tip)
+        self.show()
+
+
 class TurnWidget(QFrame):
     """One row of the transcript.
 
@@ -176,8 +323,12 @@ class TurnWidget(QFrame):
         on_branch: called with the fork request the action carries when it is clicked.
         on_open: called with a session id to open a listed branch.
         ask_again: the Edit, Regenerate and Retry actions (``None``: not offered).
-        on_compare: shows this conversation beside a listed branch.
+        on_compare: shows this conversation beside listed branches (one, or up to
+            three at once: "All side by side").
         compare_refusal: why comparing is not offered here (shown disabled with it).
+        on_switch: shows another alternative at this turn in the same tab.
+        on_open_at: opens a conversation at a turn (a brought-back card's branch).
+        label_of: how an alternative is named in the switcher's tooltips.
     """
 
     def __init__(
@@ -188,15 +339,21 @@ class TurnWidget(QFrame):
         parent: QWidget | None = None,
         ask_again: AskAgain | None = None,
         title_of: Callable[[str], str] | None = None,
-        on_compare: Callable[[str], None] | None = None,
+        on_compare: Callable[[Sequence[str]], None] | None = None,
         compare_refusal: str | None = None,
+        on_switch: Switch | None = None,
+        on_open_at: Callable[[str, TurnTarget], object] | None = None,
+        label_of: Callable[[Manifest], str] | None = None,
+        name_of: Callable[[FusedSource], str] | None = None,
         previews: PreviewLoader | None = None,
     ) -> None:
         super().__init__(parent)
         self._previews = previews
         self._attachments: AttachmentStrip | None = None
         self._shown_refs: tuple[AttachmentRef, ...] = ()
+        self._name_of = name_of
         self._ask_again = ask_again
+        self._on_open_at = on_open_at
         self._title_of = title_of
         self._on_compare = on_compare
         self._compare_refusal = compare_refusal
@@ -217,6 +374,7 @@ class TurnWidget(QFrame):
         self._unflash.setInterval(FLASH_MS)
         self._unflash.timeout.connect(lambda: self._set_flash(False))
         self.setProperty("flash", False)
+        self.setProperty("landed", False)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(12, 8, 12, 4)
@@ -237,6 +395,12 @@ class TurnWidget(QFrame):
         self.number_label = QLabel(self)
         self.number_label.setObjectName("turnNumber")
         footer.addWidget(self.number_label)
+        self.alternatives = AlternativesSwitcher(
+            on_switch or (lambda _sid, _after: None),
+            label_of or (lambda manifest: untitled(manifest.title)),
+            self,
+        )
+        footer.addWidget(self.alternatives)
         self.figures_label = QLabel(self)
         self.figures_label.setObjectName("turnFigures")
         self.figures_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -265,6 +429,9 @@ class TurnWidget(QFrame):
         # A merge brought back from a branch opens that branch.
         self.open_source_button = self._action_button("openSourceButton", self._open_source)
         footer.addWidget(self.open_source_button)
+        # A fused answer opens each answer it was written from.
+        self.fused_buttons: list[QToolButton] = []
+        self._footer = footer
         layout.addLayout(footer)
 
         self.row = row
@@ -346,7 +513,7 @@ class TurnWidget(QFrame):
         finished = self._ask_again is not None and row.turn_id is not None and not row.running
         self.edit_button.setVisible(finished and bool(row.prompt) and not self.editing)
         self.regenerate_button.setVisible(finished and bool(row.prompt) and bool(row.answer))
-        self.retry_button.setVisible(finished and row.failed)
+        self.retry_button.setVisible(finished and row.failed and not row.retried)
         texts = (
             ("edit", self.edit_button, _("Edit"), _("Edit this prompt and send it as a branch")),
             (
@@ -365,6 +532,7 @@ class TurnWidget(QFrame):
             button.setAccessibleName(tip)
             button.setAccessibleDescription(refused or "")
         self.open_source_button.setText(_("Open branch"))
+        self._render_fused_buttons()
         self.send_as_branch_button.setText(_("Send as a branch"))
         self.edit_cancel_button.setText(_("Cancel"))
         self.edit_text.setAccessibleName(_("Edited prompt"))
@@ -382,7 +550,7 @@ class TurnWidget(QFrame):
         for position, entry in enumerate(row.entries):
             label = self._labels.get(entry.message_id)
             if label is None:
-                label = MessageLabel(entry, self, self._title_of)
+                label = MessageLabel(entry, self, self._title_of, self._name_of)
                 self._labels[entry.message_id] = label
                 # The prompt's attachments sit right after it (layout position 1).
                 shift = 1 if self._attachments is not None and position > 0 else 0
@@ -392,7 +560,37 @@ class TurnWidget(QFrame):
         self._show_attachments(row)
         self._render_status()
         self._render_ask_again()
-        self.open_source_button.setVisible(self._source_id() is not None)
+        fused = self._fused_from()
+        self.open_source_button.setVisible(self._source_id() is not None and not fused)
+        if len(self.fused_buttons) != len(fused):
+            for button in self.fused_buttons:
+                button.deleteLater()
+            self.fused_buttons = []
+            for source in fused:
+                button = self._action_button("openFusedSource", self._opener(source))
+                button.show()
+                self._footer.insertWidget(self._footer.indexOf(self.open_source_button), button)
+                self.fused_buttons.append(button)
+        self._render_fused_buttons()
+
+    def _fused_from(self) -> tuple[FusedSource, ...]:
+        return next((e.fused_from for e in self.row.entries if e.fused_from), ())
+
+    def _opener(self, source: FusedSource) -> Callable[[], None]:
+        return lambda: self._open_fused(source)
+
+    def _open_fused(self, source: FusedSource) -> None:
+        """Open one answer a fused card was written from, at its turn."""
+        if self._on_open_at is not None and source.turn_id is not None:
+            self._on_open_at(source.session_id, TurnTarget.at(source.turn_id))
+        else:
+            self._on_open(source.session_id)
+
+    def _render_fused_buttons(self) -> None:
+        for button, source in zip(self.fused_buttons, self._fused_from(), strict=False):
+            name = self._name_of(source) if self._name_of is not None else source.model
+            button.setText(fill(_("Open {name}"), {"name": name}))
+            button.setToolTip(_("Open the branch this answer came from"))
 
     def _show_attachments(self, row: Row) -> None:
         """The prompt's files as chips under it; the host loads the images' previews."""
@@ -429,8 +627,14 @@ class TurnWidget(QFrame):
         return next((e.source_id for e in self.row.entries if e.role == "merge"), None)
 
     def _open_source(self) -> None:
+        """Open the branch at the turn it was brought back from (its last one then)."""
         source = self._source_id()
-        if source is not None:
+        if source is None:
+            return
+        sequence = next((e.source_sequence for e in self.row.entries if e.role == "merge"), None)
+        if self._on_open_at is not None and sequence is not None:
+            self._on_open_at(source, TurnTarget.through(sequence))
+        else:
             self._on_open(source)
 
     def append_text(self, message_id: str, chunk: str) -> None:
@@ -490,9 +694,11 @@ class TurnWidget(QFrame):
             text = _("This turn was interrupted.")
         self.status_label.setText(text)
         self.status_label.setVisible(bool(text))
-        self.status_label.setProperty("error", row.end_reason == "error")
+        set_style_property(self.status_label, "error", row.end_reason == "error")
         if row.index is not None:
             self.number_label.setText(fill(_("Turn {n}"), {"n": format_number(row.index)}))
+        elif self.row.brought_back:
+            self.number_label.setText(_("Brought back from a branch"))
         else:
             self.number_label.setText(_("Imported history"))
         figures = None if row.running else row.figures
@@ -517,10 +723,40 @@ class TurnWidget(QFrame):
 
     def _set_flash(self, on: bool) -> None:
         self.setProperty("flash", on)
+        self._repolish()
+
+    def _repolish(self) -> None:
         style = self.style()
         style.unpolish(self)
         style.polish(self)
         self.update()
+
+    @property
+    def landed(self) -> bool:
+        """The turn is highlighted as where a jump landed (until the user scrolls away)."""
+        return bool(self.property("landed"))
+
+    def set_landed(self, on: bool) -> None:
+        """Highlight the turn a jump landed on (open parent, a sibling, a brought-back card).
+
+        The highlight stays until the reader scrolls, so it is not missed
+        while the conversation is still being laid out; its accessible
+        description says it too.
+        """
+        if on == self.landed:
+            return
+        self.setProperty("landed", on)
+        self._render_landed()
+        self._repolish()
+
+    def _render_landed(self) -> None:
+        self.setAccessibleDescription(_("You arrived at this turn") if self.landed else "")
+
+    # -- alternatives ------------------------------------------------------------
+
+    def set_alternatives(self, found: Alternatives | None, session_id: str) -> None:
+        """Show ``< k/n >`` for the alternatives at this turn (``None``: it has none)."""
+        self.alternatives.set_alternatives(found, session_id)
 
     # -- branch action ---------------------------------------------------------
 
@@ -576,7 +812,7 @@ class TurnWidget(QFrame):
         button.setAccessibleName(button.text())
         button.setAccessibleDescription(tip)
         for manifest in self._branches:
-            action = menu.addAction(branch_label(manifest))
+            action = menu.addAction(branch_label(manifest, self._branches))
             action.triggered.connect(
                 lambda _checked=False, sid=manifest.session_id: self._on_open(sid)
             )
@@ -588,15 +824,21 @@ class TurnWidget(QFrame):
         if self._on_compare is not None:
             compare_menu = menu.addMenu(_("Compare with…"))
             for manifest in self._branches:
-                action = compare_menu.addAction(branch_label(manifest))
+                action = compare_menu.addAction(branch_label(manifest, self._branches))
                 action.triggered.connect(
-                    lambda _checked=False, sid=manifest.session_id: self._compare(sid)
+                    lambda _checked=False, sid=manifest.session_id: self._compare([sid])
                 )
+            if len(self._branches) > 1:
+                compare_menu.addSeparator()
+                every = compare_menu.addAction(_("All side by side"))
+                every.setObjectName("compareAllAction")
+                shown = [m.session_id for m in self._branches[:COMPARED_BRANCHES]]
+                every.triggered.connect(lambda _checked=False: self._compare(shown))
         button.show()
 
-    def _compare(self, session_id: str) -> None:
+    def _compare(self, session_ids: Sequence[str]) -> None:
         if self._on_compare is not None:
-            self._on_compare(session_id)
+            self._on_compare(session_ids)
 
     def retranslate_ui(self) -> None:
         """Re-render every localized text of this turn."""
@@ -608,3 +850,5 @@ class TurnWidget(QFrame):
         self._render_ask_again()
         self._render_branch_action()
         self._render_branches()
+        self.alternatives.retranslate_ui()
+        self._render_landed()

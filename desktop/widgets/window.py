@@ -11,14 +11,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, Signal
+import shiboken6
+from PySide6.QtCore import QByteArray, QDir, QPoint, QStandardPaths, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (
     QApplication,
     QFileDialog,
+    QInputDialog,
     QLabel,
     QMainWindow,
     QMenu,
@@ -30,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.conversation.fanout import FanoutTarget
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
@@ -40,20 +43,24 @@ from branchwise.core.i18n.language import (
 )
 from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
-from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.providers.demo import DEMO_MODEL
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.importing import Importing
+from branchwise.desktop.host.landing import Landing, TurnTarget, landing_row
 from branchwise.desktop.host.merge_journal import JOURNAL_NAME as MERGE_JOURNAL
 from branchwise.desktop.host.merging import resume_merges
 from branchwise.desktop.host.notices import Level, Notice, NoticeAction
 from branchwise.desktop.host.sample import create_sample
 from branchwise.desktop.host.trashing import RESTORE_ACTION, Trashing
 from branchwise.desktop.host.window_state import WindowState, save_window_state
+from branchwise.desktop.widgets.branch_map import BranchMapDialog
+from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
+from branchwise.desktop.widgets.fanout_grid import FanoutGrid, SendToSeveralDialog
 from branchwise.desktop.widgets.import_dialog import ImportDialog
 from branchwise.desktop.widgets.introduction import Introduction
 from branchwise.desktop.widgets.notice_area import NoticeArea
@@ -62,18 +69,32 @@ from branchwise.desktop.widgets.search import SHORTCUT as SEARCH_SHORTCUT
 from branchwise.desktop.widgets.search import SearchPanel
 from branchwise.desktop.widgets.settings_dialog import SettingsDialog
 from branchwise.desktop.widgets.shortcuts_dialog import ShortcutsDialog, shortcut_rows
-from branchwise.desktop.widgets.sidebar import RUNNING_MARK, Sidebar
+from branchwise.desktop.widgets.sidebar import (
+    LABEL_SEPARATOR,
+    RUNNING_MARK,
+    Sidebar,
+    ask_label,
+    fitted_row_text,
+)
 from branchwise.desktop.widgets.theme import theme_for
 from branchwise.desktop.widgets.trash_dialog import TrashDialog
 from branchwise.desktop.widgets.turn_widget import untitled
 from branchwise.desktop.widgets.usage_label import UsageLabel
 
 TAB_TITLE_CHARS = 28
+MAP_REFRESH_MS = 250
+"""A burst of changes to the family (a turn's start and end) redraws the open map once."""
+BRANCH_MAP_SHORTCUT = "Ctrl+Shift+M"
+"""Conversation ▸ Branch map (free: no other action or widget key uses it)."""
+SEND_SEVERAL_SHORTCUT = "Ctrl+Shift+Return"
+"""Conversation ▸ Send to several… (free: Enter sends, Shift+Enter is a new line)."""
 MERGE_RETRY_MS = 20_000
 """How often merges still pending (their parent held by another process) are retried."""
 DISK_REFRESH_MS = 15_000
 """How often the window catches up with what other processes wrote (the CLI, serve)."""
 STATE_SAVE_MS = 300
+LET_GO_MS = 1000
+"""How long a tab that switched conversations keeps the old one's widgets before freeing them."""
 """How soon after a tab change the window state is written."""
 
 log = logging.getLogger(__name__)
@@ -102,17 +123,31 @@ class MainWindow(QMainWindow):
         self.host = host
         self._apply_theme()
         self.first_run = first_run
+        #: The folder the last export went to ("": none yet; the documents folder is offered).
+        self.export_folder = ""
         self.confirm_box: QMessageBox | None = None
         self._quit_confirmed = False
+        self._close_when_idle: set[ConversationRef] = set()
         host.navigator = self._navigate
         self.trashing = Trashing(host)
         self.trash_dialog: TrashDialog | None = None
+        self.branch_map: BranchMapDialog | None = None
+        self._map_ref = ConversationRef("")
+        self._map_turn: str | None = None
+        self._map_refresh = QTimer(self)
+        self._map_refresh.setSingleShot(True)
+        self._map_refresh.setInterval(MAP_REFRESH_MS)
+        self._map_refresh.timeout.connect(self._refresh_branch_map)
         self.importing = Importing(host)
         self.import_dialog: ImportDialog | None = None
         self.export_dialog: QFileDialog | None = None
+        self.compare_view: CompareView | None = None
+        self.send_several_dialog: SendToSeveralDialog | None = None
+        self.fanout_grid: FanoutGrid | None = None
         self.sidebar = Sidebar(
             host, self.open_session, self.new_conversation, self, self.delete_conversation
         )
+        self.sidebar.delete_with_branches = self.delete_with_branches
         self.search_panel = SearchPanel(host, self.open_hit, self)
         self.left_stack = QStackedWidget(self)
         self.left_stack.addWidget(self.sidebar)
@@ -129,6 +164,10 @@ class MainWindow(QMainWindow):
         self.tabs.setTabsClosable(True)
         self.tabs.setMovable(True)
         self.tabs.setDocumentMode(True)
+        # A tab's text is already fitted (its title elided in the middle): the bar cuts nothing,
+        # so a label is never lost; many tabs scroll.
+        self.tabs.setElideMode(Qt.TextElideMode.ElideNone)
+        self.tabs.setUsesScrollButtons(True)
         self.tabs.tabCloseRequested.connect(self._close_tab_at)
         self.tabs.currentChanged.connect(self._current_changed)
         self.empty_label = QLabel(self)
@@ -136,7 +175,7 @@ class MainWindow(QMainWindow):
         self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty_label.setWordWrap(True)
         self.notice_area = NoticeArea(
-            host.notices, host.title, self._notice_action, self, on_decline=self._notice_declined
+            host.notices, self.named, self._notice_action, self, on_decline=self._notice_declined
         )
         right = QWidget(self)
         right_layout = QVBoxLayout(right)
@@ -181,6 +220,8 @@ class MainWindow(QMainWindow):
         self.disk_refresh_timer.timeout.connect(host.refresh_from_disk)
         self.disk_refresh_timer.start()
         self.tabs.tabBar().tabMoved.connect(self._state_changed)
+        self.tabs.tabBar().setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.tabs.tabBar().customContextMenuRequested.connect(self._tab_context_menu)
         splitter.splitterMoved.connect(self._state_changed)
         self.provider_label = QLabel(self)
         self.provider_label.setObjectName("providerLabel")
@@ -216,7 +257,8 @@ class MainWindow(QMainWindow):
         self.trash_action.setObjectName("trashAction")
         self.trash_action.triggered.connect(self.show_trash)
         self.settings_action = QAction(self)
-        self.settings_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        # Ctrl+, as in most desktop apps (Qt's Preferences key is empty off macOS; Cmd+, there).
+        self.settings_action.setShortcut(QKeySequence("Ctrl+,"))
         self.settings_action.setMenuRole(QAction.MenuRole.PreferencesRole)
         self.settings_action.triggered.connect(self.show_settings)
         self.quit_action = QAction(self)
@@ -261,23 +303,47 @@ class MainWindow(QMainWindow):
         self.conversation_menu = QMenu(self)
         self.close_tab_action = self._action(QKeySequence("Ctrl+W"), self.close_current_tab)
         self.rename_action = self._action(QKeySequence("F2"), self.rename_current)
+        self.rename_label_action = QAction(self)
+        self.rename_label_action.triggered.connect(
+            lambda _checked=False: self.rename_label_current()
+        )
         self.stop_action = self._action(QKeySequence("Esc"), self.stop_current)
         self.branch_last_action = self._action(QKeySequence("Ctrl+Shift+B"), self.branch_last)
+        self.branch_map_action = self._action(
+            QKeySequence(BRANCH_MAP_SHORTCUT), lambda: self.show_branch_map()
+        )
+        self.branch_map_action.setObjectName("branchMapAction")
+        self.send_several_action = self._action(
+            QKeySequence(SEND_SEVERAL_SHORTCUT), lambda: self.send_to_several()
+        )
+        self.send_several_action.setObjectName("sendSeveralAction")
         self.next_tab_action = self._action(QKeySequence("Ctrl+Tab"), lambda: self._step_tab(1))
         self.previous_tab_action = self._action(
             QKeySequence("Ctrl+Shift+Tab"), lambda: self._step_tab(-1)
+        )
+        self.previous_alternative_action = self._action(
+            QKeySequence("Alt+Left"), lambda: self.switch_alternative(-1)
+        )
+        self.next_alternative_action = self._action(
+            QKeySequence("Alt+Right"), lambda: self.switch_alternative(1)
         )
         self.conversation_settings_action = QAction(self)
         self.conversation_settings_action.triggered.connect(
             lambda _checked=False: self.show_conversation_settings()
         )
         for action in (
+            self.send_several_action,
             self.branch_last_action,
+            self.branch_map_action,
             self.stop_action,
             self.rename_action,
+            self.rename_label_action,
             self.conversation_settings_action,
         ):
             self.conversation_menu.addAction(action)
+        self.conversation_menu.addSeparator()
+        self.conversation_menu.addAction(self.previous_alternative_action)
+        self.conversation_menu.addAction(self.next_alternative_action)
         self.conversation_menu.addSeparator()
         for action in (self.next_tab_action, self.previous_tab_action, self.close_tab_action):
             self.conversation_menu.addAction(action)
@@ -319,6 +385,45 @@ class MainWindow(QMainWindow):
                 self.remote_servers.ask_rename(server, tab.session_id)
         elif not tab.ref.remote:
             self.sidebar.ask_rename(tab.session_id)
+
+    def named(self, session_id: str) -> str:
+        """How a notice names a conversation of this machine: its title, and its label if a branch.
+
+        ("Branch created: <title> · Regenerated 2"), rendered when the notice is.
+        """
+        title = untitled(self.host.title_anywhere(session_id))
+        label = self.host.label_at(ConversationRef(session_id))
+        return title + LABEL_SEPARATOR + label if label else title
+
+    def rename_label_current(self) -> None:
+        """Rename the label of the branch in front (on its server, for a server's)."""
+        tab = self.current_tab()
+        if tab is not None:
+            self.ask_rename_label(tab)
+
+    def ask_rename_label(self, tab: ConversationTab) -> QInputDialog | None:
+        """Ask for a branch's new label (non-blocking); the host writes it off the UI thread."""
+        return ask_label(self.host, tab.ref, self)
+
+    def tab_menu(self, tab: ConversationTab) -> QMenu:
+        """A tab's menu: Rename…, and Rename label… for a branch."""
+        menu = QMenu(self)
+        menu.setObjectName("tabMenu")
+        menu.addAction(_("Rename…"), lambda: self._rename_tab(tab))
+        manifest = self.host.manifest_at(tab.ref)
+        if manifest is not None and manifest.parent is not None:
+            menu.addAction(_("Rename label…"), lambda: self.ask_rename_label(tab))
+        return menu
+
+    def _rename_tab(self, tab: ConversationTab) -> None:
+        self.tabs.setCurrentWidget(tab)
+        self.rename_current()
+
+    def _tab_context_menu(self, pos: QPoint) -> None:
+        bar = self.tabs.tabBar()
+        widget = self.tabs.widget(bar.tabAt(pos))
+        if isinstance(widget, ConversationTab):
+            self.tab_menu(widget).popup(bar.mapToGlobal(pos))
 
     def stop_current(self) -> None:
         """Esc: stop the answer streaming in the tab in front."""
@@ -368,7 +473,11 @@ class MainWindow(QMainWindow):
             self.new_action,
             self.search_action,
             self.find_action,
+            self.send_several_action,
             self.branch_last_action,
+            self.previous_alternative_action,
+            self.next_alternative_action,
+            self.branch_map_action,
             self.stop_action,
             self.rename_action,
             self.next_tab_action,
@@ -392,7 +501,15 @@ class MainWindow(QMainWindow):
     def _render_actions(self) -> None:
         tab = self.current_tab()
         has_tab = tab is not None
-        for action in (self.close_tab_action, self.rename_action, self.branch_last_action):
+        for action in (
+            self.close_tab_action,
+            self.rename_action,
+            self.send_several_action,
+            self.branch_last_action,
+            self.previous_alternative_action,
+            self.next_alternative_action,
+            self.branch_map_action,
+        ):
             action.setEnabled(has_tab)
         # What a server's conversation cannot do is disabled, and its tooltip says why.
         for action, kind, tip in (
@@ -403,6 +520,8 @@ class MainWindow(QMainWindow):
             action.setEnabled(has_tab and refused is None)
             action.setToolTip(refused or tip)
         self.stop_action.setEnabled(tab is not None and self.host.running_at(tab.ref))
+        manifest = self.host.manifest_at(tab.ref) if tab is not None else None
+        self.rename_label_action.setEnabled(manifest is not None and manifest.parent is not None)
         several = self.tabs.count() > 1
         self.next_tab_action.setEnabled(several)
         self.previous_tab_action.setEnabled(several)
@@ -463,7 +582,9 @@ class MainWindow(QMainWindow):
         return tab
 
     def _add_tab(self, ref: ConversationRef, index: int = -1) -> ConversationTab:
-        tab = ConversationTab(self.host, ref, self.open_ref, self)
+        tab = ConversationTab(self.host, ref, self.open_ref, self, self.open_at)
+        tab.banner.map_requested.connect(lambda: self.show_branch_map(tab.ref))
+        tab.composer.on_several = lambda _text: self.send_to_several(tab)
         self.tabs.insertTab(index, tab, "")
         self._render_tab_title(tab)
         self._state_changed()
@@ -481,6 +602,117 @@ class MainWindow(QMainWindow):
             await self.open_remote(ref)
         except BranchwiseError as exc:
             self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+
+    # -- opening at a turn ---------------------------------------------------------
+
+    def open_at(
+        self, ref: ConversationRef, target: TurnTarget, in_place_of: ConversationTab | None = None
+    ) -> None:
+        """Open a conversation scrolled to a turn, highlighted; a failure becomes a notice.
+
+        The shared jump of "Open parent conversation", brought-back cards, the
+        alternatives switcher and the branch map. With ``in_place_of``, that
+        tab switches to the conversation (the tab stays where it was; the
+        conversation it showed is closed unless a turn still runs there); when
+        the conversation already has a tab, that tab comes forward instead, so
+        a conversation is never shown in two tabs. docs/architecture.md,
+        "Opening a conversation at a turn".
+        """
+        if ref.server is None:
+            # This machine's conversations open at once (a big one on its last page),
+            # so the tab is there before the turn is looked for.
+            try:
+                tab = self._show_in_tab(ref, in_place_of)
+            except BranchwiseError as exc:
+                self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+                return
+            landed = self._land_now(tab, ref, target)
+            if landed:
+                return
+        self.host.spawn(self.show_turn(ref, target, in_place_of), "open a conversation at a turn")
+
+    def _land_now(self, tab: ConversationTab, ref: ConversationRef, target: TurnTarget) -> bool:
+        """Land at once when the open rows hold the turn (no waiting for a full read)."""
+        conversation = self.host.conversation(ref)
+        if conversation is None:
+            return False
+        found = landing_row(conversation.rows, conversation.projection, target)
+        if found is None:
+            return False
+        tab.land(Landing(ref, *found))
+        return True
+
+    async def show_turn(
+        self, ref: ConversationRef, target: TurnTarget, in_place_of: ConversationTab | None = None
+    ) -> ConversationTab | None:
+        """:meth:`open_at`, awaited: the tab once landed (``None``: a notice said why not)."""
+        try:
+            if ref.server is not None:
+                await self.host.open(ref)
+            tab = self._show_in_tab(ref, in_place_of)
+            landing = await self.host.open_at_turn(ref, target)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return None
+        if not shiboken6.isValid(tab) or self.tabs.indexOf(tab) < 0:
+            return None  # closed while it was read
+        tab.land(landing)
+        return tab
+
+    def _show_in_tab(
+        self, ref: ConversationRef, in_place_of: ConversationTab | None
+    ) -> ConversationTab:
+        """Bring forward the conversation's tab, or show it in ``in_place_of``, or a new tab.
+
+        Raises:
+            BranchwiseError: a local conversation cannot be opened.
+        """
+        tab = self.tab_for_ref(ref)
+        if tab is None:
+            if ref.server is None:
+                self.host.open_session(ref.session_id)
+            place = self.tabs.indexOf(in_place_of) if in_place_of is not None else -1
+            tab = self._add_tab(ref, place)
+            self.tabs.setCurrentWidget(tab)
+            if place >= 0 and in_place_of is not None:
+                self._let_go(in_place_of)
+        self.tabs.setCurrentWidget(tab)
+        self._render_empty_state()
+        return tab
+
+    def _let_go(self, tab: ConversationTab) -> None:
+        """A tab switched to another conversation: close the one it showed.
+
+        Freeing a page of rendered turns and closing the conversation take
+        longer than building the new one's first rows, so both wait until the
+        new conversation has painted. A turn still running there goes on, and
+        the conversation is closed when it ends (unless a tab shows it again
+        by then).
+        """
+        self.tabs.removeTab(self.tabs.indexOf(tab))
+        self._state_changed()
+        tab.hide()
+
+        def free() -> None:
+            tab.deleteLater()
+            self._close_when_idle.add(tab.ref)
+            self._close_idle()
+
+        QTimer.singleShot(LET_GO_MS, tab, free)
+
+    def _close_idle(self) -> None:
+        for ref in list(self._close_when_idle):
+            if self.tab_for_ref(ref) is not None:
+                self._close_when_idle.discard(ref)
+            elif ref.remote or not self.host.running_at(ref):  # a server's turn runs on there
+                self._close_when_idle.discard(ref)
+                self.host.spawn(self.host.close(ref), "close a conversation")
+
+    def switch_alternative(self, by: int) -> None:
+        """Alt+Left / Alt+Right: the previous or next alternative at the turn being read."""
+        tab = self.current_tab()
+        if tab is not None and not tab.switch_alternative(by):
+            self.host.notices.post("no_alternatives", Level.INFO)
 
     def open_session(self, session_id: str) -> None:
         """A click that opens a conversation; a failure becomes a notice."""
@@ -501,6 +733,111 @@ class MainWindow(QMainWindow):
             tab.reveal_message(message_id)
         else:
             self.host.spawn(tab.reveal_when_loaded(message_id), "show a search hit")
+
+    def compare(self, refs: Sequence[ConversationRef], at_turn: int | None = None) -> None:
+        """Show two to four conversations of one tree side by side (:attr:`compare_view`).
+
+        The branch map, the sibling switcher and the menus call this. ``at_turn``
+        is the turn number, as the transcripts number it, to open at (``None``:
+        the first turn after the split). A refusal (different trees, a server's
+        conversation) is a notice.
+        """
+        show_compare(self.host, refs, self, self._compared, at_turn)
+
+    def _compared(self, view: CompareView) -> None:
+        self.compare_view = view
+
+    # -- send to several ----------------------------------------------------------------
+
+    def send_to_several(self, tab: ConversationTab | None = None) -> SendToSeveralDialog | None:
+        """Conversation ▸ Send to several…: choose the models for the composer's message.
+
+        The configured server's models are offered (asked off the UI thread),
+        else the demo responder's; sending opens :attr:`fanout_grid`.
+        """
+        tab = tab or self.current_tab()
+        if tab is None:
+            return None
+        text = tab.composer.editor.toPlainText().strip()
+        refused = tab.refusal("send")
+        if refused is not None or tab.running or not text:
+            return None  # the button is disabled then, and says why
+        ref = tab.ref
+        conversation = self.host.conversation(ref)
+        projection = conversation.projection if conversation is not None else None
+        own = projection.settings.model if projection is not None else ""
+        configured = self.host.settings.model if self.host.settings.configured else ""
+        default_model = own or configured or DEMO_MODEL
+        dialog = SendToSeveralDialog([default_model], default_model, [default_model], self)
+        dialog.samples.setValue(2)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self._fan_out(tab, text, dialog.targets()))
+        dialog.destroyed.connect(lambda: setattr(self, "send_several_dialog", None))
+        dialog.open()
+        self.send_several_dialog = dialog
+        if ref.server is None and self.host.settings.configured:
+
+            async def offer_models() -> None:
+                listed = await self.host.operations.list_models(self.host.settings)
+                if shiboken6.isValid(dialog):
+                    for model in listed.models:
+                        if model not in listed.embedding:
+                            dialog.add_model(model, checked=False)
+
+            self.host.spawn(offer_models(), "list the server's models")
+        return dialog
+
+    def _fan_out(
+        self, tab: ConversationTab, text: str, targets: Sequence[FanoutTarget]
+    ) -> FanoutGrid:
+        if shiboken6.isValid(tab) and tab.composer.editor.toPlainText().strip() == text:
+            tab.composer.editor.clear()
+        grid = FanoutGrid(self.host, tab.ref, text, targets, self.open_ref, self)
+        grid.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        grid.show()
+        grid.start()
+        self.fanout_grid = grid
+        return grid
+
+    # -- the branch map ---------------------------------------------------------
+
+    def show_branch_map(
+        self, ref: ConversationRef | None = None, turn_id: str | None = None
+    ) -> None:
+        """Conversation ▸ Branch map: the family of ``ref`` (default: the tab in front, its
+        turn in view highlighted).
+
+        The host reads and lays it out off the UI thread; the one map window
+        then shows it (a refusal is a notice).
+        """
+        if ref is None:
+            tab = self.current_tab()
+            if tab is None:
+                return
+            ref, turn_id = tab.ref, tab.turn_in_view()
+        self.host.spawn(self._read_branch_map(ref, turn_id, redraw=False), "show the branch map")
+
+    async def _read_branch_map(
+        self, ref: ConversationRef, turn_id: str | None, *, redraw: bool
+    ) -> None:
+        try:
+            layout = await self.host.branch_map(ref, turn_id)
+        except BranchwiseError as exc:
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            return
+        if self.branch_map is None:
+            self.branch_map = BranchMapDialog(
+                lambda sid, turn: self.open_at(self._map_ref.sibling(sid), TurnTarget(turn)), self
+            )
+            self.branch_map.prune_requested.connect(self.delete_with_branches)
+            self.branch_map.language_changed.connect(self._refresh_branch_map)
+        elif redraw and not self.branch_map.isVisible():
+            return  # closed meanwhile
+        self._map_ref, self._map_turn = ref, turn_id
+        self.branch_map.show_layout(layout, can_prune=ref.server is None, keep_selection=redraw)
+        if not redraw:
+            self.branch_map.show()
+            self.branch_map.raise_()
 
     def find_in_conversation(self) -> None:
         """Ctrl+F: the find bar of the conversation in front."""
@@ -587,6 +924,44 @@ class MainWindow(QMainWindow):
             self._remove_tab(tab)  # the host closes it (turn committed as cancelled)
         self.host.spawn(self._delete_then_refresh(session_id), "delete conversation")
 
+    def delete_with_branches(self, session_id: str) -> None:
+        """Move a conversation and every branch below it to the Trash: one notice, one Undo.
+
+        Their tabs close first (a running turn stops); the branch map, if
+        open, is drawn again without them.
+        """
+        for member in self.trashing.subtree(session_id):
+            tab = self.tab_for(member)
+            if tab is not None:
+                self._remove_tab(tab)
+
+        async def prune() -> None:
+            if await self.trashing.delete_with_branches(session_id):
+                self._refresh_trash_view()
+                self._refresh_branch_map()
+
+        self.host.spawn(prune(), "delete a conversation with its branches")
+
+    def _refresh_branch_map(self) -> None:
+        """Draw the open map again (closed when its conversation went to the Trash)."""
+        dialog = self.branch_map
+        if dialog is None or not dialog.isVisible():
+            return
+        ref = self._map_ref
+        if ref.server is None and ref.session_id not in self.host.index.by_id:
+            remaining = dialog.view.layout_shown
+            alive = [
+                p.node.session_id
+                for p in (remaining.nodes if remaining is not None else ())
+                if p.node.session_id in self.host.index.by_id
+            ]
+            if not alive:
+                dialog.close()
+                return
+            ref = ref.sibling(alive[0])
+        turn = self._map_turn if ref == self._map_ref else None
+        self.host.spawn(self._read_branch_map(ref, turn, redraw=True), "redraw the branch map")
+
     async def _delete_then_refresh(self, session_id: str) -> None:
         await self.trashing.delete(session_id)
         self._refresh_trash_view()
@@ -632,6 +1007,7 @@ class MainWindow(QMainWindow):
         dialog.filterSelected.connect(
             lambda chosen: dialog.setDefaultSuffix("json" if chosen == json else "md")
         )
+        dialog.setDirectory(self._export_folder())
         dialog.selectFile(_file_name(tab.title))
         dialog.fileSelected.connect(lambda path: self.export_to(session_id, Path(path)))
         dialog.finished.connect(dialog.deleteLater)
@@ -639,8 +1015,22 @@ class MainWindow(QMainWindow):
         dialog.open()
         return dialog
 
+    def _export_folder(self) -> str:
+        """Where the export dialog opens: the last export's folder, else the user's documents.
+
+        Never the working folder the app happened to start in.
+        """
+        if self.export_folder and QDir(self.export_folder).exists():
+            return self.export_folder
+        documents = QStandardPaths.writableLocation(
+            QStandardPaths.StandardLocation.DocumentsLocation
+        )
+        return documents if documents and QDir(documents).exists() else QDir.homePath()
+
     def export_to(self, session_id: str, path: Path) -> None:
         """Write the export (the save dialog already asked before replacing a file)."""
+        self.export_folder = str(path.parent)
+        self._state_changed()
         self.host.spawn(
             self.host.operations.export(session_id, path, initiator=self), "export conversation"
         )
@@ -732,13 +1122,22 @@ class MainWindow(QMainWindow):
         """Hand each part what concerns it."""
         self.sidebar.apply_changes(changes)
         self.search_panel.apply_changes(changes)
+        if self._close_when_idle:
+            self._close_idle()
         for tab in self.conversation_tabs():
             if changes.sidebar or changes.touches(tab.session_id):
                 tab.apply_changes(changes)
                 self._render_tab_title(tab)
-        if changes.settings:
+        current = self.current_tab()
+        if changes.settings or (current is not None and changes.touches(current.session_id)):
             self._render_provider()
         self.usage_label.apply_changes(changes)
+        dialog = self.branch_map
+        if dialog is not None and dialog.isVisible() and self._map_ref.server is None:
+            shown = dialog.view.layout_shown
+            members = shown.member_ids() if shown is not None else frozenset()
+            if changes.sidebar or any(changes.touches(sid) for sid in members):
+                self._map_refresh.start()  # a branch made, a turn started or ended: redraw
 
     def _text(self, session_id: str, turn_id: str, message_id: str, chunk: str) -> None:
         tab = self.tab_for(session_id)
@@ -750,8 +1149,14 @@ class MainWindow(QMainWindow):
         self.usage_label.show_for(tab.ref if tab is not None else None)
         if tab is not None and not tab.ref.remote:
             self.sidebar.select(tab.session_id)
+        focused = QApplication.focusWidget()
+        if tab is not None and (focused is None or self.tabs.isAncestorOf(focused)):
+            # Qt hands focus to the new page's first focusable widget (a branch's
+            # "Open parent conversation" button), where typed text would be lost.
+            tab.composer.editor.setFocus()
         self._render_window_title()
         self._render_actions()
+        self._render_provider()
         self._state_changed()
 
     # -- remembering the window --------------------------------------------------
@@ -773,6 +1178,7 @@ class MainWindow(QMainWindow):
             splitter=tuple(self.splitter.sizes()),
             remote_tabs=self.remote_servers.tab_states(),
             current_remote=self.remote_servers.current_state(),
+            export_folder=self.export_folder,
             intro_dismissed=self.intro_dismissed,
         )
 
@@ -782,6 +1188,7 @@ class MainWindow(QMainWindow):
         self.intro_dismissed = state.intro_dismissed
         self._render_empty_state()
         try:
+            self.export_folder = state.export_folder or self.export_folder
             if state.geometry:
                 self.restoreGeometry(QByteArray(state.geometry))
             if len(state.splitter) == self.splitter.count() and all(state.splitter):
@@ -824,9 +1231,18 @@ class MainWindow(QMainWindow):
         if index < 0:
             return
         title = tab.title
-        short = title if len(title) <= TAB_TITLE_CHARS else title[: TAB_TITLE_CHARS - 1] + "…"
-        self.tabs.setTabText(index, (RUNNING_MARK if tab.running else "") + short)
-        tip = fill(_("{title} (running)"), {"title": title}) if tab.running else title
+        label = self.host.label_at(tab.ref)
+        tail = LABEL_SEPARATOR + label if label else ""
+        head = RUNNING_MARK if tab.running else ""
+        metrics = self.tabs.tabBar().fontMetrics()
+        # The title has its room, the label and mark theirs: a tab grows, it never cuts a label.
+        width = metrics.averageCharWidth() * TAB_TITLE_CHARS
+        width += metrics.horizontalAdvance(head) + metrics.horizontalAdvance(tail)
+        shown = fitted_row_text(metrics, width, head, title, tail)
+        self.tabs.setTabText(index, shown)
+        tip = self.host.branch_tooltip_at(tab.ref)
+        if tab.running:
+            tip += "\n" + _("Running")
         if tab.server_name is not None:
             tip = fill(_("{title} on {server}"), {"title": tip, "server": tab.server_name})
         self.tabs.setTabToolTip(index, tip)
@@ -849,11 +1265,19 @@ class MainWindow(QMainWindow):
         self._render_actions()
 
     def _render_provider(self) -> None:
-        provider = self.host.provider
-        if isinstance(provider, DemoProvider):
+        """The model the conversation in front will use (its own, the app's, or its server's)."""
+        tab = self.current_tab()
+        answers = self.host.answers_from(tab.ref if tab is not None else None)
+        if answers.server is not None and answers.label:
+            label = fill(
+                _("{model} on {server}"), {"model": answers.label, "server": answers.server}
+            )
+        elif answers.server is not None:
+            label = fill(_("The model of {server}"), {"server": answers.server})
+        elif answers.demo:
             label = _("Demo responder (offline)")
         else:
-            label = provider.label
+            label = answers.label
         self.provider_label.setText(label)
         self.provider_label.setToolTip(
             fill(_("Answers come from: {provider}"), {"provider": label})
@@ -959,10 +1383,18 @@ class MainWindow(QMainWindow):
         self.conversation_menu.setTitle(_("&Conversation"))
         self.close_tab_action.setText(_("Close tab"))
         self.rename_action.setText(_("Rename conversation…"))
+        self.rename_label_action.setText(_("Rename branch label…"))
         self.stop_action.setText(_("Stop the answer"))
         self.branch_last_action.setText(_("Branch at the last finished turn"))
+        self.branch_map_action.setText(_("Branch map"))
+        self.send_several_action.setText(_("Send to several…"))
+        self.branch_map_action.setToolTip(
+            _("Every branch of this conversation's family, turn by turn")
+        )
         self.next_tab_action.setText(_("Next tab"))
         self.previous_tab_action.setText(_("Previous tab"))
+        self.previous_alternative_action.setText(_("Previous alternative at this turn"))
+        self.next_alternative_action.setText(_("Next alternative at this turn"))
         self.shortcuts_action.setText(_("Keyboard shortcuts"))
         self.conversation_settings_action.setText(_("Conversation settings…"))
         self._settings_tip = _("This conversation's own model, system prompt and temperature")

@@ -24,12 +24,25 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         (
             "bench_segments.py",
             [
-                *("--big", "60", "--small", "10", "--mid", "30", "--disk-turns", "20"),
+                *(
+                    "--big",
+                    "60",
+                    "--small",
+                    "10",
+                    "--mid",
+                    "30",
+                    "--disk-turns",
+                    "20",
+                    "--long",
+                    "60",
+                ),
                 *("--repeat", "1", "--roll-bytes", "4000"),
             ],
             "ratio",
         ),
         ("bench_runtime.py", ["--chunks", "40", "--rounds", "1"], "ratio"),
+        ("bench_fanout.py", ["--turns", "40", "--repeat", "1", "--chunks", "20"], "ratio"),
+        ("bench_fanout_grid.py", ["--chunks", "20", "--repeat", "1"], "ratio"),
         (
             "bench_snapshot.py",
             ["--big", "60", "--small", "5", "--read-turns", "60", "--runs", "1", "--no-window"],
@@ -38,6 +51,8 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("bench_partials.py", ["--kb", "4", "--commits", "20", "--repeat", "1"], "ratio"),
         ("count_branch_click.py", ["--turns", "2"], "fsync"),
         ("bench_render.py", ["--lines", "60", "--runs", "1"], "ratio"),
+        ("bench_compare.py", ["--turns", "10", "--runs", "1"], "ratio"),
+        ("bench_branch_map.py", ["--branches", "30", "--depth", "40", "--runs", "1"], "ratio"),
         (
             "bench_serve.py",
             ["--turns", "20", "--targets", "10", "--forks", "5", "--retries", "5"]
@@ -46,8 +61,14 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ),
         ("bench_serve_events.py", ["--turns", "30", "--repeat", "1"], "last 50 turns"),
         ("bench_remote_open.py", ["--turns", "60", "--runs", "1"], "first view"),
+        ("bench_sibling_switch.py", ["--turns", "30", "--branches", "20", "--runs", "1"], "ratio"),
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
+        (
+            "bench_labels.py",
+            ["--branches", "6", "--turns", "2", "--repeat", "1"],
+            "labels computed",
+        ),
         (
             "bench_search.py",
             ["--conversations", "20", "--messages", "400", "--queries", "16", "--turns", "5"],

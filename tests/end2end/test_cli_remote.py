@@ -52,14 +52,35 @@ def _ids_replaced(value: Any, names: dict[str, str]) -> Any:
     return orjson.loads(text)
 
 
+TIMED = frozenset(
+    {
+        "createdAt",
+        "ts",
+        "ownBytes",
+        "sharedBytes",
+        "firstTokenMs",
+        "generationMs",
+        "tokensPerSecond",
+    }
+)
+"""Times differ (a turn's speed and time to first token too), and so do byte counts of logs
+holding them."""
+
+
+def _untimed(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: 0 if k in TIMED else _untimed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_untimed(v) for v in value]
+    return value
+
+
 def _comparable(value: Any) -> Any:
     if isinstance(value, dict) and "disk" in value:
         # Disk usage is of files, not of the conversation: the twin roots' files differ in
         # which ones another session links (a fork made on one side shares a segment).
         value = {k: v for k, v in value.items() if k != "disk"}
-    text = orjson.dumps(value).decode()
-    # Times differ, and so do byte counts of logs holding them.
-    text = re.sub(r'"(createdAt|ts|ownBytes|sharedBytes)":[0-9.e+]+', r'"\1":0', text)
+    text = orjson.dumps(_untimed(value)).decode()
     return _ids_replaced(orjson.loads(text), {})
 
 

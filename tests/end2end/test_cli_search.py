@@ -14,7 +14,20 @@ from branchwise.core.search.index import INDEX_NAME
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore
 
-HIT_KEYS = {"sessionId", "title", "turnId", "messageId", "role", "snippet", "alsoIn"}
+HIT_KEYS = {
+    "sessionId",
+    "title",
+    "turnId",
+    "messageId",
+    "role",
+    "snippet",
+    "alsoIn",
+    "writtenIn",
+    "label",
+    "labelParts",
+    "forkTurnIndex",
+    "alsoInBranches",
+}
 
 
 def search(root: Path, *args: str) -> list[dict]:

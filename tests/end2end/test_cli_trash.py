@@ -112,7 +112,8 @@ def test_lineage_and_tree_show_where_a_trashed_parent_was(tmp_path: Path) -> Non
     _, forked = run_cli(root, "session", "fork", parent, "--turn", targets["targets"][0]["turnId"])
     child = forked["childSessionId"]
     _, found = run_cli(root, "search", "About Parent")
-    assert {(h["sessionId"], tuple(h["alsoIn"])) for h in found["hits"]} == {(child, (parent,))}
+    # Credited to the conversation that wrote it, the branch holding it too.
+    assert {(h["sessionId"], tuple(h["alsoIn"])) for h in found["hits"]} == {(parent, (child,))}
     run_cli(root, "session", "delete", parent)
     # The message the branch inherited is still found, in the branch only.
     _, found = run_cli(root, "search", "About Parent")
@@ -177,3 +178,21 @@ def test_deleting_while_another_process_forks_leaves_whole_children_or_source_no
         assert Trash(store).contains(source)
         assert not [p for p in store.sessions_dir.iterdir() if p.name.startswith(".")]
     assert refusals == 10
+
+
+def test_delete_with_branches_takes_the_subtree_and_restore_brings_it_back(
+    tmp_path: Path,
+) -> None:
+    from helpers.family import build_map_family
+
+    root = tmp_path / "root"
+    f = build_map_family(SessionStore(root))
+    code, answer = run_cli(root, "session", "delete", f.plain, "--with-branches")
+    assert code == 0 and answer == {"trashed": [f.nested, f.plain]}
+    assert f.plain not in _listed(root) and f.nested not in _listed(root)
+    assert f.edit in _listed(root)
+    assert run_cli(root, "session", "restore", f.plain, f.nested) == (
+        0,
+        {"restored": [f.plain, f.nested]},
+    )
+    assert f.nested in _listed(root)

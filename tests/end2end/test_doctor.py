@@ -22,7 +22,16 @@ from branchwise.core.settings import Settings, save_settings
 from branchwise.core.store.store import SessionStore
 
 FAKE_SERVER = HELPERS_DIR / "fake_openai_server.py"
-CHECKS = ["data folder", "sessions", "language catalogs", "Qt platform", "settings", "model server"]
+CHECKS = [
+    "data folder",
+    "sessions",
+    "language catalogs",
+    "Qt platform",
+    "display",
+    "settings",
+    "fonts",
+    "model server",
+]
 
 
 def _doctor(root: Path, *options: str) -> tuple[int, str]:

@@ -65,7 +65,8 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 16
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 19
+    assert "session-fanout-v1" in CAPABILITIES
 
 
 ROUTES = [
@@ -79,8 +80,10 @@ ROUTES = [
     ("GET", "/sessions/{sid}/fork-targets"),
     ("GET", "/sessions/{sid}/lineage"),
     ("GET", "/sessions/{sid}/tree"),
+    ("GET", "/sessions/{sid}/map"),
     ("POST", "/fork-session"),
     ("POST", "/sessions/{sid}/title"),
+    ("POST", "/sessions/{sid}/label"),
     ("POST", "/sessions/{sid}/trash"),
     ("POST", "/sessions/{sid}/restore"),
     ("GET", "/search?q=one"),
@@ -487,6 +490,44 @@ def test_a_fork_may_name_its_child(root: Path, served: Served) -> None:
     assert store.manifest(named["childSessionId"]).title == "remote (branch 1)"
 
 
+def test_a_served_fork_is_labelled_and_its_label_renamed(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    with _client(served) as client:
+        target = client.get(
+            f"/sessions/{sid}/fork-targets", headers={"X-Expected-Session": sid}
+        ).json()["targets"][1]
+        body = {
+            "sourceSessionId": sid,
+            "turnId": target["turnId"],
+            "boundarySequence": target["boundarySequence"],
+            "expectedGeneration": 1,
+            "operationId": "op-labelled",
+        }
+        child = client.post("/fork-session", json=body).json()["childSessionId"]
+        listed = {s["sessionId"]: s for s in client.get("/sessions").json()["sessions"]}
+        assert (listed[child]["label"], listed[child]["forkTurnIndex"]) == ("From turn 2", 2)
+        assert listed[child]["labelParts"] == {"kind": "fork"}
+        assert listed[sid]["label"] is None
+        shown = client.get(f"/sessions/{child}").json()
+        assert (shown["label"], shown["forkTurnIndex"]) == ("From turn 2", 2)
+        renamed = client.post(f"/sessions/{child}/label", json={"label": " the  short one "})
+        assert renamed.status_code == 200, renamed.text
+        assert renamed.json() == {
+            "sessionId": child,
+            "title": "remote",
+            "label": "the short one",
+            "labelParts": {"kind": "given", "text": "the short one"},
+            "forkTurnIndex": 2,
+        }
+        refused = client.post(f"/sessions/{child}/label", json={"label": "  "})
+        assert refused.status_code == 400 and refused.json()["error"]["code"] == "invalid_label"
+        unknown = client.post(f"/sessions/{child}/label", json={"label": "x", "title": "y"})
+        assert unknown.status_code == 400
+        lineage = client.get(f"/sessions/{child}/lineage").json()["lineage"]
+        assert [entry["label"] for entry in lineage] == ["the short one", None]
+    assert SessionStore(root).manifest(child).label is not None
+
+
 def test_an_edit_branches_with_its_prompt_and_the_server_answers_it(
     root: Path, served: Served
 ) -> None:
@@ -536,3 +577,14 @@ def test_an_edit_branches_with_its_prompt_and_the_server_answers_it(
     assert manifest.parent.origin.prompt == "two, in French"
     start = store.read(regenerated).projection
     assert len(start.turns) == 1 and start.turns[0].end_reason == "completed"
+
+
+def test_map_is_the_cli_answer(root: Path, served: Served) -> None:
+    sid = _only_session(root)
+    _, local = run_cli(root, "session", "map", sid)
+    with _client(served) as client:
+        assert client.get(f"/sessions/{sid}/map").json() == local
+        missing = client.get("/sessions/01a2505c-0000-7000-8000-000000000000/map")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "session_not_found"
+    assert [n["turnIndex"] for n in local["nodes"]] == [1, 2] and local["edges"] == []

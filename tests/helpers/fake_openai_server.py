@@ -22,8 +22,8 @@ import argparse
 import asyncio
 import contextlib
 import signal
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,8 @@ class Behaviour:
         list_models: ``False`` answers ``GET /v1/models`` with a plain 404 page, as
             servers that chat without listing models do.
         owned_by: the ``owned_by`` of every model (servers differ; detection reads it).
+        model_fields: extra fields of some models' entries (``{"type": "embeddings"}``
+            as LM Studio marks an embedding model).
         reject_stream_options: answer 400 naming ``stream_options`` when it is sent.
         whole_json: ignore ``stream`` and answer one JSON completion, as some servers do.
         retry_after: the ``Retry-After`` header sent with an error ``status``.
@@ -72,6 +74,9 @@ class Behaviour:
             (``GET /api/v0/models``), ``"ollama"`` (``POST /api/show``) or
             ``"llamacpp"`` (``GET /props``); the others answer 404, as they
             do on servers that are not that kind.
+        per_model: open each streamed answer with ``"[<model>]"``, so answers differ per model.
+        cut_models: models whose streams are dropped after two chunks (a server
+            dying under one model while others answer).
     """
 
     chunks: Sequence[str] = DEFAULT_CHUNKS
@@ -93,6 +98,7 @@ class Behaviour:
     models: Sequence[str] = ("fake-model", "fake-model-2")
     list_models: bool = True
     owned_by: str = "fake"
+    model_fields: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     reject_stream_options: bool = False
     whole_json: bool = False
     retry_after: int | None = None
@@ -101,6 +107,8 @@ class Behaviour:
     kind: str = "llamacpp"
     reject_images: str | None = None
     text_only_models: Sequence[str] = ()
+    per_model: bool = False
+    cut_models: Sequence[str] = ()
 
 
 class FakeOpenAIServer:
@@ -196,7 +204,10 @@ class FakeOpenAIServer:
             return web.Response(status=404, text="404 page not found")
         if b.status is not None:
             return _json_error(b.status, b.error_message, b.error_body)
-        data = [{"id": m, "object": "model", "owned_by": b.owned_by} for m in b.models]
+        data = [
+            {"id": m, "object": "model", "owned_by": b.owned_by, **b.model_fields.get(m, {})}
+            for m in b.models
+        ]
         return web.json_response({"object": "list", "data": data})
 
     def _states_context(self, request: web.Request, kind: str) -> bool:
@@ -279,8 +290,10 @@ class FakeOpenAIServer:
             b'data: {"id":"chatcmpl-fake","object":"chat.completion.chunk","choices":'
             b'[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}\n\n'
         )
-        for index, text in enumerate(b.chunks):
-            if b.cut_after is not None and index == b.cut_after:
+        chunks = (f"[{model}]", *b.chunks) if b.per_model else tuple(b.chunks)
+        cut_after = 2 if model in b.cut_models else b.cut_after
+        for index, text in enumerate(chunks):
+            if cut_after is not None and index == cut_after:
                 if b.cut_mid_line:
                     await write(prefix[: len(prefix) // 2])
                 return await _cut(request, response)
@@ -292,7 +305,7 @@ class FakeOpenAIServer:
             if b.delay:
                 await asyncio.sleep(b.delay)
             await write(prefix + orjson.dumps(text) + suffix)
-        if b.cut_after is not None and b.cut_after >= len(b.chunks):
+        if cut_after is not None and cut_after >= len(chunks):
             return await _cut(request, response)
         if b.finish:
             await write(
@@ -362,7 +375,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--require-key")
     parser.add_argument("--models", help="comma-separated model ids")
     parser.add_argument("--no-model-list", action="store_true", help="404 on GET /v1/models")
+    parser.add_argument(
+        "--model-type", action="append", default=[], help='ID=TYPE: a model entry\'s "type"'
+    )
     parser.add_argument("--record", type=Path, help="append each request as a JSON line here")
+    parser.add_argument("--per-model", action="store_true", help="answers open with [model]")
+    parser.add_argument("--cut-models", help="comma-separated models whose streams are cut")
     args = parser.parse_args(argv)
     knobs: dict[str, Any] = {
         "delay": args.delay,
@@ -373,6 +391,8 @@ def main(argv: list[str] | None = None) -> None:
         "garbage_after": args.garbage_after,
         "require_key": args.require_key,
         "list_models": not args.no_model_list,
+        "per_model": args.per_model,
+        "cut_models": tuple(m for m in (args.cut_models or "").split(",") if m),
     }
     if args.chunks is not None:
         knobs["chunks"] = tuple(f" w{i}" for i in range(args.chunks))
@@ -383,6 +403,9 @@ def main(argv: list[str] | None = None) -> None:
         knobs["usage"] = None
     if args.models:
         knobs["models"] = tuple(m for m in args.models.split(",") if m)
+    if args.model_type:
+        pairs = (item.split("=", 1) for item in args.model_type)
+        knobs["model_fields"] = {model: {"type": kind} for model, kind in pairs}
     server = FakeOpenAIServer(port=args.port, **knobs)
     server.record_path = args.record
     asyncio.run(_serve_forever(server))

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 import pytest
 
+from branchwise.core.conversation.names import new_branch_name_from_store
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.engine import ForkResult, fork
 from branchwise.core.fork.operations import ForkRequest
@@ -32,6 +33,25 @@ def fork_at(store: SessionStore, session_id: str, turn_id: str, op: str = "op-1"
     assert target is not None and target.boundary_sequence is not None
     request = ForkRequest(session_id, turn_id, target.boundary_sequence, answer.generation)
     return fork(store, request, op)
+
+
+def named_fork_at(
+    store: SessionStore, session_id: str, turn_id: str, op: str = "op-1"
+) -> ForkResult:
+    """:func:`fork_at` as the app and the CLI fork: titled, labelled and its fork turn counted."""
+    answer = fork_targets(store, session_id)
+    target = answer.target(turn_id)
+    assert target is not None and target.boundary_sequence is not None
+    request = ForkRequest(session_id, turn_id, target.boundary_sequence, answer.generation)
+    name = new_branch_name_from_store(store, session_id, turn_id)
+    return fork(
+        store,
+        request,
+        op,
+        title=name.title,
+        label=name.label,
+        fork_turn_index=name.fork_turn_index,
+    )
 
 
 def refused(store: SessionStore, code: str, call: Callable[[], object]) -> BranchwiseError:

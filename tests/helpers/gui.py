@@ -44,7 +44,7 @@ from branchwise.desktop.widgets.window import MainWindow
 T = TypeVar("T")
 
 BRANCH = "Branch into a new conversation"
-TURN_OPEN = "This turn has not finished yet, so it has no boundary to branch from."
+TURN_OPEN = "This turn has not finished yet; it can be branched once it has."
 WAIT_MS = 10_000
 
 

@@ -39,15 +39,17 @@ from branchwise.core.remote.protocol import (
 )
 from branchwise.core.remote.server.attachments import download, upload
 from branchwise.core.remote.server.events import events
+from branchwise.core.remote.server.fanout import fanout_session, fuse_session
 from branchwise.core.remote.server.forks import fork_session, targets
 from branchwise.core.remote.server.guard import TypedErrorRunner, guard
 from branchwise.core.remote.server.http_io import json_response, query_params
-from branchwise.core.remote.server.lineage import lineage_of, tree_of
+from branchwise.core.remote.server.lineage import lineage_of, map_of, tree_of
 from branchwise.core.remote.server.search import search_sessions
 from branchwise.core.remote.server.sessions import (
     create_session,
     list_sessions,
     rename,
+    rename_label,
     show_session,
 )
 from branchwise.core.remote.server.state import SERVER_STATE, ServerState
@@ -159,13 +161,17 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     app.router.add_get("/sessions/{session_id}/fork-targets", targets)
     app.router.add_get("/sessions/{session_id}/lineage", lineage_of)
     app.router.add_get("/sessions/{session_id}/tree", tree_of)
+    app.router.add_get("/sessions/{session_id}/map", map_of)
     app.router.add_post("/sessions/{session_id}/title", rename)
+    app.router.add_post("/sessions/{session_id}/label", rename_label)
     app.router.add_post("/sessions/{session_id}/trash", trash_session)
     app.router.add_post("/sessions/{session_id}/restore", restore_session)
     app.router.add_get("/search", search_sessions)
     app.router.add_post("/fork-session", fork_session)
     app.router.add_post("/attachments", upload)
     app.router.add_get("/attachments/{sha256}", download)
+    app.router.add_post("/sessions/{session_id}/fanout", fanout_session)
+    app.router.add_post("/sessions/{session_id}/fuse", fuse_session)
     app.on_shutdown.append(_close)
     return app
 

@@ -11,6 +11,7 @@ import asyncio
 import orjson
 from aiohttp import web
 
+from branchwise.core.conversation.names import new_branch_label_from_store
 from branchwise.core.conversation.views import session_targets
 from branchwise.core.errors import SessionMismatch
 from branchwise.core.fork.engine import ForkCall
@@ -48,8 +49,16 @@ async def fork_session(request: web.Request) -> web.Response:
         expected_generation=body["expectedGeneration"],
         origin=BranchOrigin.from_json(body.get("origin")),
     )
-    call = ForkCall(fork_request, body["operationId"], body.get("title"))
     state = state_of(request)
+    label, turn = await asyncio.to_thread(
+        new_branch_label_from_store,
+        state.store,
+        fork_request.source_session_id,
+        fork_request.turn_id,
+        fork_request.origin,
+        cache=state.targets_cache,
+    )
+    call = ForkCall(fork_request, body["operationId"], body.get("title"), label, turn)
     in_flight = state.forks_in_flight
     # A retry of an operation in flight here waits for it rather than building the same
     # child again only to find it published (the store's idempotency still decides).

@@ -1,4 +1,4 @@
-"""Routes over a session's family: its ancestors and its descendants."""
+"""Routes over a session's family: its ancestors, its descendants and its branch map."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import asyncio
 
 from aiohttp import web
 
+from branchwise.core.conversation.family_map import family_map_json
 from branchwise.core.conversation.views import session_lineage, session_tree
 from branchwise.core.remote.server.http_io import json_response, query_params, session_of
 from branchwise.core.remote.server.state import state_of
@@ -25,3 +26,12 @@ async def tree_of(request: web.Request) -> web.Response:
     session_id = session_of(request)
     query_params(request, {})
     return json_response(await asyncio.to_thread(session_tree, state_of(request).store, session_id))
+
+
+async def map_of(request: web.Request) -> web.Response:
+    """``GET /sessions/{id}/map`` (``session-map-v1``): the ``session map`` answer."""
+    session_id = session_of(request)
+    query_params(request, {})
+    return json_response(
+        await asyncio.to_thread(family_map_json, state_of(request).store, session_id)
+    )

@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from branchwise.core.conversation.views import label_hits
 from branchwise.core.errors import InvalidRequest
 from branchwise.core.remote.protocol import MAX_QUERY
 from branchwise.core.remote.server.http_io import json_response, whole_number
@@ -26,6 +27,7 @@ async def search_sessions(request: web.Request) -> web.Response:
         result = state.search.search(text, limit=limit)
         # The CLI's answer, and where the matches are in each snippet (to highlight).
         hits = [{**hit.to_json(), "spans": list(hit.spans)} for hit in result.hits]
+        label_hits(state.store, hits)
         return {"hits": hits, "total": result.total}
 
     return json_response(await asyncio.to_thread(answer))

@@ -7,12 +7,14 @@ from typing import Any
 
 from aiohttp import web
 
+from branchwise.core.conversation import names
 from branchwise.core.conversation.views import session_list, session_show
 from branchwise.core.errors import InvalidRequest
 from branchwise.core.remote.protocol import (
     MAX_BODY,
     MAX_PAGE,
     MAX_TURN_INDEX,
+    validate_label_body,
     validate_new_session_body,
     validate_title_body,
 )
@@ -89,3 +91,13 @@ async def rename(request: web.Request) -> web.Response:
             return {"sessionId": session_id, "title": writer.manifest.title}
 
     return json_response(await asyncio.to_thread(write))
+
+
+async def rename_label(request: web.Request) -> web.Response:
+    """``POST /sessions/{id}/label``: a branch's label as the user gave it, as its writer."""
+    session_id = session_of(request)
+    query_params(request, {})
+    label = validate_label_body(await read_json(request, MAX_BODY))
+    store = state_of(request).store
+    # A turn this server runs holds the writer: lease_held (409), try again after it.
+    return json_response(await asyncio.to_thread(names.rename, store, session_id, label=label))

@@ -8,7 +8,7 @@ import pytest
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
 
-from branchwise.core.conversation.compare import compare
+from branchwise.core.conversation.compare import compare, compare_all
 from branchwise.core.errors import NotRelated
 from branchwise.core.lineage import create_child
 from branchwise.core.store.store import SessionStore
@@ -112,3 +112,35 @@ def test_conversations_of_different_trees_are_not_related(
     with pytest.raises(NotRelated) as info:
         compare(store, t.a, other)
     assert info.value.code == "not_related"
+
+
+def test_several_conversations_split_at_the_earliest_point_of_all(
+    tree: tuple[SessionStore, Tree],
+) -> None:
+    store, t = tree
+    result = compare_all(store, [t.root, t.a, t.b, t.c])
+    assert result.common is not None and result.common.turn_id == "r1"
+    assert [[turn.turn_id for turn in side.turns] for side in result.sides] == [
+        ["r2", "r3"],
+        ["a1"],
+        ["r2", "b1"],
+        ["a1", "c1"],
+    ]
+    # Each turn keeps its number in its own transcript (inherited turns count).
+    assert [[turn.number for turn in side.turns] for side in result.sides] == [
+        [2, 3],
+        [2],
+        [2, 3],
+        [2, 3],
+    ]
+
+
+def test_several_conversations_of_different_trees_are_refused(
+    tree: tuple[SessionStore, Tree],
+) -> None:
+    store, t = tree
+    with store.create("elsewhere") as writer:
+        complete_turn(writer, "e1", "unrelated")
+        other = writer.session_id
+    with pytest.raises(NotRelated):
+        compare_all(store, [t.a, t.b, other])

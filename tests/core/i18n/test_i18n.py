@@ -52,19 +52,19 @@ def test_branch_action_reference_strings() -> None:
     assert _(BRANCH_ACTION) == "在新對話中分支"
 
 
-def test_disable_reasons_reference_strings() -> None:
+def test_disable_reasons_use_no_storage_words() -> None:
+    """Why a turn cannot be branched is said in the user's words, never the record's."""
     assert reason_text("turn_open") == (
-        "This turn has not finished yet, so it has no boundary to branch from."
+        "This turn has not finished yet; it can be branched once it has."
     )
-    assert reason_text("unverifiable") == (
-        "This turn has no confirmable branch boundary in the session record."
-    )
+    storage = ("boundary", "seq", "segment", "commit", "边界", "邊界", "会话记录", "對話紀錄")
+    for language in ("en", "zh_Hans", "zh_Hant"):
+        set_language(language)
+        for code in ("turn_open", "unverifiable", "brought_back"):
+            text = reason_text(code)
+            assert not [word for word in storage if word in text.lower()], (language, text)
     set_language("zh_Hans")
-    assert reason_text("turn_open") == "该轮次尚未结束，还没有可供分支的边界。"
-    assert reason_text("unverifiable") == "该轮次在会话记录中没有可确认的分支边界。"
-    set_language("zh_Hant")
-    assert reason_text("turn_open") == "此輪次尚未結束，還沒有可供分支的邊界。"
-    assert reason_text("unverifiable") == "此輪次在對話紀錄中沒有可確認的分支邊界。"
+    assert reason_text("turn_open") == "该轮次尚未结束，结束后即可分支。"
 
 
 def test_every_reason_is_translated_in_both_chinese_variants() -> None:

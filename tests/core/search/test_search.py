@@ -15,7 +15,7 @@ from branchwise.core.errors import InvalidSearch, SearchIndexUnavailable
 from branchwise.core.projection import events as ev
 from branchwise.core.search import query as search_query
 from branchwise.core.search.index import INDEX_NAME, SCHEMA_VERSION, SearchIndex
-from branchwise.core.search.query import SearchResult
+from branchwise.core.search.query import SearchResult, plain_text
 from branchwise.core.store.publish import replace_log
 from branchwise.core.store.store import SessionStore
 
@@ -138,23 +138,56 @@ def test_a_message_inherited_by_ten_branches_is_one_hit(
     hit = result.hits[0]
     assert hit.message_id == "u-t1" and len(hit.also_in) == 10
     assert {hit.session_id, *hit.also_in} == {root, *children}
-    newest = max(children, key=lambda c: (store.manifest(c).created_at, c))
-    assert hit.session_id == newest  # shown in the most recently created conversation
-    asked = index.search("quokka question", session_id=root).hits[0]
-    assert asked.session_id == root and set(asked.also_in) == set(children)
+    # credited where it was written, not in the newest branch that inherited it
+    assert hit.session_id == root and hit.written_in == root
+    newest_first = sorted(children, key=lambda c: (store.manifest(c).created_at, c), reverse=True)
+    assert list(hit.also_in) == newest_first
+    asked = index.search("quokka question", session_id=children[4]).hits[0]
+    assert asked.session_id == children[4] and asked.written_in == root
+    assert set(asked.also_in) == {root, *children} - {children[4]}
     # A branch's own turn belongs to it alone.
     say(store, children[3], "t2", "a quokka of its own", "yes")
     index.catch_up_all(store)
     own = index.search("quokka of its own").hits[0]
     assert own.session_id == children[3] and own.also_in == ()
+    assert own.written_in == children[3]
+    # a branch of that branch inherits it: still credited to the branch that wrote it
+    grandchild = fork_at(store, children[3], "t2", "op-deeper").child_session_id
+    index.catch_up_all(store)
+    deeper = index.search("quokka of its own").hits[0]
+    assert (deeper.session_id, deeper.also_in) == (children[3], (grandchild,))
     # In one conversation: what it inherited and what it wrote (rows far apart in the index).
     assert found(index, "quokka", session_id=children[3]) == {"u-t1", "a-t1", "u-t2"}
     assert found(index, "qu", session_id=children[3]) == {"u-t1", "a-t1", "u-t2"}
     assert found(index, "quokka", session_id=children[4]) == {"u-t1", "a-t1"}
     # Forgetting a branch drops it from also_in; its own messages go.
     index.forget(children[3])
+    index.forget(grandchild)
     assert children[3] not in index.search("quokka question").hits[0].also_in
     assert found(index, "quokka of its own") == set()
+
+
+def test_snippets_are_plain_text_without_markdown(store: SessionStore, index: SearchIndex) -> None:
+    root = new_session(store, "marks")
+    answer = (
+        "## Branches\n\nA **branch** is a `pointer`, see [the docs](https://example.com).\n\n"
+        "| Command | Does |\n| --- | :-: |\n| `git branch` | lists *them* |\n\n"
+        "```sh\ngit switch -c quokka\n```\n> snake_case stays, 2*3*4 too"
+    )
+    say(store, root, "t1", "how do **quokka** branches work?", answer)
+    index.catch_up_all(store)
+    hits = {hit.role: hit for hit in index.search("quokka").hits}
+    asked = hits["user"]
+    assert asked.snippet == "how do quokka branches work?"
+    assert [asked.snippet[a:b] for a, b in asked.spans] == ["quokka"]
+    answered = hits["assistant"].snippet
+    for mark in ("**", "`", "|", "##", "](", "```", "> "):
+        assert mark not in answered, mark
+    assert "git branch lists them git switch -c quokka snake_case stays, 2*3*4 too" in answered
+    assert plain_text(answer).startswith(
+        "Branches A branch is a pointer, see the docs. Command Does git branch lists them"
+    )
+    assert [answered[a:b] for a, b in hits["assistant"].spans] == ["quokka"]
 
 
 def test_catch_up_reads_only_new_commits_and_updates_partial_texts(

@@ -1,4 +1,4 @@
-"""The Compare view's rows: alignment by position, same prompts, word and character diffs."""
+"""The Compare view's rows: alignment by position, transcript numbers, same prompts and answers."""
 
 from __future__ import annotations
 
@@ -9,58 +9,50 @@ from helpers.sessions import complete_turn
 
 from branchwise.core.conversation.compare import Comparison, Side, SideTurn, compare
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.compare_rows import (
-    Span,
-    compare_rows,
-    split_turn,
-    tokens,
-    word_diff,
-)
+from branchwise.desktop.host.compare_rows import compare_rows, split_turn
 
 
-def _changed(spans: tuple[Span, ...]) -> list[str]:
-    return [s.text for s in spans if s.changed]
-
-
-def test_two_answers_differ_only_in_the_changed_words() -> None:
-    left, right = word_diff("The cat sat on the mat.", "The dog sat on the mat.")
-    assert _changed(left) == ["cat"] and _changed(right) == ["dog"]
-    assert "".join(s.text for s in left) == "The cat sat on the mat."
-    assert "".join(s.text for s in right) == "The dog sat on the mat."
-
-
-def test_identical_answers_mark_nothing() -> None:
-    left, right = word_diff("same words", "same words")
-    assert left == right == (Span("same words", False),)
-
-
-def test_chinese_is_compared_by_character() -> None:
-    assert tokens("我喜欢猫 ok") == ["我", "喜", "欢", "猫", " ", "ok"]
-    left, right = word_diff("我喜欢猫。", "我喜欢狗。")
-    assert _changed(left) == ["猫"] and _changed(right) == ["狗"]
-
-
-def test_rows_align_by_position_and_mark_same_prompts() -> None:
+def test_rows_align_by_position_and_keep_transcript_numbers() -> None:
     comparison = Comparison(
         None,
-        Side("a", "A", (SideTurn("t1", "why?", "because red"), SideTurn("t2", "more", "x"))),
-        Side("b", "B", (SideTurn("t3", "why?", "because blue"),)),
+        (
+            Side("a", "A", (SideTurn("t1", "why?", "red", 2), SideTurn("t2", "more", "x", 3))),
+            Side("b", "B", (SideTurn("t3", "why?", "blue", 2),)),
+            Side("c", "C", (SideTurn("t4", "why?", "red", 2), SideTurn("t5", "more", "x", 3))),
+        ),
     )
     rows = compare_rows(comparison)
     assert [r.position for r in rows] == [1, 2]
-    assert rows[0].same_prompt and _changed(rows[0].right_answer) == ["blue"]
-    assert rows[1].right is None and not rows[1].same_prompt
-    assert rows[1].left_answer == (Span("x", False),) and rows[1].right_answer == ()
+    assert rows[0].numbers == (2, 2, 2) and rows[1].numbers == (3, None, 3)
+    assert rows[0].same_prompt and not rows[0].same_answer
+    # A side without a turn here: neither the same prompt nor the same answer.
+    assert not rows[1].same_prompt and not rows[1].same_answer
 
 
-def test_different_prompts_mark_no_words() -> None:
+def test_identical_answers_are_the_same_answer() -> None:
     comparison = Comparison(
         None,
-        Side("a", "A", (SideTurn("t1", "one", "red apple"),)),
-        Side("b", "B", (SideTurn("t2", "two", "green apple"),)),
+        (
+            Side("a", "A", (SideTurn("t1", "one", "apple", 4),)),
+            Side("b", "B", (SideTurn("t2", "two", "apple", 4),)),
+        ),
     )
     (row,) = compare_rows(comparison)
-    assert not row.same_prompt and not _changed(row.left_answer)
+    assert row.same_answer and not row.same_prompt
+    assert row.same_as_first == (True, True)
+
+
+def test_an_answer_like_the_first_sides_is_marked_per_side() -> None:
+    comparison = Comparison(
+        None,
+        (
+            Side("a", "A", (SideTurn("t1", "one", "apple", 4),)),
+            Side("b", "B", (SideTurn("t2", "one", "pear", 4),)),
+            Side("c", "C", (SideTurn("t1", "one", "apple", 4),)),
+        ),
+    )
+    (row,) = compare_rows(comparison)
+    assert not row.same_answer and row.same_as_first == (False, False, True)
 
 
 def test_split_turn_names_the_shared_conversation_and_turn(tmp_path: Path) -> None:

@@ -71,9 +71,16 @@ def test_an_import_reports_progress_then_one_summary_and_indexes_the_new_trees(
         assert all(sid in host.index.by_id for sid in summary.session_ids)
         assert [c.initiator for c in changes if c.sidebar] == [dialog]
         notice = host.notices.history[-1]
+        # Branches (the export's forks) are counted apart from the conversations.
+        assert summary.branches > 0
         assert (notice.code, notice.params) == (
-            "import_finished",
-            {"count": summary.imported, "existing": 0, "skipped": 1},
+            "import_finished_with_branches",
+            {
+                "count": summary.imported - summary.branches,
+                "branches": summary.branches,
+                "existing": 0,
+                "skipped": 1,
+            },
         )
 
         again = await importing.run(export)

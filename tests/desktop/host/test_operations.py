@@ -11,12 +11,14 @@ import socket
 from pathlib import Path
 
 import orjson
+import pytest
 from helpers.fake_openai_server import FakeOpenAIServer
 from helpers.forking import fork_at
 from helpers.sessions import complete_turn
 
 from branchwise.core.settings import Settings
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.operations import ModelList
 
@@ -66,13 +68,21 @@ def test_compare_reads_both_logs_and_a_refusal_is_a_notice(tmp_path: Path) -> No
         other = writer.session_id
 
     async def scenario() -> None:
-        compared = await host.operations.compare(root, child)
+        compared = await host.operations.compare([ConversationRef(root), ConversationRef(child)], 2)
         assert compared is not None
         assert (compared.common_title, compared.shared_turns) == ("Trip plans", 1)
-        assert await host.operations.compare(root, other) is None
+        assert [row.numbers for row in compared.rows] == [(2, None)]  # root's own turn 2
+        assert compared.at_turn == 2
+        assert (
+            await host.operations.compare([ConversationRef(root), ConversationRef(other)]) is None
+        )
+        remote = ConversationRef(root, server="http://127.0.0.1:1")
+        assert await host.operations.compare([ConversationRef(child), remote]) is None
+        with pytest.raises(ValueError):
+            await host.operations.compare([ConversationRef(root), ConversationRef(root)])
 
     asyncio.run(scenario())
-    assert [notice.code for notice in host.notices.history] == ["not_related"]
+    assert [notice.code for notice in host.notices.history] == ["not_related", "server_cannot"]
 
 
 def test_the_model_list_and_detection_ask_real_servers(tmp_path: Path) -> None:

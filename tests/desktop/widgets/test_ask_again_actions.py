@@ -72,7 +72,9 @@ def test_edit_opens_in_place_and_sends_the_prompt_as_a_branch_in_a_new_tab(
     assert user_texts(app.turns(sid)) == ["first question", "second question"]
     qtbot.waitUntil(lambda: second.branches_button.isVisible(), timeout=WAIT_MS)
     assert second.branches_button.text() == "1 branch"
-    assert _menu_texts(second) == ["Edited: second question, but in French"]
+    assert _menu_texts(second) == [
+        "Edited: second question, but in French · first question (branch 1)"
+    ]
     assert not first.branches_button.isVisible()
 
 
@@ -92,7 +94,7 @@ def test_regenerate_asks_the_first_prompt_again_in_a_branch(
     assert user_texts(app.turns(child)) == ["only question"]
     app.window.open_tab(sid)
     qtbot.waitUntil(lambda: first.branches_button.isVisible(), timeout=WAIT_MS)
-    assert _menu_texts(first) == ["Regenerated"]
+    assert _menu_texts(first) == ["Regenerated 2 · only question (branch 1)"]
 
 
 def _seed_failed(store: SessionStore) -> str:

@@ -21,7 +21,10 @@ from branchwise.core.i18n.reasons import reason_text
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.widgets.turn_widget import TurnWidget
 
-UNVERIFIABLE = "This turn has no confirmable branch boundary in the session record."
+UNVERIFIABLE = (
+    "Branchwise cannot tell where this turn ends in the saved conversation, "
+    "so it cannot be branched from here."
+)
 
 
 def _enabled_with_branch_tooltip(widget: TurnWidget) -> bool:
@@ -115,7 +118,7 @@ def test_click_opens_one_child_while_the_parent_streams(
 
     assert app.window.sidebar.parent_of(cid) == sid
     assert child.banner.isVisible()
-    assert child.banner.label.text() == "Branched from Planning, turn 1"
+    assert child.banner.label.text() == "Branched from turn 1 of Planning · From turn 1"
     qtbot.mouseClick(child.banner.open_button, Qt.MouseButton.LeftButton)
     assert app.window.current_tab() is app.tab(sid)
     qtbot.waitUntil(lambda: first.branches_button.isVisible(), timeout=WAIT_MS)
@@ -123,13 +126,13 @@ def test_click_opens_one_child_while_the_parent_streams(
     # The branch is named apart from its parent, in the notice and the tabs.
     qtbot.waitUntil(
         lambda: any(
-            reason_text("fork_created", title="Planning (branch 1)") == t
+            reason_text("fork_created", title="Planning (branch 1) · From turn 1") == t
             for t in app.notice_texts()
         ),
         timeout=WAIT_MS,
     )
     tab_titles = [app.window.tabs.tabText(i) for i in range(app.window.tabs.count())]
-    assert "Planning (branch 1)" in tab_titles and "Planning" in tab_titles
+    assert "Planning (branch 1) · From turn 1" in tab_titles and "Planning" in tab_titles
 
 
 def test_a_second_click_after_success_makes_another_child(

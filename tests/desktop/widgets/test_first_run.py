@@ -53,6 +53,9 @@ def test_a_detected_server_is_offered_and_used_after_the_click(
         qtbot.mouseClick(_use_it_button(app), Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: "llama3.2" in app.window.provider_label.text(), timeout=WAIT_MS)
         assert isinstance(app.host.provider, OpenAIProvider)
+        # Used: the offer leaves the notice area (it stayed, still offering "Use it", before).
+        qtbot.waitUntil(lambda: not _offer_rows(app), timeout=WAIT_MS)
+        assert _use_it_button(app) is None
         saved, _ = load_settings(app.root)
         assert (saved.base_url, saved.model, saved.first_run_done) == (
             server.base_url,

@@ -56,7 +56,10 @@ def test_importing_a_claude_code_folder_shows_the_count_the_summary_and_the_tree
     qtbot.waitUntil(lambda: dialog.result_label.text() != "", timeout=WAIT_MS)
     summary = dialog.summary
     assert summary is not None and summary.imported > 0
-    expected = f"Imported {summary.imported} conversations (0 already there, 0 skipped)."
+    # Two sessions and their forks and sub-agents: the branches are not counted as conversations.
+    branches = summary.imported - 2
+    assert branches > 1
+    expected = f"Imported 2 conversations with {branches} branches (0 already there, 0 skipped)."
     assert dialog.result_label.text() == expected
     assert dialog.count_label.text() == f"{summary.imported} conversations"
     assert dialog.progress_bar.value() == dialog.progress_bar.maximum()
@@ -188,18 +191,18 @@ def test_the_dialog_and_its_summary_follow_a_language_switch(
     dialog = _open_dialog(app)
     _type_path(qtbot, dialog, FIXTURES / "librechat" / "kyoto-tree.json")
     qtbot.mouseClick(dialog.import_button, Qt.MouseButton.LeftButton)
-    done = "Imported 3 conversations (0 already there, 0 skipped)."
+    done = "Imported 1 conversation with 2 branches (0 already there, 0 skipped)."
     qtbot.waitUntil(lambda: dialog.result_label.text() == done, timeout=WAIT_MS)
 
     i18n.set_language("zh_Hans")
 
     qtbot.waitUntil(lambda: dialog.import_button.text() == "导入", timeout=WAIT_MS)
     assert dialog.windowTitle() == "导入对话"
-    assert dialog.result_label.text() == "已导入 3 个对话（0 个已存在，跳过 0 个）。"
+    assert dialog.result_label.text() == "已导入 1 个对话及其 2 个分支（0 个已存在，跳过 0 个）。"
     assert app.window.import_action.text() == "导入…"
     i18n.set_language("zh_Hant")
     qtbot.waitUntil(lambda: dialog.folder_button.text() == "選擇資料夾…", timeout=WAIT_MS)
-    assert dialog.result_label.text() == "已匯入 3 個對話（0 個已存在，略過 0 個）。"
+    assert dialog.result_label.text() == "已匯入 1 個對話及其 2 個分支（0 個已存在，略過 0 個）。"
 
 
 def test_quitting_during_an_import_stops_it_after_a_whole_conversation(

@@ -70,20 +70,22 @@ def test_a_branch_brought_back_from_the_desktop_is_marked(
     qtbot.waitUntil(lambda: _marked(app, child), timeout=WAIT_MS)
 
     text, accessible, tooltip = _shown(app, child)
-    assert text == "Side trip  ↩ merged"
-    assert accessible.startswith("Side trip, Brought back into Trip plans on ")
-    assert tooltip.splitlines()[1].startswith("Brought back into Trip plans on ")
+    assert text == "Side trip · From turn 1  ↩ merged"
+    assert accessible.startswith("Side trip, From turn 1, Brought back into Trip plans on ")
+    assert tooltip.splitlines()[1] == "From turn 1"
+    assert tooltip.splitlines()[2].startswith("Branched from turn 1 of Trip plans on ")
+    assert tooltip.splitlines()[3].startswith("Brought back into Trip plans on ")
     # The parent and the branch's own branch were not brought back anywhere.
     assert not _marked(app, root) and not _marked(app, deeper)
 
     set_language("zh_Hans")
     app.window.retranslate_ui()
     text, accessible, _tooltip = _shown(app, child)
-    assert text == "Side trip  ↩ 已合并"
+    assert text == "Side trip · 从第 1 轮  ↩ 已合并"
     assert "带回“Trip plans”" in accessible
     set_language("zh_Hant")
     app.window.retranslate_ui()
-    assert _shown(app, child)[0] == "Side trip  ↩ 已合併"
+    assert _shown(app, child)[0] == "Side trip · 從第 1 輪  ↩ 已合併"
     set_language("en")
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
 from helpers.gui import WAIT_MS, App
+from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
-from branchwise.desktop.host.notices import Level
+from branchwise.desktop.host.notices import Level, NoticeAction
+from branchwise.desktop.host.trashing import RESTORE_ACTION
+from branchwise.desktop.widgets import notice_area
 from branchwise.desktop.widgets.notice_area import MAX_ROWS, MAX_SHARE
 
 
@@ -86,3 +90,61 @@ def test_with_no_notices_the_history_button_stays_at_the_right_edge(
     assert not area.rows()
     margin = area.width() - area.history_button.geometry().right()
     assert 0 <= margin <= 12, (area.width(), area.history_button.geometry())
+
+
+def _undo(app: App, title: str, session_id: str) -> None:
+    app.host.notices.post(
+        "conversation_trashed",
+        Level.SUCCESS,
+        title=title,
+        action=NoticeAction(RESTORE_ACTION, session_id),
+    )
+
+
+def test_an_undo_stays_on_top_until_used_dismissed_or_replaced(
+    qtbot: QtBot, make_app: Callable[..., App], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(notice_area, "OUTCOME_MS", 50)
+    app = make_app()
+    area = app.window.notice_area
+    app.host.notices.post("conversation_purged", Level.ERROR, title="Old notes")
+    _undo(app, "Trip plans", "s1")
+    app.host.notices.post("branch_created", Level.SUCCESS, title="Later outcome")
+    app.host.notices.post("trash_emptied", Level.ERROR)
+    qtbot.waitUntil(lambda: len(area.rows()) == MAX_ROWS, timeout=WAIT_MS)
+    # On top, above the older error, and it does not fade with the outcomes.
+    assert area.rows()[0].text == "Moved Trip plans to the Trash."
+    assert area.rows()[0].action_button.text() == "Undo"
+    qtbot.waitUntil(
+        lambda: not any("Later outcome" in t for t in area.visible_texts()), timeout=WAIT_MS
+    )
+    app.host.notices.post("branch_created", Level.SUCCESS, title="Yet another")
+    qtbot.waitUntil(
+        lambda: not any("Yet another" in t for t in area.visible_texts()), timeout=WAIT_MS
+    )
+    assert area.visible_texts()[0] == "Moved Trip plans to the Trash."
+    # A second deletion within 15 s: both Undos stay, the newest on top.
+    assert notice_area.UNDO_MIN_MS >= 15_000
+    _undo(app, "Recipes", "s2")
+    qtbot.waitUntil(
+        lambda: (
+            area.visible_texts()[:2]
+            == ["Moved Recipes to the Trash.", "Moved Trip plans to the Trash."]
+        ),
+        timeout=WAIT_MS,
+    )
+    # Once an Undo has been shown its minimum time, a newer one replaces it.
+    monkeypatch.setattr(notice_area, "UNDO_MIN_MS", 0)
+    _undo(app, "Drafts", "s3")
+    qtbot.waitUntil(
+        lambda: (
+            [t for t in area.visible_texts() if "to the Trash" in t]
+            == ["Moved Drafts to the Trash."]
+        ),
+        timeout=WAIT_MS,
+    )
+    (undo,) = [r for r in area.rows() if r.text == "Moved Drafts to the Trash."]
+    qtbot.mouseClick(undo.dismiss_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(
+        lambda: not any("to the Trash" in t for t in area.visible_texts()), timeout=WAIT_MS
+    )

@@ -232,7 +232,7 @@ def _reconnect_saved(app: App) -> None:
     app.window.restore_state(state)
 
 
-def _save_connection(app: App, url: str, token: str) -> RemoteSource:
+def _save_connection(qtbot: QtBot, app: App, url: str, token: str) -> RemoteSource:
     app.window.remote_servers.dialog = None
     app.window.remote_servers.connect_action.trigger()
     dialog = app.window.remote_servers.dialog
@@ -240,7 +240,8 @@ def _save_connection(app: App, url: str, token: str) -> RemoteSource:
     dialog.name_edit.setText("workstation")
     dialog.url_edit.setText(url)
     dialog.token_edit.setText(token)
-    dialog.accept()
+    dialog.accept()  # saved once the server has taken the token
+    qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=WAIT_MS)
     return app.window.remote_servers.servers[-1]
 
 
@@ -252,7 +253,7 @@ def test_server_tabs_come_back_after_a_restart(
     before = make_app()
     local = seed_session(before.host.store, ["here"], title="Near")
     with serve_process(served_root) as served:
-        _save_connection(before, served.url, served.token)
+        _save_connection(qtbot, before, served.url, served.token)
         qtbot.waitUntil(lambda: tree_texts(before) == ["workstation", "  Far"], timeout=WAIT_MS)
         before.window.open_session(local)
         open_remote(qtbot, before, "Far")
@@ -288,7 +289,7 @@ def test_a_server_tab_waits_with_a_notice_until_its_server_answers(
     before = make_app()
     with serve_process(served_root) as served:
         port = urlsplit(served.url).port
-        _save_connection(before, served.url, served.token)
+        _save_connection(qtbot, before, served.url, served.token)
         qtbot.waitUntil(lambda: len(tree_texts(before)) == 3, timeout=WAIT_MS)
         open_remote(qtbot, before, "Far")
         open_remote(qtbot, before, "Gone")

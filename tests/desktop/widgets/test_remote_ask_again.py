@@ -80,8 +80,13 @@ def test_edit_and_regenerate_branch_on_the_server_and_are_answered_there(
         ]
         assert "second question, but in French" in edited.turn_widgets()[-1].answer_text()
         tabs = app.window.tabs
-        assert tabs.tabText(tabs.indexOf(edited)) == "Plans (branch 1)"
-        assert tabs.tabToolTip(tabs.indexOf(edited)) == "Plans (branch 1) on workstation"
+        # the server's listing carries the label's structure: rendered here, never elided
+        label = "Edited: second question, but in French"
+        assert tabs.tabText(tabs.indexOf(edited)) == f"Plans (branch 1) · {label}"
+        tip = tabs.tabToolTip(tabs.indexOf(edited)).splitlines()
+        assert tip[:2] == ["Plans (branch 1)", label]
+        assert tip[2].startswith("Branched from turn 2 of Plans on ")
+        assert tip[2].endswith(" on workstation")
         manifest = served.manifest(edited.session_id)
         assert manifest.parent is not None and manifest.parent.origin is not None
         assert manifest.parent.origin.kind == "edit"
@@ -103,7 +108,7 @@ def test_edit_and_regenerate_branch_on_the_server_and_are_answered_there(
         # The parent's turns list their branches as a local turn does.
         qtbot.waitUntil(lambda: second.branches_button.isVisibleTo(tab), timeout=WAIT_MS)
         listed = [a.text() for a in second.branches_button.menu().actions() if a.text()]
-        assert listed[0] == "Edited: second question, but in French"
+        assert listed[0] == "Edited: second question, but in French · Plans (branch 1)"
         # Compare needs both logs on this machine: offered disabled, saying why.
         refused = [a for a in listed if a == "Compare with…"]
         assert refused == ["Compare with…"]

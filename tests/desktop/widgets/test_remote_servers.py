@@ -116,9 +116,10 @@ def test_connect_list_open_and_branch_on_a_server(
         assert children_per_operation(served_store).total() == 1
         qtbot.waitUntil(lambda: len(_tree_texts(app)) == 3, timeout=WAIT_MS)
         assert _tree_texts(app)[:2] == ["workstation", "  Lab notes"]
-        assert _tree_texts(app)[2] == "    Lab notes (branch 1)"  # nested, named as local ones
+        # nested, named and labelled as local ones
+        assert _tree_texts(app)[2] == "    Lab notes (branch 1) · From turn 1"
         tabs = app.window.tabs
-        assert tabs.tabText(tabs.indexOf(child_tab)) == "Lab notes (branch 1)"
+        assert tabs.tabText(tabs.indexOf(child_tab)) == "Lab notes (branch 1) · From turn 1"
         server = app.window.remote_servers.servers[0]
         assert server.coordinator.records() == ()
         # The parent's turn lists its branch in the same menu a local turn has, and opens it.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from helpers.forking import fork_at
+from helpers.forking import named_fork_at
 from helpers.gui import WAIT_MS, App, seed_long_session, seed_session
 from PySide6.QtCore import QPoint, Qt
 from pytestqt.qtbot import QtBot
@@ -101,7 +101,7 @@ def test_an_inherited_message_is_shown_once_also_in_its_branch(
 ) -> None:
     source = seed_session(store, ["What do capybaras eat?", "And where do they live?"])
     turn = store.read(source).projection.turns[0].turn_id
-    child = fork_at(store, source, turn).child_session_id
+    child = named_fork_at(store, source, turn).child_session_id
     app = make_app()
     _type(qtbot, app, "capybaras")
     # Results refresh as the index catches up conversation by conversation: wait for
@@ -115,11 +115,20 @@ def test_an_inherited_message_is_shown_once_also_in_its_branch(
     assert also.isVisibleTo(app.window) and also.text() == "also in 1 branch"
     assert also.accessibleName() == "also in 1 branch"
     assert also.toolTip() == "Other conversations that contain this message"
-    other = ({source, child} - {users[0].hit.session_id}).pop()
+    # credited to the conversation that wrote it; the branch that inherited it is listed
+    assert users[0].hit.session_id == source
+    assert users[0].title_label.text() == "What do capybaras eat?"
     actions = also.menu().actions()
-    assert [a.text() for a in actions] == [app.host.title(other)]
+    assert [a.text() for a in actions] == ["What do capybaras eat? (branch 1) · From turn 1"]
     actions[0].trigger()
-    assert app.window.current_tab() is app.window.tab_for(other)
+    assert app.window.current_tab() is app.window.tab_for(child)
+    # the branch's label is rendered in the language shown
+    set_language("zh_Hant")
+    users[0].retranslate_ui()
+    assert [a.text() for a in also.menu().actions()] == [
+        "What do capybaras eat?（分支 1） · 從第 1 輪"
+    ]
+    set_language("en")
 
 
 def test_opening_a_hit_scrolls_to_its_turn_and_flashes_it(

@@ -33,12 +33,15 @@ def test_help_lists_every_shortcut_in_the_active_language(
     assert rows["Next tab"] == "Ctrl+Tab"
     assert rows["Previous tab"] == "Ctrl+Shift+Tab"
     assert rows["Close tab"] == "Ctrl+W"
+    assert rows["Previous alternative at this turn"] == "Alt+Left"
+    assert rows["Next alternative at this turn"] == "Alt+Right"
     assert rows["Send the message"] == "Enter"
     dialog.close()
     app.window.language_actions["zh_Hans"].trigger()
     rows = dict(app.window.show_shortcuts().rows())
     assert rows["关闭标签页"] == "Ctrl+W"
     assert rows["从最后一个已完成的轮次分支"] == "Ctrl+Shift+B"
+    assert rows["此轮次的下一个版本"].startswith("Alt+")  # Qt names the arrow key in Chinese
     app.window.language_actions["en"].trigger()
 
 

@@ -33,7 +33,7 @@ def test_a_chain_of_2000_branches_opens_and_shows_the_deepest(
     app = make_app()
     sidebar = app.window.sidebar
     deepest = sidebar.item_for(ids[-1])
-    assert deepest is not None and deepest.text(0) == "level 1999"
+    assert deepest is not None and deepest.text(0) == "level 1999 · Sub-conversation"
     assert sidebar.parent_of(ids[-1]) == ids[-2]
     ancestors = _ancestors(deepest)
     assert len(ancestors) == 1_999 and all(item.isExpanded() for item in ancestors)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 from helpers.gui import WAIT_MS, App, seed_session
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QGuiApplication
@@ -13,6 +14,7 @@ from PySide6.QtWidgets import QMenu, QMessageBox, QPushButton
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.store.trash import Trash
+from branchwise.desktop.host.window_state import load_window_state
 from branchwise.desktop.widgets.notice_area import NoticeRow
 
 CODE_ANSWER = "Try this:\n\n```python\nprint('**hi**')\n```\n\n*Done*"
@@ -192,3 +194,39 @@ def test_copy_message_puts_the_markdown_source_on_the_clipboard(
         _menu_action(menu, "Copy message")
         menu.close()
         assert QGuiApplication.clipboard().text() == expected
+
+
+def test_export_opens_in_the_documents_folder_then_where_the_last_export_went(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    (home / "Documents").mkdir(parents=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_DOCUMENTS_DIR", str(home / "Documents"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.chdir(tmp_path)  # the working folder, where the dialog opened before
+    app = make_app()
+    sid = seed_session(app.host.store, ["How do I print?"], title="Printing")
+    app.window.open_tab(sid)
+    dialog = app.window.ask_export()
+    assert dialog is not None
+    qtbot.waitUntil(dialog.isVisible, timeout=WAIT_MS)
+    assert Path(dialog.directory().absolutePath()) == home / "Documents"
+    chosen = tmp_path / "exports"
+    chosen.mkdir()
+    dialog.selectFile(str(chosen / "printing.md"))
+    dialog.accept()
+    qtbot.waitUntil((chosen / "printing.md").exists, timeout=WAIT_MS)
+    again = app.window.ask_export()
+    assert again is not None
+    assert Path(again.directory().absolutePath()) == chosen
+    again.reject()
+    app.window.save_state()
+    # Remembered across a restart, in the window's state.
+    later = make_app(root=app.root)
+    later.window.restore_state(load_window_state(app.root))  # type: ignore[arg-type]
+    later.window.open_tab(sid)
+    reopened = later.window.ask_export()
+    assert reopened is not None
+    assert Path(reopened.directory().absolutePath()) == chosen
+    reopened.reject()

@@ -87,7 +87,8 @@ def test_a_provider_failure_reaches_the_notice_area(
     assert tab is not None
     tab.composer.editor.setPlainText("hello?")
     qtbot.keyClick(tab.composer.editor, Qt.Key.Key_Return)
-    expected = reason_text("provider_unreachable")
+    # The notice names the conversation it is about.
+    expected = f"hello?: {reason_text('provider_unreachable')}"
     qtbot.waitUntil(lambda: expected in app.notice_texts(), timeout=WAIT_MS)
     widget = tab.transcript.turn_widgets()[0]
     assert widget.status_label.text().startswith("This turn ended with an error: ")

@@ -1,0 +1,307 @@
+"""Answering a fan-out's branches at once, and writing a fuse, through the real turn runner.
+
+Each branch's question (published with it, :mod:`~branchwise.core.conversation.fanout`)
+is answered by a :class:`~branchwise.core.runtime.TurnRunner` on that
+branch's own writer, all on one event loop. At most ``per_server``
+(default :data:`PER_SERVER`) answers stream from one model server at once;
+the others wait their turn, and the listener hears that they are queued.
+A model that fails ends its own branch's turn with its typed reason
+(``error``); the others go on. A process killed while they stream leaves
+each running turn open with every committed piece of its answer; the next
+writer of the branch closes it as ``interrupted`` (a retry of the same
+fan-out does, and reports it so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from branchwise.core.conversation.ask_again import branch_turn, unasked_turn
+from branchwise.core.conversation.fanout import (
+    Fanout,
+    FanoutBranch,
+    FuseSource,
+    demo_fused,
+    fuse_messages,
+)
+from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ModelNotFound
+from branchwise.core.providers.base import Provider, TextChunk
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
+from branchwise.core.store.store import SessionStore
+
+PER_SERVER = 4
+"""Answers streamed from one model server at once, by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class BranchSetup:
+    """How one branch is answered.
+
+    Attributes:
+        provider: the model to ask.
+        system: the system prompt.
+        server: the server it streams from (the concurrency limit is per server).
+    """
+
+    provider: Provider
+    system: str
+    server: str
+
+
+BranchSetupFor = Callable[[FanoutBranch, ConversationSettings], BranchSetup]
+"""The setup of a branch, from the branch and its conversation settings (its model)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BranchOutcome:
+    """How a branch's answer ended.
+
+    Attributes:
+        branch: the branch.
+        turn_id: its question's turn.
+        end_reason: ``completed``, ``cancelled``, ``error`` or ``interrupted``.
+        error: the typed failure of an ``error`` turn (``None`` if unknown: a turn
+            a retry found ended).
+    """
+
+    branch: FanoutBranch
+    turn_id: str | None
+    end_reason: str | None
+    error: BranchwiseError | None = None
+
+
+class FanoutListener:
+    """Hears a fan-out's progress, branch by branch; override what you need.
+
+    All calls happen on the event loop, each branch's in order.
+    """
+
+    def queued(self, branch: FanoutBranch) -> None:
+        """The branch waits for its server (the concurrency limit)."""
+
+    def started(self, branch: FanoutBranch, turn_id: str) -> None:
+        """The branch's model was asked."""
+
+    def text(self, branch: FanoutBranch, chunk: str) -> None:
+        """A piece of the branch's answer arrived."""
+
+    def ended(self, outcome: BranchOutcome) -> None:
+        """The branch's turn ended (or was found ended)."""
+
+
+class FanoutStops:
+    """Stop a fan-out's answers one by one or all at once (the window's Stop per column).
+
+    A stopped answer ends ``cancelled``, keeping its text; a branch stopped
+    while it waits for its server is not asked at all (its question stays
+    waiting, as a retry of the fan-out would find it).
+    """
+
+    def __init__(self) -> None:
+        self._running: dict[str, TurnRunner] = {}
+        self._stopped: set[str] = set()
+
+    def stop(self, session_id: str) -> None:
+        """Stop the answer of branch ``session_id`` (now, or before it starts)."""
+        self._stopped.add(session_id)
+        runner = self._running.get(session_id)
+        if runner is not None:
+            runner.cancel()
+
+    def stop_all(self) -> None:
+        """Stop every answer of the fan-out."""
+        for session_id in list(self._running):
+            self.stop(session_id)
+        self._stopped.add("*")
+
+    def stopped(self, session_id: str) -> bool:
+        """Whether ``session_id`` was stopped before its answer started."""
+        return session_id in self._stopped or "*" in self._stopped
+
+
+class _Relay(TurnListener):
+    """One branch's turn progress, told to the fan-out's listener."""
+
+    def __init__(self, listener: FanoutListener, branch: FanoutBranch) -> None:
+        self._listener, self._branch = listener, branch
+
+    def turn_started(self, turn_id: str, user_message_id: str, message_id: str) -> None:
+        self._listener.started(self._branch, turn_id)
+
+    def text_received(self, turn_id: str, message_id: str, chunk: str) -> None:
+        self._listener.text(self._branch, chunk)
+
+
+async def answer_fanout(
+    store: SessionStore,
+    fanout: Fanout,
+    setup_for: BranchSetupFor,
+    listener: FanoutListener | None = None,
+    *,
+    per_server: int = PER_SERVER,
+    stops: FanoutStops | None = None,
+) -> list[BranchOutcome]:
+    """Answer every branch of ``fanout`` that waits for its answer; how each ended, in order.
+
+    A branch an earlier attempt answered is reported as it ended; one whose
+    answer had started when its process died is closed ``interrupted`` by
+    opening it as writer, and reported so. ``stops`` lets the caller stop answers.
+    """
+    told = listener or FanoutListener()
+    limits: dict[str, asyncio.Semaphore] = {}
+    control = stops or FanoutStops()
+
+    async def answer(branch: FanoutBranch) -> BranchOutcome:
+        outcome = await _answer_branch(store, branch, setup_for, told, limits, per_server, control)
+        told.ended(outcome)
+        return outcome
+
+    return list(await asyncio.gather(*(answer(branch) for branch in fanout.branches)))
+
+
+async def _answer_branch(
+    store: SessionStore,
+    branch: FanoutBranch,
+    setup_for: BranchSetupFor,
+    listener: FanoutListener,
+    limits: dict[str, asyncio.Semaphore],
+    per_server: int,
+    stops: FanoutStops,
+) -> BranchOutcome:
+    session_id = branch.session_id
+    try:
+        snapshot = await asyncio.to_thread(store.read, session_id, every_frame=False)
+        projection, manifest = snapshot.projection, snapshot.manifest
+        turn = branch_turn(projection, manifest.seed_length)
+        if turn is None or not turn.is_open:
+            return BranchOutcome(branch, turn.turn_id if turn else None, _ended(turn))
+        setup = setup_for(branch, projection.settings)
+        limit = limits.setdefault(setup.server, asyncio.Semaphore(max(1, per_server)))
+        if limit.locked():
+            listener.queued(branch)
+        async with limit:
+            if stops.stopped(session_id):
+                return BranchOutcome(branch, turn.turn_id, None)  # never asked: still waiting
+            return await _run(store, branch, setup, listener, stops)
+    except BranchwiseError as exc:
+        return BranchOutcome(branch, None, "error", exc)
+
+
+async def _run(
+    store: SessionStore,
+    branch: FanoutBranch,
+    setup: BranchSetup,
+    listener: FanoutListener,
+    stops: FanoutStops,
+) -> BranchOutcome:
+    session_id = branch.session_id
+    snapshot = await asyncio.to_thread(store.read, session_id, every_frame=False)
+    unasked = unasked_turn(snapshot.manifest, snapshot.projection)
+    writer = await asyncio.to_thread(store.open_writer, session_id, continue_turn=unasked)
+    try:
+        if unasked is None:  # its answer had started before a crash: now closed as interrupted
+            turn = branch_turn(writer.projection, writer.projection.seed_length)
+            return BranchOutcome(branch, turn.turn_id if turn else None, _ended(turn))
+        runner = TurnRunner(writer, setup.provider, _Relay(listener, branch), system=setup.system)
+        stops._running[session_id] = runner
+        try:
+            result: TurnResult = await runner.answer()
+        except BranchwiseError as exc:
+            return BranchOutcome(branch, runner.turn_id, "error", exc)
+        finally:
+            stops._running.pop(session_id, None)
+        return BranchOutcome(branch, result.turn_id, result.end_reason, result.error)
+    finally:
+        writer.close()
+
+
+def _ended(turn: Any) -> str | None:
+    return None if turn is None else turn.end_reason
+
+
+def ended_line(outcome: BranchOutcome) -> dict[str, Any]:
+    """``{"event": "ended", "sessionId", "turnId", "endReason"[, "error"]}``."""
+    line: dict[str, Any] = {
+        "event": "ended",
+        "sessionId": outcome.branch.session_id,
+        "turnId": outcome.turn_id,
+        "endReason": outcome.end_reason,
+    }
+    if outcome.error is not None:
+        line["error"] = outcome.error.to_json()["error"]
+    return line
+
+
+def branches_line(fanout: Fanout) -> dict[str, Any]:
+    """The first progress line: ``{"event": "branches", "operationId", "branches"}``."""
+    return {
+        "event": "branches",
+        "operationId": fanout.operation_id,
+        "branches": [
+            {
+                "sessionId": b.session_id,
+                "label": b.target.label,
+                "model": b.target.model,
+                "created": b.created,
+            }
+            for b in fanout.branches
+        ],
+    }
+
+
+def fanout_json(fanout: Fanout, outcomes: list[BranchOutcome]) -> dict[str, Any]:
+    """``{"operationId", "branches": [{"sessionId", "label", "model", "turnId", "endReason"}]}``."""
+    return {
+        "operationId": fanout.operation_id,
+        "branches": [
+            {
+                "sessionId": o.branch.session_id,
+                "label": o.branch.target.label,
+                "model": o.branch.target.model,
+                "turnId": o.turn_id,
+                "endReason": o.end_reason,
+            }
+            for o in outcomes
+        ],
+    }
+
+
+async def require_models(provider: Provider, models: Sequence[str]) -> None:
+    """Refuse a model the server does not offer, before anything is made.
+
+    A server that lists no models (some chat without a ``/models`` route)
+    cannot be asked: each branch then learns from its own answer.
+
+    Raises:
+        ModelNotFound: a model the server's list lacks.
+        ProviderError: the server could not be asked for its list.
+    """
+    try:
+        offered = set(await provider.list_models())
+    except ModelListUnavailable:
+        return
+    for model in dict.fromkeys(models):
+        if offered and model not in offered:
+            raise ModelNotFound(
+                f"the server does not offer the model {model}",
+                model=model,
+                offered=sorted(offered)[:50],
+            )
+
+
+async def write_fused(sources: Sequence[FuseSource], instruction: str, provider: Provider) -> str:
+    """The fused answer ``provider`` writes from ``sources`` and the user's ``instruction``.
+
+    Raises:
+        ProviderError: the model failed (nothing is merged).
+    """
+    if isinstance(provider, DemoProvider):
+        return demo_fused(sources)
+    messages = fuse_messages(sources, instruction)
+    parts = [item.text async for item in provider.stream(messages) if isinstance(item, TextChunk)]
+    return "".join(parts).strip()

@@ -1,0 +1,371 @@
+"""Send to several, and fuse, from the desktop: Qt-free host operations the window calls.
+
+:func:`send_to_several` makes a fan-out's branches off the UI thread
+(:func:`~branchwise.core.conversation.fanout.fan_out`), puts them in the
+host's lineage index and reports them as added (they appear under the
+conversation in the sidebar), then answers them all at once
+(:func:`~branchwise.core.fanout_run.answer_fanout`) with the host's
+provider for each branch's model (the demo responder answering as each
+model and sample when no server is configured). Each branch's progress
+reaches ``on_progress`` as a :class:`BranchProgress`: queued, streaming
+(characters and chunks so far, time to first chunk) or ended with its
+reason, so a grid can show a column per branch; :class:`FanoutRun` stops
+one answer or all.
+
+:func:`fuse` writes the chosen branches' answers as one with the model the
+user picked and their instruction, and merges it into the conversation the
+fan-out started from, through its writer when it is open here.
+
+The branches are answered by their own writers: a branch is not open in a
+tab while its answer streams (opening it then is refused as ``lease_held``);
+the window shows the streaming answers from the progress reported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from branchwise.core.conversation.fanout import (
+    Fanout,
+    FanoutBranch,
+    FanoutTarget,
+    default_fuse_instruction,
+    fan_out,
+    fuse_sources,
+)
+from branchwise.core.conversation.merge import MergeResult, fused_already, merge_fused
+from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.errors import TurnRunning
+from branchwise.core.fanout_run import (
+    BranchOutcome,
+    BranchSetup,
+    FanoutListener,
+    FanoutStops,
+    answer_fanout,
+    write_fused,
+)
+from branchwise.core.ids import new_id
+from branchwise.core.providers.demo import DemoProvider
+from branchwise.desktop.host.changes import Changes
+from branchwise.desktop.host.host import Host
+from branchwise.desktop.host.sources import RemoteSource
+
+
+@dataclass(frozen=True, slots=True)
+class BranchProgress:
+    """Where one branch of a fan-out stands (what its column shows).
+
+    Attributes:
+        session_id: the branch.
+        label: its label ("qwen2.5 · sample 2").
+        model: the model asked.
+        state: ``waiting`` (made, not asked yet), ``queued`` (its server is busy
+            with others), ``streaming`` or ``ended``.
+        chunks: pieces of answer received so far (about the tokens).
+        characters: characters received so far.
+        started_at: when the model was asked (``time.monotonic``), or ``None``.
+        first_chunk_at: when its first piece arrived, or ``None``.
+        turn_id: the branch's question's turn, once known.
+        end_reason: how it ended (``None`` until then).
+        error_code: the typed reason of an ``error`` end.
+    """
+
+    session_id: str
+    label: str
+    model: str
+    state: str = "waiting"
+    chunks: int = 0
+    characters: int = 0
+    started_at: float | None = None
+    first_chunk_at: float | None = None
+    turn_id: str | None = None
+    end_reason: str | None = None
+    error_code: str | None = None
+
+    @property
+    def time_to_first_chunk(self) -> float | None:
+        """Seconds from asking to the first piece of answer."""
+        if self.started_at is None or self.first_chunk_at is None:
+            return None
+        return self.first_chunk_at - self.started_at
+
+    def chunks_per_second(self, now: float) -> float | None:
+        """Pieces per second since the first one arrived."""
+        if self.first_chunk_at is None or now <= self.first_chunk_at:
+            return None
+        return self.chunks / (now - self.first_chunk_at)
+
+
+ProgressListener = Callable[[BranchProgress], None]
+
+
+class FanoutRun(FanoutListener):
+    """One fan-out the window follows: each branch's progress, and Stop per branch or all."""
+
+    def __init__(self, on_progress: ProgressListener | None = None) -> None:
+        self.progress: dict[str, BranchProgress] = {}
+        self.stops = FanoutStops()
+        self._on_progress = on_progress
+
+    def stop(self, session_id: str) -> None:
+        """Stop one branch's answer (it ends ``cancelled``, keeping its text)."""
+        self.stops.stop(session_id)
+
+    def stop_all(self) -> None:
+        """Stop every answer."""
+        self.stops.stop_all()
+
+    def begin(self, fanout: Fanout) -> None:
+        """The branches are made: one ``waiting`` entry each."""
+        for branch in fanout.branches:
+            self._set(BranchProgress(branch.session_id, branch.target.label, branch.target.model))
+
+    def heard(self, line: dict[str, Any]) -> None:
+        """One progress line of a server's fan-out (``session fanout``'s stderr lines)."""
+        event, session_id = line.get("event"), line.get("sessionId")
+        if event == "branches":
+            for branch in line.get("branches") or []:
+                self._set(
+                    BranchProgress(branch["sessionId"], str(branch["label"]), str(branch["model"]))
+                )
+        elif session_id not in self.progress:
+            return
+        elif event == "queued":
+            self._update(session_id, state="queued")
+        elif event == "started":
+            self._update(
+                session_id, state="streaming", turn_id=line["turnId"], started_at=time.monotonic()
+            )
+        elif event == "text":
+            now = self.progress[session_id]
+            chunk = str(line.get("chunk", ""))
+            self._set(
+                replace(
+                    now,
+                    chunks=now.chunks + 1,
+                    characters=now.characters + len(chunk),
+                    first_chunk_at=now.first_chunk_at or time.monotonic(),
+                )
+            )
+        elif event == "ended":
+            error = line.get("error")
+            self._update(
+                session_id,
+                state="ended",
+                turn_id=line.get("turnId"),
+                end_reason=line.get("endReason"),
+                error_code=error.get("code") if isinstance(error, dict) else None,
+            )
+
+    def queued(self, branch: FanoutBranch) -> None:
+        """The branch waits for its server."""
+        self._update(branch.session_id, state="queued")
+
+    def started(self, branch: FanoutBranch, turn_id: str) -> None:
+        """The model was asked."""
+        self._update(
+            branch.session_id, state="streaming", turn_id=turn_id, started_at=time.monotonic()
+        )
+
+    def text(self, branch: FanoutBranch, chunk: str) -> None:
+        """A piece of the answer arrived."""
+        now = self.progress[branch.session_id]
+        self._set(
+            replace(
+                now,
+                chunks=now.chunks + 1,
+                characters=now.characters + len(chunk),
+                first_chunk_at=now.first_chunk_at or time.monotonic(),
+            )
+        )
+
+    def ended(self, outcome: BranchOutcome) -> None:
+        """The answer ended (or was found ended)."""
+        self._update(
+            outcome.branch.session_id,
+            state="ended",
+            turn_id=outcome.turn_id,
+            end_reason=outcome.end_reason,
+            error_code=outcome.error.code if outcome.error is not None else None,
+        )
+
+    def _update(self, session_id: str, **fields: object) -> None:
+        self._set(replace(self.progress[session_id], **fields))  # type: ignore[arg-type]
+
+    def _set(self, progress: BranchProgress) -> None:
+        self.progress[progress.session_id] = progress
+        if self._on_progress is not None:
+            self._on_progress(progress)
+
+
+async def send_to_several(
+    host: Host,
+    session_id: str,
+    prompt: str,
+    targets: Sequence[FanoutTarget],
+    *,
+    run: FanoutRun | None = None,
+    operation_id: str | None = None,
+    initiator: object = None,
+) -> list[BranchOutcome]:
+    """Make one branch per target at the end of ``session_id`` and answer them all at once.
+
+    Raises (before any branch is made):
+        TurnRunning: the conversation is answering here.
+        EmptyPrompt, InvalidFanout, OperationConflict, TurnOpen, DiskFull, …:
+            as :func:`~branchwise.core.conversation.fanout.fan_out`.
+    """
+    if host.is_running(session_id):
+        raise TurnRunning("the conversation is answering; send when it ends", sessionId=session_id)
+    follow = run or FanoutRun()
+    store = host.store
+    conversation = (await asyncio.to_thread(store.read, session_id, every_frame=False)).projection
+    operation = operation_id or new_id("op")
+    fanout = await asyncio.to_thread(
+        fan_out, store, session_id, prompt, targets, operation, settings=conversation.settings
+    )
+    made = frozenset(branch.session_id for branch in fanout.branches)
+    for branch in fanout.branches:
+        host.index.put(await asyncio.to_thread(store.manifest, branch.session_id))
+    follow.begin(fanout)
+    host.emit(
+        Changes(sidebar=True, added=made, sessions=frozenset({session_id}), initiator=initiator)
+    )
+    server = host.settings.base_url if host.settings.configured else "demo"
+
+    def setup_for(branch: FanoutBranch, settings: ConversationSettings) -> BranchSetup:
+        provider, system = host.turn_provider(settings)
+        if isinstance(provider, DemoProvider):
+            provider = provider.as_target(branch.target.model, branch.target.sample)
+        return BranchSetup(provider, system, server)
+
+    outcomes = await answer_fanout(store, fanout, setup_for, follow, stops=follow.stops)
+    for branch in fanout.branches:
+        host.index.put(await asyncio.to_thread(store.manifest, branch.session_id))
+    host.emit(Changes(sidebar=True, sessions=made, transcripts=made, initiator=initiator))
+    return outcomes
+
+
+async def fuse(
+    host: Host,
+    parent_id: str,
+    branch_ids: Sequence[str],
+    *,
+    model: str | None = None,
+    instruction: str | None = None,
+    operation_id: str | None = None,
+    initiator: object = None,
+) -> MergeResult:
+    """Write one answer from the branches' answers and merge it into ``parent_id``.
+
+    Raises:
+        TurnRunning: a branch is still answering, or the parent is answering here.
+        NotRelated, NotAncestor, UnknownTurn, InvalidFanout: as
+            :func:`~branchwise.core.conversation.fanout.fuse_sources`.
+        ProviderError: the model failed (nothing is merged).
+    """
+    store = host.store
+    if host.is_running(parent_id):
+        raise TurnRunning("the conversation is answering; fuse when it ends", sessionId=parent_id)
+    sources = await asyncio.to_thread(fuse_sources, store, parent_id, branch_ids)
+    provenance = [source.provenance() for source in sources]
+    operation = operation_id or new_id("op")
+    earlier = await asyncio.to_thread(fused_already, store, parent_id, operation, provenance)
+    if earlier is not None:
+        return earlier
+    parent = host.session(parent_id)
+    if parent is not None and parent.projection is not None:
+        settings = parent.projection.settings
+    else:
+        settings = (
+            await asyncio.to_thread(store.read, parent_id, every_frame=False)
+        ).projection.settings
+    if model:
+        settings = ConversationSettings(model, settings.system, settings.temperature)
+    provider, _ = host.turn_provider(settings)
+    asked = default_fuse_instruction() if instruction is None else instruction
+    content = await write_fused(sources, asked, provider)
+    writer = parent.writer if parent is not None else None  # its lease is held here
+
+    def merge() -> MergeResult:
+        return merge_fused(
+            store,
+            parent_id,
+            provenance,
+            content,
+            operation,
+            model=provider.model,
+            instruction=asked,
+            writer=writer,
+        )
+
+    # A writer serves the thread its turns commit on: this one.
+    merged = merge() if writer is not None else await asyncio.to_thread(merge)
+    if parent is not None:
+        parent.rebuild_rows()  # the open conversation shows the fused card
+    host.index_for_search(parent_id)
+    host.emit(
+        Changes(
+            sessions=frozenset({parent_id}),
+            transcripts=frozenset({parent_id}),
+            initiator=initiator,
+        )
+    )
+    return merged
+
+
+async def send_to_several_remote(
+    server: RemoteSource,
+    session_id: str,
+    prompt: str,
+    models: list[str],
+    samples: int | None,
+    *,
+    run: FanoutRun | None = None,
+    operation_id: str | None = None,
+) -> dict[str, Any]:
+    """:func:`send_to_several` for a conversation on a ``branchwise serve``: the same operation
+    there (``session-fanout-v1``), its progress into ``run``; the ``session fanout`` result.
+
+    The answers run as the server's turns, with its provider settings: a
+    client that goes away leaves them running, and Stop is the server's stop
+    route for each branch. The server's list is refreshed so the branches
+    appear under the conversation.
+
+    Raises:
+        ServerUnsupported: the server has no fan-out.
+        RemoteRefusal: the server's typed refusal (before any branch is made).
+        RemoteUnavailable: the server went away (a retry with the same
+            ``operation_id`` finishes the same branches).
+    """
+    follow = run or FanoutRun()
+    operation = operation_id or new_id("op")
+    result: dict[str, Any] = {}
+    async for line in server.remote.fanout(session_id, prompt, models, samples, operation):
+        if line.get("event") == "result":
+            result = dict(line.get("result") or {})
+        else:
+            follow.heard(line)
+            if line.get("event") == "branches":
+                await server.refresh()
+    await server.refresh()
+    return result
+
+
+async def fuse_remote(
+    server: RemoteSource,
+    parent_id: str,
+    branch_ids: list[str],
+    *,
+    model: str | None = None,
+    instruction: str | None = None,
+    operation_id: str | None = None,
+) -> dict[str, Any]:
+    """:func:`fuse` on a ``branchwise serve``: the merge, as ``session fuse`` prints it."""
+    operation = operation_id or new_id("op")
+    asked = default_fuse_instruction() if instruction is None else instruction
+    return await server.remote.fuse(parent_id, branch_ids, operation, model, asked)
