@@ -130,3 +130,33 @@ def test_limits_that_make_no_sense_are_refused(field: str, value: object) -> Non
         validate_settings({field: value})
     assert caught.value.details["field"] == field
     assert validate_settings({"attachmentImageTurns": 2}).attachment_limits.image_turns == 2
+
+
+def test_fanout_with_files_gives_every_branch_the_same_stored_files(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    image, notes = png_bytes(seed=7), b"# Plan\n"
+    (tmp_path / "map.png").write_bytes(image)
+    (tmp_path / "plan.md").write_bytes(notes)
+    _, made = run_cli(root, "session", "new")
+    sid = made["sessionId"]
+    run_cli(root, "session", "say", sid, "hello", "--quiet")
+    args = ["session", "fanout", sid, "compare these", "--model", "a", "--model", "b"]
+    files = ["--attach", str(tmp_path / "map.png"), str(tmp_path / "plan.md")]
+    _, fanned = run_cli(root, *args, "--quiet", "--operation-id", "op-files", *files)
+    branches = [b["sessionId"] for b in fanned["branches"]]
+    assert len(branches) == 2 and all(b["endReason"] == "completed" for b in fanned["branches"])
+    expected = [
+        {"name": "map.png", "type": "image/png", "size": len(image), "sha256": _sha(image)},
+        {"name": "plan.md", "type": "text/markdown", "size": len(notes), "sha256": _sha(notes)},
+    ]
+    for branch in branches:
+        _, shown = run_cli(root, "session", "show", branch)
+        asked = [m for m in shown["messages"] if m["content"] == "compare these"]
+        assert [m["attachments"] for m in asked] == [expected]
+    stored = sorted(p.name for p in (root / "attachments" / "sha256").rglob("*") if p.is_file())
+    assert stored == sorted([_sha(image), _sha(notes)])
+    # The same operation id asked with other files is another fan-out, refused.
+    code, refused = run_cli(
+        root, *args, "--quiet", "--operation-id", "op-files", "--attach", files[1], check=False
+    )
+    assert (code, refused["error"]["code"]) == (1, "operation_conflict")
