@@ -553,6 +553,91 @@ class ProviderEmptyReply(ProviderError):
     code = "provider_empty_reply"
 
 
+class ModelRejectsImages(ProviderHttpError):
+    """The server or model refused a request because it holds an image.
+
+    The turn ends in error like any failed call; a retry with a model that
+    reads images (or without the image) can succeed, so it is not definitive.
+    """
+
+    code = "model_rejects_images"
+
+
+# -- Attachments (docs/storage.md, "Attachments") --------------------------------------------------
+
+
+class AttachmentRefused(BranchwiseError):
+    """A file that cannot be attached as it is; subclasses say why, ``name`` names the file.
+
+    Refused before anything is stored or committed: the prompt stays as it was.
+    """
+
+    code = "attachment_refused"
+    definitive = True
+    http_status = 422
+
+
+class AttachmentUnreadable(AttachmentRefused):
+    """The file does not exist, is a folder, cannot be read, or is a link to what cannot be."""
+
+    code = "attachment_unreadable"
+
+
+class AttachmentEmpty(AttachmentRefused):
+    """The file holds no bytes."""
+
+    code = "attachment_empty"
+
+
+class AttachmentTooLarge(AttachmentRefused):
+    """One file over the size limit (``limit`` in bytes)."""
+
+    code = "attachment_too_large"
+    http_status = 413
+
+
+class MessageTooLarge(AttachmentRefused):
+    """A message's attachments together over the size limit (``limit`` in bytes)."""
+
+    code = "attachments_too_large"
+    http_status = 413
+
+
+class TooManyImages(AttachmentRefused):
+    """More images in one message than the limit (``limit``)."""
+
+    code = "too_many_images"
+
+
+class UnsupportedAttachment(AttachmentRefused):
+    """Neither an image, a text file nor a PDF, judged by its bytes."""
+
+    code = "attachment_unsupported"
+
+
+class DamagedAttachment(AttachmentRefused):
+    """An image cut short, or a PDF whose text cannot be read."""
+
+    code = "attachment_damaged"
+
+
+class EncryptedPdf(AttachmentRefused):
+    """A PDF that needs a password: its text cannot be read."""
+
+    code = "attachment_encrypted"
+
+
+class AttachmentMissing(BranchwiseError):
+    """A message refers to attachment bytes that are gone or damaged (``sha256``).
+
+    Reported by ``session verify`` and shown as "attachment missing"; a turn
+    that would send it refuses rather than send something else.
+    """
+
+    code = "attachment_missing"
+    http_status = 404
+
+
 # -- A remote Branchwise server (``branchwise serve``, docs/cli.md "Serve") ------------------------
 
 

@@ -47,16 +47,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from branchwise.core.conversation.ask_again import branch_turn
+from branchwise.core.conversation.attachments import (
+    DEFAULT_LIMITS,
+    AttachmentLimits,
+    model_context,
+)
 from branchwise.core.conversation.merge import SUMMARY_REQUEST, demo_summary, own_turns
 from branchwise.core.conversation.names import label_of, title_from_prompt, with_first_prompt
 from branchwise.core.errors import BranchwiseError, InvalidMerge
 from branchwise.core.ids import new_id
 from branchwise.core.projection import events as ev
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.events import EndReason
 from branchwise.core.projection.figures import estimate_prompt_tokens, estimate_tokens
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider, TextChunk, Usage
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.store import SessionWriter
 
 log = logging.getLogger(__name__)
@@ -125,6 +132,7 @@ class TurnRunner:
         flush_interval: longest time received text stays uncommitted.
         system: the system prompt sent before the conversation ("" for none).
         clock: monotonic clock (a seam for tests).
+        limits: which images of earlier prompts are sent again.
     """
 
     def __init__(
@@ -136,8 +144,10 @@ class TurnRunner:
         flush_interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         system: str = "",
+        limits: AttachmentLimits = DEFAULT_LIMITS,
     ) -> None:
         self.writer = writer
+        self.limits = limits
         self.system = system
         self.provider = provider
         self.listener = listener or TurnListener()
@@ -154,7 +164,7 @@ class TurnRunner:
         self._cancel_requested = False
         self._started = False
         self._failure: BranchwiseError | None = None  # a commit of the turn that failed
-        self._context: list[dict[str, str]] = []
+        self._context: list[dict[str, Any]] = []
         self._requested_at: float | None = None
         self._first_text_at: float | None = None
         self._last_text_at: float | None = None
@@ -170,8 +180,12 @@ class TurnRunner:
         if self._task is not None:
             self._task.cancel()
 
-    async def run(self, text: str) -> TurnResult:
+    async def run(self, text: str, attachments: tuple[AttachmentRef, ...] = ()) -> TurnResult:
         """Run the whole turn for the user's ``text`` and return how it ended.
+
+        ``attachments`` are files already stored
+        (:func:`~branchwise.core.conversation.attachments.attach_files`): the
+        question's commit refers to them only once their bytes are durable.
 
         Raises:
             BranchwiseError: the question could not be committed (nothing of
@@ -182,7 +196,7 @@ class TurnRunner:
             raise BranchwiseError("a turn is already running in this session")
         user_id = new_id("msg")
         step_id = new_id("step")
-        question = [ev.turn_start(self.turn_id), ev.user_message(user_id, text)]
+        question = [ev.turn_start(self.turn_id), ev.user_message(user_id, text, attachments)]
         try:
             self._commit([*question, ev.step_start(step_id)])
         except BranchwiseError as exc:
@@ -243,7 +257,12 @@ class TurnRunner:
             self._failure = title_failure
             return self._finish(step_id, EndReason.ERROR, title_failure, None)
         self._last_flush = self.clock()
-        context = self.writer.projection.model_messages()
+        try:
+            context = await self._model_context()
+        except BranchwiseError as exc:  # an attachment's bytes are gone: say so, keep the question
+            return self._finish(step_id, EndReason.ERROR, exc, None)
+        if self._cancel_requested:  # stopped while the files were read
+            return self._finish(step_id, EndReason.CANCELLED, None, None)
         if self.system.strip():
             context.insert(0, {"role": "system", "content": self.system})
         self._task = asyncio.ensure_future(self._consume(context))
@@ -264,7 +283,20 @@ class TurnRunner:
             reason, error = EndReason.ERROR, BranchwiseError(f"unexpected failure: {exc!r}")
         return self._finish(step_id, reason, error, usage)
 
-    async def _consume(self, context: list[dict[str, str]]) -> Usage | None:
+    async def _model_context(self) -> list[dict[str, Any]]:
+        """What the model is sent: plain messages, or content parts where files are attached.
+
+        Files are read, checked and encoded in a worker thread (the desktop
+        runs turns on its UI loop); nothing commits meanwhile, as this runner
+        is the session's only writer and its turn is open.
+        """
+        projection = self.writer.projection
+        if not any(m.attachments for m in projection.messages):
+            return list(projection.model_messages())
+        blobs = BlobStore(self.writer.store.root)
+        return await asyncio.to_thread(model_context, projection, blobs, self.limits)
+
+    async def _consume(self, context: list[dict[str, Any]]) -> Usage | None:
         usage = None
         on_text = self.listener.text_received
         clock = self.clock

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import orjson
 
+from branchwise.core.conversation.attachments import DEFAULT_LIMITS, MB, AttachmentLimits
 from branchwise.core.conversation.settings import (
     ConversationSettings,
     validate_conversation_settings,
@@ -149,6 +150,11 @@ class Settings:
             (``None``: the server's default).
         theme: ``system`` (follow the system's colour scheme), ``light`` or ``dark``;
             files written before themes existed read as ``system``.
+        attachment_file_mb: the largest attached file, in MiB.
+        attachment_message_mb: the largest total of one message's files, in MiB.
+        attachment_images: the most images one message may carry.
+        attachment_image_turns: send images of only the last this many prompts
+            that had some (``None``: all still in the context).
         demo_pace: words per second the demo responder streams (``0``: all at once).
     """
 
@@ -162,7 +168,21 @@ class Settings:
     system_prompt: str = ""
     temperature: float | None = None
     theme: ThemeChoice = "system"
+    attachment_file_mb: int = DEFAULT_LIMITS.file_bytes // MB
+    attachment_message_mb: int = DEFAULT_LIMITS.message_bytes // MB
+    attachment_images: int = DEFAULT_LIMITS.images
+    attachment_image_turns: int | None = None
     demo_pace: int = DEFAULT_DEMO_PACE
+
+    @property
+    def attachment_limits(self) -> AttachmentLimits:
+        """The limits attaching and sending files keep to."""
+        return AttachmentLimits(
+            file_bytes=self.attachment_file_mb * MB,
+            message_bytes=self.attachment_message_mb * MB,
+            images=self.attachment_images,
+            image_turns=self.attachment_image_turns,
+        )
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk shape (camelCase, with the format version)."""
@@ -178,6 +198,10 @@ class Settings:
             "systemPrompt": self.system_prompt,
             "temperature": self.temperature,
             "theme": self.theme,
+            "attachmentFileMb": self.attachment_file_mb,
+            "attachmentMessageMb": self.attachment_message_mb,
+            "attachmentImages": self.attachment_images,
+            "attachmentImageTurns": self.attachment_image_turns,
             "demoPace": self.demo_pace,
         }
 
@@ -198,6 +222,10 @@ _JSON_NAMES = {
     "systemPrompt": "system_prompt",
     "temperature": "temperature",
     "theme": "theme",
+    "attachmentFileMb": "attachment_file_mb",
+    "attachmentMessageMb": "attachment_message_mb",
+    "attachmentImages": "attachment_images",
+    "attachmentImageTurns": "attachment_image_turns",
     "demoPace": "demo_pace",
 }
 assert set(_JSON_NAMES.values()) == {f.name for f in fields(Settings)}
@@ -264,6 +292,21 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         raise InvalidSettings(
             f"theme must be one of {', '.join(THEMES)}, not {theme!r}", field="theme"
         )
+    limits = {}
+    default = Settings()
+    for attr in ("attachment_file_mb", "attachment_message_mb", "attachment_images"):
+        value = values.get(attr, getattr(default, attr))
+        if type(value) is not int or not 1 <= value <= 4096:
+            raise InvalidSettings(
+                f"{_json_name(attr)} must be a whole number from 1 to 4096", field=_json_name(attr)
+            )
+        limits[attr] = value
+    image_turns = values.get("attachment_image_turns")
+    if image_turns is not None and (type(image_turns) is not int or image_turns < 0):
+        raise InvalidSettings(
+            "attachmentImageTurns must be null or a whole number from 0",
+            field="attachmentImageTurns",
+        )
     demo_pace = values.get("demo_pace", DEFAULT_DEMO_PACE)
     if type(demo_pace) is not int or not 0 <= demo_pace <= MAX_DEMO_PACE:
         raise InvalidSettings(
@@ -288,6 +331,8 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         system_prompt=defaults.system or "",
         temperature=defaults.temperature,
         theme=theme,
+        attachment_image_turns=image_turns,
+        **limits,
         demo_pace=demo_pace,
     )
 

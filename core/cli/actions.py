@@ -17,7 +17,13 @@ import asyncio
 import sys
 from typing import Any
 
-from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
+from branchwise.core.cli.attachments import add_attach_option, attached
+from branchwise.core.cli.models import (
+    add_provider_options,
+    attachment_limits,
+    settings_from_args,
+    turn_setup,
+)
 from branchwise.core.cli.output import print_json
 from branchwise.core.cli.sessions import StdoutStreamer
 from branchwise.core.conversation.ask_again import (
@@ -45,6 +51,7 @@ def register(session_sub: argparse._SubParsersAction) -> None:
     edit.add_argument("session_id")
     edit.add_argument("--turn", required=True, help="the turn whose prompt is edited")
     edit.add_argument("text", help="the edited prompt")
+    add_attach_option(edit)
     _common(edit)
     edit.set_defaults(func=cmd_edit)
 
@@ -80,7 +87,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def cmd_edit(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Branch at the end of the turn before ``--turn`` and ask the edited prompt there."""
     settings_from_args(store, args)  # unusable settings refuse before anything is written
-    request = edit_request(store, validate_session_id(args.session_id), args.turn, args.text)
+    session_id = validate_session_id(args.session_id)
+    edit_request(store, session_id, args.turn, args.text)  # refusals before files are stored
+    request = edit_request(store, session_id, args.turn, args.text, attached(store, args))
     return _branch_and_answer(store, args, request)
 
 
@@ -96,8 +105,11 @@ def cmd_retry(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     settings_from_args(store, args)
     with store.open_writer(validate_session_id(args.session_id)) as writer:
         projection = writer.projection
-        prompt = question_of(projection, failed_turn(projection, writer.session_id, args.turn))
-        result = asyncio.run(_runner(store, args, writer).run(prompt))
+        turn = failed_turn(projection, writer.session_id, args.turn)
+        prompt = question_of(projection, turn)
+        question = projection.message(turn.user_message_id or "")
+        files = question.attachments if question is not None else ()  # asked again, not copied
+        result = asyncio.run(_runner(store, args, writer).run(prompt, files))
     return _printed(None, result)
 
 
@@ -138,7 +150,8 @@ def _branch_and_answer(
 def _runner(store: SessionStore, args: argparse.Namespace, writer: SessionWriter) -> TurnRunner:
     provider, system = turn_setup(store, args, writer.projection.settings)
     listener = None if args.quiet else StdoutStreamer()
-    return TurnRunner(writer, provider, listener, system=system)
+    limits = attachment_limits(store, args)
+    return TurnRunner(writer, provider, listener, system=system, limits=limits)
 
 
 def _printed(child: str | None, result: TurnResult) -> dict[str, Any]:

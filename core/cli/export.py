@@ -5,9 +5,13 @@ the ``branchwise.export/1`` (or, with ``--tree``, ``branchwise.export-tree/1``)
 document. With ``--out`` the file is written atomically and the command prints
 ``{"exported": PATH, "format": "markdown"|"json", "bytes": N}``; an existing
 file is refused with ``output_exists`` unless ``--overwrite`` is given.
-``--tree`` is JSON only. Markdown labels follow ``--lang``. ``chatgpt`` is
-always the whole lineage tree, as a ChatGPT ``conversations.json`` array
-that ``branchwise import`` reads back as the same tree.
+``--tree`` is JSON only. A Markdown export's attachments are written into
+``<name>-attachments/`` beside ``--out`` and linked from the prompts (the
+result then names that folder in ``attachments``); JSON lists them by hash,
+with their bytes in base64 under ``--embed-attachments``. Markdown labels
+follow ``--lang``. ``chatgpt`` is always the whole lineage tree, as a
+ChatGPT ``conversations.json`` array that ``branchwise import`` reads back
+as the same tree.
 
 A session whose log is damaged (``corrupt_log``) is refused: its export would
 be silently short. ``--partial`` writes what precedes the damage instead,
@@ -28,7 +32,7 @@ import orjson
 from branchwise.core.conversation.export.chatgpt import export_chatgpt
 from branchwise.core.conversation.export.common import FORMATS, write_export
 from branchwise.core.conversation.export.json import encode_json, export_document, export_tree
-from branchwise.core.conversation.export.markdown import render_markdown
+from branchwise.core.conversation.export.markdown import render_markdown, write_attachment_files
 from branchwise.core.errors import InvalidArgument
 from branchwise.core.ids import validate_session_id
 from branchwise.core.store.store import SessionStore
@@ -52,6 +56,11 @@ def register(session_sub: argparse._SubParsersAction) -> None:
         "--partial",
         action="store_true",
         help="export a damaged session up to the damage, marked incomplete",
+    )
+    export.add_argument(
+        "--embed-attachments",
+        action="store_true",
+        help="JSON: put each attachment's bytes in the document (base64)",
     )
     export.set_defaults(func=cmd_export)
 
@@ -78,12 +87,21 @@ def cmd_export(store: SessionStore, args: argparse.Namespace) -> dict[str, Any] 
     elif args.tree:
         data = encode_json(export_tree(store, session_id, partial=partial))
     elif fmt == "json":
-        data = encode_json(export_document(store, session_id, partial=partial))
+        document = export_document(store, session_id, partial=partial, embed=args.embed_attachments)
+        data = encode_json(document)
     else:
-        data = render_markdown(store, session_id, partial=partial).encode()
+        folder = f"{args.out.stem}-attachments" if args.out is not None else "attachments"
+        data = render_markdown(
+            store, session_id, partial=partial, attachments_folder=folder
+        ).encode()
     if args.out is None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return 0
     write_export(args.out, data, overwrite=args.overwrite)
-    return {"exported": str(args.out), "format": fmt, "bytes": len(data)}
+    result: dict[str, Any] = {"exported": str(args.out), "format": fmt, "bytes": len(data)}
+    if fmt == "markdown":
+        files = write_attachment_files(store, session_id, args.out.parent / folder)
+        if files:
+            result["attachments"] = str(args.out.parent / folder)
+    return result

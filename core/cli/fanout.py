@@ -18,6 +18,7 @@ import asyncio
 import sys
 from typing import Any
 
+from branchwise.core.cli.attachments import add_attach_option, attached
 from branchwise.core.cli.models import add_provider_options, provider_for, settings_from_args
 from branchwise.core.cli.output import print_json
 from branchwise.core.conversation.fanout import (
@@ -70,6 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     fanout.add_argument("--delay-ms", type=int, default=0, help="demo responder delay per chunk")
     fanout.add_argument("--quiet", action="store_true", help="print only the JSON result")
+    add_attach_option(fanout)
     add_provider_options(fanout, many_models=True)
     fanout.set_defaults(func=cmd_fanout)
 
@@ -125,7 +127,16 @@ def cmd_fanout(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     if settings.configured:  # the demo stands in for any model name
         asyncio.run(require_models(provider_for(settings, args), [t.model for t in targets]))
     operation_id = args.operation_id or new_id("op")
-    fanout = fan_out(store, session_id, args.prompt, targets, operation_id, settings=conversation)
+    files = attached(store, args)
+    fanout = fan_out(
+        store,
+        session_id,
+        args.prompt,
+        targets,
+        operation_id,
+        settings=conversation,
+        attachments=files,
+    )
     listener = FanoutListener() if args.quiet else ProgressLines()
     if not args.quiet:
         print_json(branches_line(fanout), sys.stderr)

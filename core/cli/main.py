@@ -20,6 +20,7 @@ from typing import Any
 
 from branchwise.core.cli import (
     actions,
+    attachments,
     compare,
     doctor,
     export,
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     sessions.register(session_sub)
     forking.register(session_sub)
     actions.register(session_sub)
+    attachments.register(session_sub)
     trash.register(session_sub)
     export.register(session_sub)
     compare.register(session_sub)

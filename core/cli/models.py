@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
+from branchwise.core.conversation.attachments import AttachmentLimits
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import InvalidSettings
 from branchwise.core.providers.base import Provider
@@ -153,6 +154,11 @@ def turn_setup(
     """The provider and system prompt for a turn of a conversation (settings read once)."""
     settings = settings_from_args(store, args, conversation)
     return _provider(settings, args), settings.system_prompt
+
+
+def attachment_limits(store: SessionStore, args: argparse.Namespace) -> AttachmentLimits:
+    """The attachment limits of the saved settings."""
+    return settings_from_args(store, args).attachment_limits
 
 
 def provider_for(settings: Settings, args: argparse.Namespace) -> Provider:

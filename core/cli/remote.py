@@ -264,6 +264,10 @@ async def _fanout(remote: RemoteStore, args: argparse.Namespace) -> dict[str, An
         raise InvalidArgument(
             "session fanout --per-server is the server's own with --server", argument="--server"
         )
+    if args.attach:  # the fanout route takes no attachments yet
+        raise InvalidArgument(
+            "session fanout --attach is not available with --server", argument="--server"
+        )
     operation_id = args.operation_id or new_id("op")
     result: dict[str, Any] = {}
     stream = remote.fanout(args.session_id, args.prompt, args.models, args.samples, operation_id)

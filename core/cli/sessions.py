@@ -7,7 +7,13 @@ import asyncio
 import sys
 from typing import Any
 
-from branchwise.core.cli.models import add_provider_options, settings_from_args, turn_setup
+from branchwise.core.cli.attachments import add_attach_option, attached
+from branchwise.core.cli.models import (
+    add_provider_options,
+    attachment_limits,
+    settings_from_args,
+    turn_setup,
+)
 from branchwise.core.conversation.names import rename
 from branchwise.core.conversation.settings import (
     ConversationSettings,
@@ -51,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     say.add_argument("text")
     say.add_argument("--delay-ms", type=int, default=0, help="demo responder delay per chunk")
     say.add_argument("--quiet", action="store_true", help="print only the JSON result")
+    add_attach_option(say)
     add_provider_options(say)
     say.set_defaults(func=cmd_say)
 
@@ -159,10 +166,15 @@ def cmd_say(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """Run one whole turn and commit it; the JSON result is the last line."""
     listener = None if args.quiet else StdoutStreamer()
     settings_from_args(store, args)  # unusable settings refuse before the session is touched
-    with store.open_writer(validate_session_id(args.session_id)) as writer:
+    session_id = validate_session_id(args.session_id)
+    if not store.exists(session_id):
+        store.read(session_id)  # the typed "no such session" before any file is stored
+    files = attached(store, args)  # durable before the question's commit refers to them
+    with store.open_writer(session_id) as writer:
         provider, system = turn_setup(store, args, writer.projection.settings)
-        runner = TurnRunner(writer, provider, listener, system=system)
-        result = asyncio.run(runner.run(args.text))
+        limits = attachment_limits(store, args)
+        runner = TurnRunner(writer, provider, listener, system=system, limits=limits)
+        result = asyncio.run(runner.run(args.text, files))
     payload = result.to_json()
     if result.error is not None:
         payload["_exit"] = 1

@@ -34,6 +34,7 @@ from branchwise.core.errors import (
 )
 from branchwise.core.ids import validate_session_id
 from branchwise.core.search.index import SearchIndex
+from branchwise.core.store.blob_collection import collect_blobs
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash
 
@@ -112,7 +113,9 @@ def cmd_trash(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     trash = Trash(store)
     if args.empty:
         trash.sweep()
-        return {"purged": trash.empty()}
+        purged = trash.empty()
+        collect_blobs(store)  # attachments only those conversations referred to
+        return {"purged": purged}
     return {"sessions": [entry.to_json() for entry in trash.entries()]}
 
 
@@ -142,6 +145,7 @@ def cmd_purge(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     ids = _checked(args.session_ids, _in_trash(store, trash))
     for session_id in ids:
         trash.purge(session_id)
+    collect_blobs(store)  # attachments nothing refers to any more
     return {"purged": ids}
 
 

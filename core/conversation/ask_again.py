@@ -30,6 +30,7 @@ from branchwise.core.errors import (
 )
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.ids import validate_session_id
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.events import EndReason
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn
@@ -40,8 +41,17 @@ EDIT = "edit"
 REGENERATE = "regenerate"
 
 
-def edit_request(store: SessionStore, session_id: str, turn_id: str, prompt: str) -> ForkRequest:
+def edit_request(
+    store: SessionStore,
+    session_id: str,
+    turn_id: str,
+    prompt: str,
+    attachments: tuple[AttachmentRef, ...] = (),
+) -> ForkRequest:
     """The fork that asks ``prompt`` instead of turn ``turn_id``'s prompt, as a branch.
+
+    The edited question keeps the files the turn's question carried, and
+    ``attachments`` (already stored) are added to them.
 
     Raises:
         InvalidSessionId: a malformed id.
@@ -53,7 +63,7 @@ def edit_request(store: SessionStore, session_id: str, turn_id: str, prompt: str
     projection, generation, turn = _finished_turn(store, session_id, turn_id)
     if not prompt.strip():
         raise EmptyPrompt("the edited prompt is empty", turnId=turn_id)
-    return _branch_request(session_id, generation, projection, turn, EDIT, prompt)
+    return _branch_request(session_id, generation, projection, turn, EDIT, prompt, attachments)
 
 
 def regenerate_request(store: SessionStore, session_id: str, turn_id: str) -> ForkRequest:
@@ -240,9 +250,16 @@ def _branch_request(
     turn: Turn,
     kind: str,
     prompt: str,
+    added: tuple[AttachmentRef, ...] = (),
 ) -> ForkRequest:
-    """A fork at the end of the turn before ``turn`` (at the start for the first)."""
-    origin = BranchOrigin(kind, turn.turn_id, prompt)
+    """A fork at the end of the turn before ``turn`` (at the start for the first).
+
+    The branch's question carries the files ``turn``'s question carried (the
+    log's references: the bytes are shared), then ``added``.
+    """
+    question = projection.message(turn.user_message_id) if turn.user_message_id else None
+    files = (question.attachments if question is not None else ()) + tuple(added)
+    origin = BranchOrigin(kind, turn.turn_id, prompt, files)
     if turn.index == 1:
         return ForkRequest(session_id, None, 0, generation, origin=origin)
     before = projection.turns[turn.index - 2]

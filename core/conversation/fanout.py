@@ -72,6 +72,7 @@ from branchwise.core.i18n.language import N_, _, ngettext
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.lineage import lineage
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.store.manifest import BranchOrigin, Manifest
 from branchwise.core.store.store import SessionStore
 
@@ -211,9 +212,10 @@ class _Record:
     branch_ids: tuple[str, ...]
     titles: tuple[str | None, ...] = ()
     fork_turn_index: int | None = None
+    attachments: tuple[AttachmentRef, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "operationId": self.operation_id,
             "sessionId": self.session_id,
             "prompt": self.prompt,
@@ -225,6 +227,9 @@ class _Record:
             "titles": list(self.titles),
             "forkTurnIndex": self.fork_turn_index,
         }
+        if self.attachments:  # absent without files: a record reads as before
+            data["attachments"] = [ref.to_json() for ref in self.attachments]
+        return data
 
     @classmethod
     def from_json(cls, data: Any) -> _Record:
@@ -240,13 +245,21 @@ class _Record:
             branch_ids=tuple(validate_session_id(b) for b in data["branchIds"]),
             titles=tuple(t if isinstance(t, str) else None for t in data.get("titles") or ()),
             fork_turn_index=data.get("forkTurnIndex"),
+            attachments=tuple(AttachmentRef.from_json(a) for a in data.get("attachments") or ()),
         )
         if len(record.branch_ids) != len(record.targets):
             raise TypeError("one branch id per target")
         return record
 
-    def asks_the_same(self, session_id: str, prompt: str, targets: Sequence[FanoutTarget]) -> bool:
-        return (self.session_id, self.prompt, self.targets) == (session_id, prompt, tuple(targets))
+    def asks_the_same(
+        self,
+        session_id: str,
+        prompt: str,
+        targets: Sequence[FanoutTarget],
+        attachments: Sequence[AttachmentRef],
+    ) -> bool:
+        asked = (session_id, prompt, tuple(targets), tuple(attachments))
+        return (self.session_id, self.prompt, self.targets, self.attachments) == asked
 
 
 class FanoutIndex:
@@ -318,6 +331,7 @@ def fan_out(
     *,
     settings: ConversationSettings | None = None,
     cache: TargetsCache | None = None,
+    attachments: Sequence[AttachmentRef] = (),
 ) -> Fanout:
     """Make one branch per target at the end of ``session_id``, durable together.
 
@@ -330,6 +344,9 @@ def fan_out(
         settings: the conversation's own system prompt and temperature, which
             each branch keeps beside its target's model.
         cache: a server's targets cache (``serve``).
+        attachments: files the question carries, already stored
+            (:func:`~branchwise.core.conversation.attachments.attach_files`);
+            every branch's question refers to them, nothing is copied.
 
     Raises:
         EmptyPrompt, InvalidFanout: nothing to ask, no or too many targets, a bad operation id.
@@ -354,11 +371,13 @@ def fan_out(
     index = FanoutIndex(store.root)
     record = index.lookup(operation_id)
     if record is None:
-        record = _new_record(store, session_id, prompt, tuple(targets), operation_id, cache)
+        record = _new_record(
+            store, session_id, prompt, tuple(targets), tuple(attachments), operation_id, cache
+        )
         store.require_writable()
         with refusing_read_only(store.root):
             record = index.write(record)
-    if not record.asks_the_same(session_id, prompt, targets):
+    if not record.asks_the_same(session_id, prompt, targets, attachments):
         raise OperationConflict(
             f"operation {operation_id} was used for a different fan-out",
             operationId=operation_id,
@@ -384,6 +403,7 @@ def _new_record(
     session_id: str,
     prompt: str,
     targets: tuple[FanoutTarget, ...],
+    attachments: tuple[AttachmentRef, ...],
     operation_id: str,
     cache: TargetsCache | None,
 ) -> _Record:
@@ -407,6 +427,7 @@ def _new_record(
         branch_ids=tuple(new_session_id() for _ in targets),
         titles=_titles(store, session_id, len(targets)),
         fork_turn_index=len(answer.targets),
+        attachments=attachments,
     )
 
 
@@ -428,7 +449,7 @@ def _titles(store: SessionStore, session_id: str, count: int) -> tuple[str | Non
 
 
 def _calls(record: _Record, settings: ConversationSettings | None) -> list[ForkCall]:
-    origin = BranchOrigin("fanout", record.turn_id or "", record.prompt)
+    origin = BranchOrigin("fanout", record.turn_id or "", record.prompt, record.attachments)
     keep = settings or ConversationSettings()
     calls = []
     for number, (target, branch) in enumerate(

@@ -17,6 +17,7 @@ from branchwise.core.fork.targets import TargetsCache, fork_targets
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import lineage, tree
 from branchwise.core.log.segments import disk_usage
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.projection import Projection
 from branchwise.core.projection.turns import Turn
 from branchwise.core.store.manifest import Manifest, load_manifest
@@ -82,6 +83,11 @@ def session_show(
                 "messageId": m.message_id,
                 "role": m.role,
                 "content": m.content,
+                **(
+                    {"attachments": [_attachment_json(a) for a in m.attachments]}
+                    if m.attachments
+                    else {}
+                ),
                 # A page's messages name their turn, so a client can build its rows from it.
                 **({"turnId": m.turn_id} if page is not None else {}),
             }
@@ -100,6 +106,11 @@ def session_show(
     if page is not None:
         answer["page"] = page
     return answer
+
+
+def _attachment_json(ref: AttachmentRef) -> dict[str, Any]:
+    """An attachment as ``session show`` lists it: ``{"name", "type", "size", "sha256"}``."""
+    return {"name": ref.name, "type": ref.type, "size": ref.size, "sha256": ref.sha256}
 
 
 def _turn_json(projection: Projection, turn: Turn) -> dict[str, Any]:

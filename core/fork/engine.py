@@ -815,7 +815,10 @@ def _child_contents(begun: _Reserved) -> tuple[Manifest, list[dict[str, Any]]]:
         own.append(session_config(settings.model, settings.system, settings.temperature))
     if request.origin is not None:
         # The question is part of the publish: a branch never exists without its prompt.
-        own += [turn_start(new_id("turn")), user_message(new_id("msg"), request.origin.prompt)]
+        own += [
+            turn_start(new_id("turn")),
+            user_message(new_id("msg"), request.origin.prompt, request.origin.attachments),
+        ]
     stamped = [
         {"seq": boundary + n, "ts": manifest.created_at, **validate_event(event)}
         for n, event in enumerate(own, start=1)

@@ -234,6 +234,29 @@ REASONS: Mapping[str, str] = {
         "The answer stopped before it was complete. The partial answer is kept."
     ),
     "provider_bad_stream": N_("The model server sent a reply that could not be read."),
+    "model_rejects_images": N_(
+        "This model does not accept images. Pick a model that reads images, or remove the "
+        "image, and try again."
+    ),
+    # Attachments.
+    "attachment_refused": N_("This file cannot be attached."),
+    "attachment_unreadable": N_(
+        "The file {name} cannot be read (it is missing, a folder, or access is denied)."
+    ),
+    "attachment_empty": N_("The file {name} is empty."),
+    "attachment_too_large": N_("The file {name} is larger than the limit of {megabytes} MB."),
+    "attachments_too_large": N_(
+        "The attached files together are larger than the limit of {megabytes} MB per message."
+    ),
+    "too_many_images": N_("A message can carry at most {limit} images."),
+    "attachment_unsupported": N_(
+        "The file {name} is not an image (PNG, JPEG, WebP, GIF), a text file or a PDF."
+    ),
+    "attachment_damaged": N_("The file {name} is damaged or cut short."),
+    "attachment_encrypted": N_(
+        "The PDF {name} is protected by a password, so its text cannot be read."
+    ),
+    "attachment_missing": N_("Attachment missing: its saved copy is gone or damaged."),
     # Settings, the operations journal, languages.
     "invalid_settings": N_("Some settings are not valid, so they were not saved."),
     "settings_reset": N_(

@@ -14,7 +14,9 @@ below it its result. Hidden: ``message: null``, the system role,
 ``user_editable_context``, ``model_editable_context``, ``thoughts`` and
 ``reasoning_recap``; a user or assistant message with no text is hidden too
 (nothing to show). Image and other file parts of ``multimodal_text`` become a
-short placeholder (the export's files are not brought in).
+short placeholder naming the file when ``metadata.attachments`` lists it
+(``[image: photo.png]``, ``[file: notes.pdf]``; the export's files are not
+brought in).
 
 Bad input never crashes the reader: a conversation without a mapping is a
 :class:`SourceSkip`; bytes that are not UTF-8 are replaced (U+FFFD) by the
@@ -342,7 +344,7 @@ def _item(node_id: str, parent: str | None, message: object) -> SourceItem:
         or metadata.get("is_visually_hidden_from_conversation")
     ):
         return hidden
-    text = _text(content)
+    text = _text(content, _file_names(metadata))
     time = _time(message.get("create_time"))
     recipient = message.get("recipient")
     if role == "tool":
@@ -380,11 +382,29 @@ def _item(node_id: str, parent: str | None, message: object) -> SourceItem:
     )
 
 
-def _text(content: dict[str, Any]) -> str:
-    """The visible text of one message's content, whatever its type."""
+def _file_names(metadata: dict[str, Any]) -> dict[str, str]:
+    """File id -> name, from a message's ``metadata.attachments`` (what ChatGPT lists)."""
+    found: dict[str, str] = {}
+    files = metadata.get("attachments")
+    for item in files if isinstance(files, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            found[str(item.get("id", ""))] = item["name"]
+    return found
+
+
+def _text(content: dict[str, Any], names: dict[str, str] | None = None) -> str:
+    """The visible text of one message's content, whatever its type.
+
+    A file part becomes a placeholder naming the file when the message lists
+    its name (``[image: photo.png]``); the files themselves are not imported.
+    """
     parts = content.get("parts")
     if isinstance(parts, list):
-        return "\n".join(filter(None, map(_part_text, parts)))
+        texts = [_part_text(part, names or {}) for part in parts]
+        listed = set((names or {}).values())
+        shown = {name for part in texts for name in listed if f": {name}]" in part}
+        texts += [f"[file: {name}]" for name in (names or {}).values() if name not in shown]
+        return "\n".join(filter(None, texts))
     for field in ("text", "result", "summary"):
         value = content.get(field)
         if isinstance(value, str) and value:
@@ -392,7 +412,7 @@ def _text(content: dict[str, Any]) -> str:
     return ""
 
 
-def _part_text(part: object) -> str:
+def _part_text(part: object, names: dict[str, str]) -> str:
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -402,7 +422,10 @@ def _part_text(part: object) -> str:
         return text
     kind = part.get("content_type")
     if isinstance(kind, str) and "image" in kind:
-        return "[image]"
+        pointer = part.get("asset_pointer")
+        file_id = pointer.rsplit("/", 1)[-1] if isinstance(pointer, str) else ""
+        name = names.get(file_id)
+        return f"[image: {name}]" if name else "[image]"
     if isinstance(kind, str) and "audio" in kind:
         return "[audio]"
     return "[attachment]"

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from branchwise.core.errors import InvalidEvent
+from branchwise.core.projection.attachments import AttachmentRef, attachments_of
 
 Event = dict[str, Any]
 
@@ -119,6 +120,8 @@ def validate_event(event: Event) -> Event:
             isinstance(event.get(name, ""), str) for name in ("messageId", "model")
         ):
             raise InvalidEvent("an opening message/delta names its messageId and model as text")
+    if kind == EventType.MESSAGE_USER and "attachments" in event:
+        attachments_of(event)
     if "seq" in event or "ts" in event:
         raise InvalidEvent("seq and ts are assigned by the log, not by callers")
     return event
@@ -251,9 +254,22 @@ def turn_end(turn_id: str, reason: EndReason | str, error: str | None = None) ->
     return event
 
 
-def user_message(message_id: str, content: str) -> Event:
-    """What the user said."""
-    return {"type": EventType.MESSAGE_USER.value, "messageId": message_id, "content": content}
+def user_message(
+    message_id: str, content: str, attachments: tuple[AttachmentRef, ...] = ()
+) -> Event:
+    """What the user said, with the files attached to it (referenced by hash, never inline).
+
+    ``attachments`` is written only when there are some, so a message without
+    any is the same event older builds wrote and read.
+    """
+    event: Event = {
+        "type": EventType.MESSAGE_USER.value,
+        "messageId": message_id,
+        "content": content,
+    }
+    if attachments:
+        event["attachments"] = [item.to_json() for item in attachments]
+    return event
 
 
 def assistant_message(message_id: str, content: str, model: str, *, partial: bool = False) -> Event:

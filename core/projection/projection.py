@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from branchwise.core.conversation.settings import ConversationSettings, from_event
+from branchwise.core.projection.attachments import AttachmentRef, attachments_of
 from branchwise.core.projection.events import EventType
 from branchwise.core.projection.figures import AnswerFigures, figures_from_record
 from branchwise.core.projection.turns import Hook, Turn, TurnTracker
@@ -40,6 +41,7 @@ class Message:
         partial: the answer is still streaming (or was cut by a crash).
         model: which model wrote an assistant message.
         seq: seq of the event that last set the content.
+        attachments: the files a user message carries (references to stored bytes).
     """
 
     message_id: str
@@ -49,6 +51,7 @@ class Message:
     partial: bool = False
     model: str | None = None
     seq: int = 0
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 @dataclass(slots=True)
@@ -105,29 +108,48 @@ class Projection(TurnTracker):
     def model_messages(self) -> list[dict[str, str]]:
         """The conversation as a model sees it: user and assistant texts in order.
 
-        A turn that failed before any answer arrived (ended ``error`` with no
-        assistant text) is left out: the transcript still shows it, with
-        Retry, but its unanswered prompt is not sent again with every later
-        message. What a branch brought back goes to the model as the user's
-        message, introduced as such (:data:`MERGE_PREFIX`).
+        A turn that failed before any answer arrived (ended ``error``, or
+        ``interrupted`` by a crash, with no assistant text) is left out: the
+        transcript still shows it, but its unanswered prompt (and its files)
+        is not sent again with every later message. What a branch brought
+        back goes to the model as the user's message, introduced as such
+        (:data:`MERGE_PREFIX`).
+        """
+        return [message for message, _ in self.model_messages_with_attachments()]
+
+    def model_messages_with_attachments(
+        self,
+    ) -> list[tuple[dict[str, str], tuple[AttachmentRef, ...]]]:
+        """:meth:`model_messages`, each with the files its message carries.
+
+        The runtime turns the files into content parts
+        (:func:`~branchwise.core.conversation.attachments.model_context`);
+        reading their bytes is not the projection's business.
         """
         unanswered = {
-            t.turn_id for t in self.turns if t.end_reason == "error" and t.message_id is None
+            t.turn_id
+            for t in self.turns
+            if t.end_reason in ("error", "interrupted") and t.message_id is None
         }
-        context = []
+        context: list[tuple[dict[str, str], tuple[AttachmentRef, ...]]] = []
         for m in self.messages:
             if m.turn_id is not None and m.turn_id in unanswered:
                 continue
             if m.role in ("user", "assistant"):
-                context.append({"role": m.role, "content": m.content})
+                context.append(({"role": m.role, "content": m.content}, m.attachments))
             elif m.role == "merge":
-                context.append({"role": "user", "content": MERGE_PREFIX + m.content})
+                context.append(({"role": "user", "content": MERGE_PREFIX + m.content}, ()))
         return context
 
     # -- hooks: what the turn rules leave to the projection ----------------
 
     def _user(self, event: dict[str, Any], turn: Turn | None) -> None:
-        self._put(event, "user", turn.turn_id if turn is not None else None)
+        message = self._put(event, "user", turn.turn_id if turn is not None else None)
+        message.attachments = attachments_of(event)
+
+    def attachment_refs(self) -> list[AttachmentRef]:
+        """Every attachment this conversation's messages refer to, inherited ones included."""
+        return [item for m in self.messages for item in m.attachments]
 
     def _assistant(self, event: dict[str, Any], turn: Turn | None) -> None:
         message = self._put(event, "assistant", turn.turn_id if turn is not None else None)

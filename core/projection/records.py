@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from branchwise.core.log.scan import LogScan
+from branchwise.core.projection.attachments import AttachmentRef, attachments_of
 from branchwise.core.projection.events import EventType
 
 _TURN_START = EventType.TURN_START.value
@@ -53,6 +54,7 @@ class Entry:
         name: a tool call's (or result's) tool name.
         data: a tool call's arguments or a tool result's output, as recorded.
         call_id: the call a tool call opens or a tool result answers (``None`` otherwise).
+        attachments: the files a prompt carries.
     """
 
     seq: int
@@ -65,6 +67,7 @@ class Entry:
     name: str | None = None
     data: Any = None
     call_id: str | None = None
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 def recorded_entries(scan: LogScan, *, after: int = 0) -> list[Entry]:
@@ -107,6 +110,7 @@ def recorded_entries(scan: LogScan, *, after: int = 0) -> list[Entry]:
                     name=name,
                     data=data,
                     call_id=event.get("callId"),
+                    attachments=attachments_of(event) if entry_kind is EntryKind.PROMPT else (),
                 )
             )
     return found

@@ -28,6 +28,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.errors import InvalidEvent
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.projection import Message, Projection
 from branchwise.core.projection.turns import Turn, TurnTracker
 
@@ -46,6 +48,7 @@ _PROJECTION_FIELDS = tuple(
 )
 _SETTINGS_FIELDS = tuple(f.name for f in fields(ConversationSettings))
 _CONTENT = _MESSAGE_FIELDS.index("content")
+_ATTACHMENTS = _MESSAGE_FIELDS.index("attachments")
 _AUTHORITY = _TURN_FIELDS.index("open_authority")
 
 
@@ -123,6 +126,7 @@ def capture(projection: Projection) -> ProjectionState:
         row = [getattr(message, name) for name in _MESSAGE_FIELDS]
         texts.append(row[_CONTENT])
         row[_CONTENT] = len(row[_CONTENT])
+        row[_ATTACHMENTS] = [item.to_json() for item in row[_ATTACHMENTS]]
         messages.append(row)
     rest = {name: _copy(getattr(projection, name)) for name in _TRACKER_FIELDS}
     extra = {name: _copy(getattr(projection, name)) for name in _PROJECTION_FIELDS}
@@ -194,11 +198,12 @@ def restore(state: ProjectionState) -> Projection:
             if len(row) != width or not isinstance(length, int) or at + length > len(text):
                 raise StateMismatch("a message row of another width or beyond the text")
             row[_CONTENT] = text[at : at + length]
+            row[_ATTACHMENTS] = tuple(AttachmentRef.from_json(item) for item in row[_ATTACHMENTS])
             at += length
             messages.append(Message(*row))
         if at != len(text) or len(messages) != len(state.messages):
             raise StateMismatch("message text left over")
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, InvalidEvent) as exc:
         if isinstance(exc, StateMismatch):
             raise
         raise StateMismatch(f"not a projection state: {exc}") from exc

@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from branchwise.core.log.frames import iter_frames
+from branchwise.core.projection.attachments import AttachmentRef, attachments_of
 from branchwise.core.projection.events import EventType
 
 _USER = EventType.MESSAGE_USER.value
@@ -79,6 +80,7 @@ class TailText:
             (``legacy-<seq>-<n>``) and so name different messages in two logs.
         key: what names the text within its lineage when ``message_id`` does
             not alone (a tool call or result); ``None``: the message id does.
+        attachments: the files a prompt carries (a search finds their names and text).
     """
 
     message_id: str
@@ -87,6 +89,7 @@ class TailText:
     text: str
     shared: bool = True
     key: str | None = None
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +155,8 @@ def read_tail(
                     key = (True, message_id)
                     known = latest.get(key)
                     turn = known[2] if known is not None else open_turn
-                    latest[key] = [message_id, role, turn, content, True, None]
+                    files = attachments_of(event) if kind == _USER else ()
+                    latest[key] = [message_id, role, turn, content, True, None, files]
                     growing.pop(key, None)
                     if kind == _ASSISTANT and open_turn is not None:
                         streaming = message_id

@@ -33,6 +33,7 @@ from branchwise.core.errors import (
     ModelListUnavailable,
     ModelNameRequired,
     ModelNotFound,
+    ModelRejectsImages,
     ProviderAuthError,
     ProviderBadStream,
     ProviderError,
@@ -213,9 +214,21 @@ class OpenAIProvider:
                 raise ModelNotFound(f"{self.host} offers no models", host=self.host, status=404)
             self.model = models[0]
             self.label = self._make_label()
-        wire_messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+        # A prompt with attachments carries its OpenAI content parts (images as data URLs).
+        wire_messages: list[dict[str, Any]] = [
+            {"role": m["role"], "content": m.get("parts") or m["content"]} for m in messages
+        ]
         async with self._client_cm() as client:
-            response = await self._open_stream(client, wire_messages)
+            try:
+                response = await self._open_stream(client, wire_messages)
+            except ProviderHttpError as exc:
+                if _holds_image(wire_messages) and rejects_images(exc):
+                    raise ModelRejectsImages(
+                        f"{self.host}: the model {self.model!r} does not accept images"
+                        f" ({exc.message})",
+                        **exc.details,
+                    ) from None
+                raise
             reader = ChatStreamReader(self.host, self._redact)
             try:
                 content_type = response.headers.get("content-type", "")
@@ -270,7 +283,7 @@ class OpenAIProvider:
     # -- internals ------------------------------------------------------------------
 
     async def _open_stream(
-        self, client: httpx.AsyncClient, messages: list[dict[str, str]]
+        self, client: httpx.AsyncClient, messages: list[dict[str, Any]]
     ) -> httpx.Response:
         """Send the request; the open streaming response, or the typed HTTP error."""
         include_usage = True
@@ -423,6 +436,40 @@ class OpenAIProvider:
                 details["retryAfter"] = int(retry_after.strip())
             return ProviderRateLimited(f"{host} is rate limiting requests (429){said}", **details)
         return ProviderHttpError(f"{host} answered HTTP {status}{said}", **details)
+
+
+_IMAGE_REFUSALS = (
+    # OpenAI: "Invalid content type. image_url is only supported by certain models."
+    "only supported by certain models",
+    # LM Studio: "Model does not support images. Please use a model that does"
+    "does not support images",
+    # llama.cpp's server without a projector: "image input is not supported ..."
+    "image input is not supported",
+    # Ollama, a text model asked about an image: "... missing data required for image input"
+    "required for image input",
+    # Strict gateways: "unknown variant `image_url`, expected `text`"
+    "unknown variant `image_url`",
+    "vision is not supported",
+    "does not support vision",
+    "not a multimodal model",
+)
+
+
+def rejects_images(error: ProviderHttpError) -> bool:
+    """Whether an HTTP refusal says the model cannot take images (as servers phrase it)."""
+    if error.details.get("status") in (401, 403, 404, 429):
+        return False
+    text = str(error.details.get("serverMessage", error.message)).lower()
+    return any(phrase in text for phrase in _IMAGE_REFUSALS)
+
+
+def _holds_image(messages: Sequence[Mapping[str, Any]]) -> bool:
+    return any(
+        isinstance(part, Mapping) and part.get("type") == "image_url"
+        for message in messages
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
 
 
 async def _read_limited(response: httpx.Response, limit: int) -> bytes:

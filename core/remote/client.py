@@ -17,6 +17,7 @@ import httpx
 import orjson
 
 from branchwise.core.errors import (
+    AttachmentMissing,
     BranchwiseError,
     InvalidServerUrl,
     RemoteRefusal,
@@ -25,6 +26,7 @@ from branchwise.core.errors import (
 )
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
+from branchwise.core.projection.attachments import AttachmentRef, is_sha256
 from branchwise.core.remote.protocol import CAP_FANOUT, CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
 from branchwise.core.search.query import SearchHit, SearchResult
 from branchwise.core.store.manifest import BranchOrigin
@@ -245,7 +247,52 @@ class RemoteStore:
             raise RemoteUnavailable(f"{self.base_url} sent a malformed events reply")
         return body
 
-    async def send_turn(self, session_id: str, text: str | None) -> AsyncIterator[dict[str, Any]]:
+    async def upload_attachment(self, name: str, data: bytes) -> AttachmentRef:
+        """``POST /attachments``: store one file on the server; the reference a turn names.
+
+        Raises:
+            RemoteRefusal: the server refused the file (its typed code, e.g.
+                ``attachment_unsupported`` or ``attachment_too_large``).
+        """
+        body = await self._object(
+            "POST",
+            "/attachments",
+            "attachment",
+            params={"name": name},
+            content=data,
+            headers={"Content-Type": "application/octet-stream"},
+            timeout=httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT),
+        )
+        try:
+            return AttachmentRef.from_json(body)
+        except BranchwiseError as exc:
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed attachment reply") from exc
+
+    async def attachment(self, sha256: str) -> bytes:
+        """``GET /attachments/{sha256}``: a stored file's bytes.
+
+        Raises:
+            RemoteRefusal: ``attachment_missing`` when the server does not hold it whole.
+        """
+        if not is_sha256(sha256):
+            raise AttachmentMissing(f"{sha256!r} is not an attachment hash", sha256=str(sha256))
+        try:
+            async with httpx.AsyncClient(timeout=self._timeout) as client:
+                response = await client.get(
+                    f"{self.base_url}/attachments/{sha256}", headers=self._headers()
+                )
+        except httpx.HTTPError as exc:
+            raise RemoteUnavailable(f"{self.base_url} could not be reached: {exc}") from exc
+        if response.status_code >= 400:
+            self._decode(response.status_code, response.content)
+        return response.content
+
+    async def send_turn(
+        self,
+        session_id: str,
+        text: str | None,
+        attachments: tuple[AttachmentRef, ...] = (),
+    ) -> AsyncIterator[dict[str, Any]]:
         """``POST /sessions/{id}/turns``: the turn's records as they arrive.
 
         ``started``, ``text`` chunks, then ``ended`` with the ``session say``
@@ -264,7 +311,7 @@ class RemoteStore:
                     "POST",
                     self.base_url + path,
                     headers=self._headers({"Content-Type": "application/json"}),
-                    content=orjson.dumps({"text": text} if text is not None else {"answer": True}),
+                    content=orjson.dumps(_turn_body(text, attachments)),
                 ) as response,
             ):
                 if response.status_code >= 400:
@@ -453,3 +500,14 @@ class RemoteStore:
             return SearchResult(hits, int(body["total"]))
         except (KeyError, TypeError, ValueError, BranchwiseError) as exc:
             raise RemoteUnavailable(f"{self.base_url} sent a malformed search reply") from exc
+
+
+def _turn_body(text: str | None, attachments: tuple[AttachmentRef, ...]) -> dict[str, Any]:
+    """A turn request: the prompt (with the references of files uploaded first), or the
+    answer to a branch's published question."""
+    if text is None:
+        return {"answer": True}
+    body: dict[str, Any] = {"text": text}
+    if attachments:
+        body["attachments"] = [ref.to_json() for ref in attachments]
+    return body

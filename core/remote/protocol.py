@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from branchwise.core.errors import InvalidRequest
+from branchwise.core.errors import InvalidEvent, InvalidRequest
+from branchwise.core.projection.attachments import AttachmentRef
 
 CAP_FORK_TARGETS = "session-fork-targets-v1"
 CAP_FORK = "session-fork-v1"
@@ -23,6 +24,10 @@ CAP_FORK_TITLE = "session-fork-title-v1"  # POST /fork-session takes an optional
 # null at the start), and POST /sessions/{id}/turns takes {"answer": true} to ask it.
 CAP_FORK_ORIGIN = "session-fork-origin-v1"
 CAP_EVENTS_LAST_TURNS = "session-events-last-turns-v1"  # GET /sessions/{id}/events?lastTurns=K
+# POST /attachments?name=NAME (the file's bytes as the body) stores a file and answers its
+# reference; POST /sessions/{id}/turns takes "attachments": [reference, …];
+# GET /attachments/{sha256} answers the bytes.
+CAP_ATTACHMENTS = "attachments-v1"
 CAP_LABEL = "session-label-v1"  # POST /sessions/{id}/label
 CAP_MAP = "session-map-v1"  # GET /sessions/{id}/map: the family's branch map
 # POST /sessions/{id}/fanout (NDJSON progress, then the result) and POST /sessions/{id}/fuse
@@ -43,6 +48,7 @@ CAPABILITIES = (
     CAP_FORK_TITLE,
     CAP_FORK_ORIGIN,
     CAP_EVENTS_LAST_TURNS,
+    CAP_ATTACHMENTS,
     CAP_LABEL,
     CAP_MAP,
     CAP_FANOUT,
@@ -50,6 +56,7 @@ CAPABILITIES = (
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
 MAX_PROMPT = 256 * 1024  # characters
+MAX_ATTACHMENTS = 64  # references in one turn body
 MAX_PAGE = 10_000  # turns per transcript page
 MAX_TURN_INDEX = 2**63 - 1
 MAX_WAIT = 60  # seconds a long-poll may hold
@@ -163,7 +170,7 @@ def validate_turn_body(body: object) -> dict[str, Any]:
     """
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - {"text", "answer"})
+    unknown = sorted(set(body) - {"text", "answer", "attachments"})
     if unknown:
         raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
     if "answer" in body:
@@ -177,7 +184,26 @@ def validate_turn_body(body: object) -> dict[str, Any]:
         raise InvalidRequest("text must not be empty", field="text")
     if len(text) > MAX_PROMPT:
         raise InvalidRequest(f"text is over {MAX_PROMPT} characters", field="text")
+    if "attachments" in body:
+        body["attachments"] = turn_attachments(body["attachments"])
     return body
+
+
+def turn_attachments(raw: object) -> tuple[AttachmentRef, ...]:
+    """A turn body's ``attachments``: references the server stored (``POST /attachments``).
+
+    Raises:
+        InvalidRequest: not a list of references.
+    """
+    if not isinstance(raw, list) or len(raw) > MAX_ATTACHMENTS:
+        raise InvalidRequest(
+            f"attachments must be a list of at most {MAX_ATTACHMENTS} references",
+            field="attachments",
+        )
+    try:
+        return tuple(AttachmentRef.from_json(item) for item in raw)
+    except InvalidEvent as exc:
+        raise InvalidRequest(exc.message, field="attachments") from None
 
 
 def validate_fanout_body(body: object) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, TurnRunning, UnknownTurn
 from branchwise.core.fs.atomic import atomic_write_bytes, disk_full_as_typed
 from branchwise.core.ids import validate_session_id
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
@@ -111,11 +112,17 @@ class ServedTurns:
         return self._setup(conversation)
 
     async def start(
-        self, session_id: str, text: str | None, *, demo_as: tuple[str, int] | None = None
+        self,
+        session_id: str,
+        text: str | None,
+        attachments: tuple[AttachmentRef, ...] = (),
+        *,
+        demo_as: tuple[str, int] | None = None,
     ) -> TurnStream:
         """Start a turn; its progress arrives on the returned stream.
 
-        ``text`` ``None`` answers the question an edit's or a regenerate's
+        ``attachments`` are references to files this server stored (checked
+        by the route). ``text`` ``None`` answers the question an edit's or a regenerate's
         branch was published with (:func:`unasked_turn`), as a desktop that
         opens such a branch locally does. ``demo_as`` (a fan-out's model and
         sample) makes the demo responder, when it answers, answer as that
@@ -166,7 +173,7 @@ class ServedTurns:
 
         async def run() -> None:
             try:
-                await (runner.run(text) if text is not None else runner.answer())
+                await (runner.run(text, attachments) if text is not None else runner.answer())
             except BranchwiseError as exc:
                 stream.queue.put_nowait({"type": "error", "error": exc.to_json()["error"]})
             except Exception as exc:

@@ -75,14 +75,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from branchwise.core.conversation.attachments import attachment_text
 from branchwise.core.errors import (
     BranchwiseError,
     SearchIndexUnavailable,
     UnsafePath,
 )
 from branchwise.core.log.segments import log_identity, read_log_from
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.tail import TailPosition, read_tail
 from branchwise.core.search.query import SearchResult, query_terms, run_query, short_query_text
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.manifest import Manifest
 from branchwise.core.store.store import SessionStore
 
@@ -525,7 +528,7 @@ class SearchIndex:
                 return 0
             start = position.log_offset
             tail = read_log_from(directory, manifest, start) if size else b""
-            indexed, done = _index_batch(conn, session_id, manifest, position, tail)
+            indexed, done = _index_batch(conn, session_id, manifest, position, tail, store.root)
         # The rest of the tail, a batch per transaction: each commit lets the WAL be
         # checkpointed and cut back, so indexing a long log never needs more disk
         # than one batch beyond the index itself.
@@ -534,7 +537,9 @@ class SearchIndex:
                 position = _position(conn, session_id)
                 if position is None or position.log_offset != start + done:
                     break  # another process indexed this session meanwhile
-                frames, more = _index_batch(conn, session_id, manifest, position, tail[done:])
+                frames, more = _index_batch(
+                    conn, session_id, manifest, position, tail[done:], store.root
+                )
             indexed, done = indexed + frames, done + more
             if not frames:
                 break
@@ -586,12 +591,30 @@ def _position(conn: sqlite3.Connection, session_id: str) -> _Position | None:
     return _Position(*row) if row is not None else None
 
 
+def _with_attachments(root: Path, text: str, refs: tuple[AttachmentRef, ...]) -> str:
+    """A prompt's text as indexed: then each file's name, and a text file's or a PDF's text.
+
+    A file whose bytes are gone is found by its name only.
+    """
+    if not refs:
+        return text
+    parts = [text]
+    blobs = BlobStore(root)
+    for ref in refs:
+        parts.append(ref.name)
+        if not ref.is_image:
+            with contextlib.suppress(BranchwiseError):
+                parts.append(attachment_text(blobs, ref))
+    return "\n\n".join(parts)
+
+
 def _index_batch(
     conn: sqlite3.Connection,
     session_id: str,
     manifest: Manifest,
     position: _Position,
     tail: bytes,
+    root: Path,
 ) -> tuple[int, int]:
     """Index the first :data:`BATCH_BYTES` or so of ``tail`` (whole frames, at least one).
 
@@ -600,7 +623,7 @@ def _index_batch(
     """
     end = BATCH_BYTES
     while True:
-        frames, consumed = _index_tail(conn, session_id, manifest, position, tail[:end])
+        frames, consumed = _index_tail(conn, session_id, manifest, position, tail[:end], root)
         if frames or end >= len(tail):
             return frames, consumed
         end *= 4  # one frame longer than a batch
@@ -612,6 +635,7 @@ def _index_tail(
     manifest: Manifest,
     position: _Position,
     tail: bytes,
+    root: Path,
 ) -> tuple[int, int]:
     """Index what the whole frames of ``tail`` (the log from the remembered offset on) changed.
 
@@ -638,7 +662,7 @@ def _index_tail(
                 text.message_id,
                 text.role,
                 text.turn_id,
-                text.text,
+                _with_attachments(root, text.text, text.attachments),
             )
             for text in read.texts
         ]

@@ -22,6 +22,7 @@ import orjson
 
 from branchwise.core.errors import (
     BranchwiseError,
+    InvalidEvent,
     InvalidLabel,
     InvalidManifest,
     InvalidSessionId,
@@ -34,6 +35,7 @@ from branchwise.core.errors import (
 from branchwise.core.fs.atomic import atomic_write_bytes
 from branchwise.core.fs.safe_open import read_no_follow
 from branchwise.core.ids import validate_session_id
+from branchwise.core.projection.attachments import AttachmentRef, attachments_of
 
 MANIFEST_FORMAT = 2
 """The newest manifest format this build reads and writes (format 1 is still read and kept)."""
@@ -119,15 +121,24 @@ class BranchOrigin:
             the turn it branched at).
         prompt: the question the branch's first own turn asks (the edited text,
             or turn N's own prompt for a regenerate).
+        attachments: the files that question carries (references: the bytes are shared).
     """
 
     kind: str
     turn_id: str
     prompt: str
+    attachments: tuple[AttachmentRef, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        """``{"kind", "turnId", "prompt"}`` (the manifest's and the reservation's form)."""
-        return {"kind": self.kind, "turnId": self.turn_id, "prompt": self.prompt}
+        """``{"kind", "turnId", "prompt"}`` (the manifest's and the reservation's form).
+
+        ``attachments`` is added only when the question carries files, so an
+        origin without any reads the same in older builds.
+        """
+        data: dict[str, Any] = {"kind": self.kind, "turnId": self.turn_id, "prompt": self.prompt}
+        if self.attachments:
+            data["attachments"] = [ref.to_json() for ref in self.attachments]
+        return data
 
     @classmethod
     def from_json(cls, data: object) -> BranchOrigin | None:
@@ -143,7 +154,11 @@ class BranchOrigin:
         kind, turn, prompt = data.get("kind"), data.get("turnId"), data.get("prompt")
         if kind not in ORIGIN_KINDS or not isinstance(turn, str) or not isinstance(prompt, str):
             raise InvalidManifest("branch origin is malformed")
-        return cls(kind, turn, prompt)
+        try:
+            attachments = attachments_of(data)
+        except InvalidEvent:
+            raise InvalidManifest("branch origin's attachments are malformed") from None
+        return cls(kind, turn, prompt, attachments)
 
 
 LABEL_KINDS = ("edit", "regenerate", "fork", "imported", "child", "model", "given")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from branchwise.core.errors import (
+    AttachmentMissing,
     BranchwiseError,
     CorruptLog,
     DiskFull,
@@ -71,6 +72,7 @@ from branchwise.core.projection.snapshot_cache import (
     schedule_snapshot,
     snapshot_note,
 )
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.manifest import (
     DEFAULT_LOG_DIR,
     SEGMENTED,
@@ -550,11 +552,50 @@ def verify_session(store: SessionStore, session_id: str) -> dict[str, Any]:
             problem(scan.corruption, str(scan.corruption.details.get("file", "events.log")))
         elif (note := snapshot_note(session_log)) is not None:
             findings.append(note)  # a cache: noted, never blocking
+        projection = None
+        if scan.corruption is None:
+            with contextlib.suppress(BranchwiseError, KeyError, TypeError, ValueError):
+                projection = _replay(scan, session_id, session_log.manifest.seed_length)
+        if projection is not None:
+            findings.extend(_attachment_findings(store, projection, report))
     if (leftover := unfinished_migration(directory, manifest)) is not None:
         findings.append(leftover)  # readers ignore it: noted, never blocking
     findings.extend(_cut_copies(directory, directory))
     findings.extend(_cut_copies(directory / manifest.log_dir, directory))
     return report
+
+
+def _attachment_findings(
+    store: SessionStore, projection: Projection, report: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """An ``attachment_missing`` finding per referenced blob that is gone or damaged.
+
+    The conversation still opens (the transcript says "attachment missing"),
+    but it is not whole, so ``ok`` turns false. ``attachments`` counts the
+    blobs checked; it is left out for a conversation without any, whose
+    report reads as before.
+    """
+    blobs = BlobStore(store.root)
+    found = []
+    checked: set[str] = set()
+    for ref in projection.attachment_refs():
+        if ref.sha256 in checked:
+            continue
+        checked.add(ref.sha256)
+        problem = blobs.check(ref)
+        if problem is None:
+            continue
+        error = AttachmentMissing(
+            f"attachment {ref.name} ({ref.sha256}) is {problem.problem}",
+            sha256=ref.sha256,
+            name=ref.name,
+            problem=problem.problem,
+        )
+        found.append({**error.to_json()["error"], "file": f"attachments/sha256/{ref.sha256[:2]}"})
+        report["ok"] = False
+    if checked:
+        report["attachments"] = len(checked)
+    return found
 
 
 def _lost_under_seeds(

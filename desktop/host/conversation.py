@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from branchwise.core.conversation.ask_again import failed_turn, question_of
 from branchwise.core.errors import ReadOnlySession
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.projection import Projection
 from branchwise.desktop.host.rows import BranchState, Row, TargetTable, branch_state
 
@@ -121,3 +122,12 @@ class Conversation:
         if projection is None:
             raise ReadOnlySession("this conversation is not loaded", sessionId=self.session_id)
         return question_of(projection, failed_turn(projection, self.session_id, turn_id))
+
+    def retry_files(self, turn_id: str | None = None) -> tuple[AttachmentRef, ...]:
+        """The files the failed turn's question carried (asked again with it, never copied)."""
+        projection = self.projection
+        if projection is None:
+            return ()
+        turn = failed_turn(projection, self.session_id, turn_id)
+        question = projection.message(turn.user_message_id) if turn.user_message_id else None
+        return question.attachments if question is not None else ()

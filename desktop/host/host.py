@@ -33,7 +33,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -44,6 +44,7 @@ from branchwise.core.conversation.alternatives import (
     alternatives_of,
 )
 from branchwise.core.conversation.ask_again import edit_request, regenerate_request
+from branchwise.core.conversation.attachments import PreparedAttachment
 from branchwise.core.conversation.names import (
     branched_from,
     display_title,
@@ -53,10 +54,15 @@ from branchwise.core.conversation.names import (
     stored_fork_turn_index,
 )
 from branchwise.core.conversation.settings import ConversationSettings
-from branchwise.core.errors import BranchwiseError, RemoteUnavailable, ServerUnsupported
+from branchwise.core.errors import (
+    BranchwiseError,
+    RemoteUnavailable,
+    ServerUnsupported,
+)
 from branchwise.core.fork.operations import ForkRequest, OperationIndex, PrunedReservation
 from branchwise.core.i18n.language import _, format_date
 from branchwise.core.lineage import LineageIndex, creation_order
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnResult
@@ -65,6 +71,7 @@ from branchwise.core.search.query import SearchResult
 from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.attaching import Attaching, Preview, remote_previews
 from branchwise.desktop.host.branch_map import MapLayout, laid_out, local_map
 from branchwise.desktop.host.branching import BranchClicks
 from branchwise.desktop.host.changes import Changes
@@ -173,6 +180,8 @@ class Host:
         """This machine's store, as the shared paths (branch naming) ask it."""
         self.operations = Operations(self)
         """Export, compare and the model servers' questions, off the UI thread."""
+        self.attaching = Attaching(self)
+        """Reading attached files and the transcript's previews, off the UI thread."""
         self.branches = BranchClicks(
             lambda: self.fork_coordinator,
             lambda sid: self.emit(Changes(targets=frozenset({sid}))),
@@ -476,12 +485,18 @@ class Host:
         await session.close()
         return self.emit(Changes(sidebar=True, sessions=frozenset({session_id})))
 
-    async def send(self, session_id: str, text: str) -> TurnResult:
-        """Run one turn in an open conversation; a failed turn ends as ``error``."""
+    async def send(
+        self, session_id: str, text: str, files: Sequence[PreparedAttachment] = ()
+    ) -> TurnResult:
+        """Run one turn in an open conversation; a failed turn ends as ``error``.
+
+        ``files`` (read by :attr:`attaching`) are stored before the question
+        is committed; a refusal to store them raises, and nothing is written.
+        """
         session = self._open.get(session_id)
         if session is None:
             session = self.open_session(session_id)
-        return await session.send(text)
+        return await session.send(text, files)
 
     async def retry(self, session_id: str, turn_id: str | None = None) -> TurnResult:
         """Ask a failed turn's prompt again as a new turn of the same conversation."""
@@ -920,19 +935,38 @@ class Host:
             return None if server.asks_again else "server_cannot_ask_again"
         return "server_cannot"
 
-    async def send_at(self, ref: ConversationRef, text: str) -> None:
-        """Send a prompt in a conversation of either source (a refusal is a notice)."""
+    async def send_at(
+        self, ref: ConversationRef, text: str, files: Sequence[PreparedAttachment] = ()
+    ) -> None:
+        """Send a prompt in a conversation of either source (a refusal is a notice).
+
+        Raises:
+            BranchwiseError: ``files`` could not be stored here or uploaded to the
+                server (nothing was sent: the composer keeps the prompt).
+        """
         server = self.server_of(ref)
         if ref.server is None:
-            await self.send(ref.session_id, text)
+            await self.send(ref.session_id, text, files)
             return
         if server is None:
             self.notices.post("server_disconnected", Level.WARNING, server=str(ref.server))
             return
+        refs = await server.upload(files)  # a refused file raises: nothing was sent
         try:
-            await server.send(ref.session_id, text)
+            await server.send(ref.session_id, text, refs)
         except BranchwiseError as exc:
             server.report(exc)
+
+    async def previews_at(
+        self, ref: ConversationRef, refs: Sequence[AttachmentRef]
+    ) -> dict[str, Preview]:
+        """Attachments' previews in a conversation of either source (read off the UI thread)."""
+        if ref.server is None:
+            return await self.attaching.previews(refs)
+        server = self.server_of(ref)
+        if server is None:
+            return {r.sha256: Preview(r, None, False) for r in refs}
+        return await remote_previews(server.remote, refs)
 
     def stop_at(self, ref: ConversationRef) -> None:
         """Stop the running turn of a conversation of either source."""

@@ -25,6 +25,7 @@ from typing import Any
 from branchwise.core.conversation.ask_again import retried_turns
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet, TargetReason
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.figures import AnswerFigures
 from branchwise.core.projection.projection import Message, Projection
 
@@ -79,6 +80,7 @@ class Entry:
         source_sequence: for a ``merge``, how far that branch's log went when it
             was brought back (its last turn then is the one brought back).
         fused_from: for a ``fused`` merge, every answer it was written from.
+        attachments: the files a prompt carries.
     """
 
     message_id: str
@@ -88,6 +90,7 @@ class Entry:
     source_id: str | None = None
     source_sequence: int | None = None
     fused_from: tuple[FusedSource, ...] = ()
+    attachments: tuple[AttachmentRef, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +170,7 @@ def _entry(
         source,
         sequence,
         fused.get(message.message_id, ()) if fused else (),
+        message.attachments,
     )
 
 

@@ -21,12 +21,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol, TypeVar
 
 from branchwise.core.conversation.ask_again import retried_turns, unasked_turn
+from branchwise.core.conversation.attachments import (
+    PreparedAttachment,
+    check_message,
+    store_attachments,
+)
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     BranchwiseError,
@@ -42,10 +47,13 @@ from branchwise.core.fork.targets import (
     tracker_after_snapshot,
 )
 from branchwise.core.log.segments import SessionLog, log_identity, read_session_log
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.pages import last_page_start, read_last_page
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.base import Provider
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
+from branchwise.core.settings import Settings
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.manifest import Manifest, load_manifest
 from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.changes import Changes
@@ -74,6 +82,11 @@ class SessionOwner(Protocol):
     @property
     def notices(self) -> NoticeCenter:
         """The notice channel."""
+        ...
+
+    @property
+    def settings(self) -> Settings:
+        """The app's settings (the attachment limits)."""
         ...
 
     def emit(self, changes: Changes) -> Changes:
@@ -371,9 +384,23 @@ class OpenSession(Conversation, TurnListener):
 
     # -- turns ---------------------------------------------------------------
 
-    async def send(self, text: str) -> TurnResult:
-        """Run one turn for ``text``; returns how it ended (failures end it as ``error``)."""
-        return await self._run_turn(lambda runner: runner.run(text))
+    async def send(self, text: str, files: Sequence[PreparedAttachment] = ()) -> TurnResult:
+        """Run one turn for ``text``; returns how it ended (failures end it as ``error``).
+
+        ``files`` are stored durably (in a worker thread) before the question
+        that refers to them is committed.
+
+        Raises:
+            AttachmentRefused, DiskFull, ReadOnlyDataFolder: the files could
+                not be stored; nothing of the turn was written.
+        """
+        refs: tuple[AttachmentRef, ...] = ()
+        if files:
+            limits = self._host.settings.attachment_limits
+            check_message(files, limits)
+            blobs = BlobStore(self._host.store.root)
+            refs = await asyncio.to_thread(store_attachments, blobs, files)
+        return await self._run_turn(lambda runner: runner.run(text, refs))
 
     async def answer_unasked(self) -> TurnResult:
         """Ask the question an edit or a regenerate published with this branch."""
@@ -387,7 +414,8 @@ class OpenSession(Conversation, TurnListener):
             TurnRunning: as :meth:`send`.
         """
         await self.wait_loaded()
-        return await self.send(self.retry_prompt(turn_id))
+        prompt, files = self.retry_prompt(turn_id), self.retry_files(turn_id)
+        return await self._run_turn(lambda runner: runner.run(prompt, files))
 
     async def _run_turn(
         self, start: Callable[[TurnRunner], Coroutine[Any, Any, TurnResult]]
@@ -402,7 +430,8 @@ class OpenSession(Conversation, TurnListener):
         provider, system = self._host.turn_provider(
             self.writer.projection.settings, self.session_id
         )
-        self._runner = TurnRunner(self.writer, provider, self, system=system)
+        limits = self._host.settings.attachment_limits
+        self._runner = TurnRunner(self.writer, provider, self, system=system, limits=limits)
         self._turn_task = asyncio.ensure_future(start(self._runner))
         try:
             return await asyncio.shield(self._turn_task)

@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from branchwise.core.conversation.ask_again import edit_of, regenerate_of, unasked_turn
+from branchwise.core.conversation.attachments import PreparedAttachment
 from branchwise.core.conversation.family_map import FamilyMap
 from branchwise.core.conversation.names import branch_title as name_branch
 from branchwise.core.errors import (
+    AttachmentRefused,
     BranchwiseError,
     ReadOnlySession,
     RemoteRefusal,
@@ -49,9 +51,11 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.fork.targets import ForkTarget, ForkTargetSet
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import LineageIndex, creation_order
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.projection import Projection
 from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import (
+    CAP_ATTACHMENTS,
     CAP_EVENTS_LAST_TURNS,
     CAP_FORK_ORIGIN,
     CAP_FORK_TARGETS,
@@ -664,13 +668,31 @@ class RemoteSource:
         await self.refresh()
         return validate_session_id(created["sessionId"])
 
-    async def send(self, session_id: str, text: str) -> dict[str, Any]:
-        """Send a prompt; the turn runs on the server. Its ``session say`` result.
+    async def upload(self, files: Sequence[PreparedAttachment]) -> tuple[AttachmentRef, ...]:
+        """Store ``files`` on the server (each once); the references a turn names.
 
-        The answer's text reaches open conversations through their events.
+        Raises:
+            AttachmentRefused: the server does not take attachments.
+            RemoteRefusal, RemoteUnavailable: a file was refused, or the server is gone.
+        """
+        if not files:
+            return ()
+        if CAP_ATTACHMENTS not in self.capabilities:
+            raise AttachmentRefused(
+                "this server does not take attachments", server=self.connection.url
+            )
+        return tuple([await self.remote.upload_attachment(f.name, f.data) for f in files])
+
+    async def send(
+        self, session_id: str, text: str, refs: tuple[AttachmentRef, ...] = ()
+    ) -> dict[str, Any]:
+        """Send a prompt (with files :meth:`upload` stored); the turn runs on the server.
+
+        Its ``session say`` result; the answer's text reaches open
+        conversations through their events.
         """
         result: dict[str, Any] = {}
-        async for record in self.remote.send_turn(session_id, text):
+        async for record in self.remote.send_turn(session_id, text, refs):
             if record["type"] == "ended":
                 result = dict(record.get("result") or {})
         return result

@@ -19,15 +19,19 @@ restores every member.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Protocol
 
 from branchwise.core.conversation.prune import prune, restore_pruned, subtree
 from branchwise.core.errors import BranchwiseError
 from branchwise.core.lineage import LineageIndex
+from branchwise.core.store.blob_collection import collect_blobs
 from branchwise.core.store.store import SessionStore
 from branchwise.core.store.trash import Trash, TrashedSession
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.notices import Level, NoticeAction, NoticeCenter
+
+log = logging.getLogger(__name__)
 
 RESTORE_ACTION = "restore_session"
 """The notice action that undoes a deletion."""
@@ -176,6 +180,7 @@ class Trashing:
             self._refused(exc)
             return False
         self._owner.notices.post("conversation_purged", Level.SUCCESS, title=title)
+        await self._free_attachments()
         return True
 
     async def empty(self) -> list[str]:
@@ -187,7 +192,18 @@ class Trashing:
             self._refused(exc)
             return []
         self._owner.notices.post("trash_emptied", Level.SUCCESS)
+        await self._free_attachments()
         return purged
+
+    async def _free_attachments(self) -> None:
+        """Free the attachments only the purged conversations referred to (in a worker thread).
+
+        A failure frees nothing and is only logged: the blobs stay until a later pass.
+        """
+        try:
+            await asyncio.to_thread(collect_blobs, self.trash.store)
+        except (BranchwiseError, OSError) as exc:
+            log.warning("attachments were not collected after a purge: %s", exc)
 
     def _refused(self, exc: BranchwiseError) -> None:
         self._owner.notices.post(exc.code, Level.ERROR, detail=exc.message, **exc.details)

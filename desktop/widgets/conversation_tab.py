@@ -10,11 +10,14 @@ disabled with the reason, never dropped silently.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import shiboken6
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from branchwise.core.conversation.attachments import PreparedAttachment
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _
 from branchwise.core.i18n.reasons import fill, reason_text
@@ -23,6 +26,7 @@ from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.landing import Landing, TurnTarget
+from branchwise.desktop.host.notices import Level
 from branchwise.desktop.host.rows import Row
 from branchwise.desktop.host.session import SessionMode
 from branchwise.desktop.widgets.banner import ForkBanner
@@ -34,6 +38,61 @@ from branchwise.desktop.widgets.turn_widget import TurnWidget, untitled
 
 OpenAt = Callable[[ConversationRef, TurnTarget, "ConversationTab | None"], None]
 """Opens a conversation at a turn; with a tab, the conversation replaces that tab's."""
+
+
+class _TabAttaching:
+    """The composer's attachments, read and sent through the host (off the UI thread).
+
+    A refusal is a notice in the refusal's own words; the prompt and the
+    files already accepted stay in the composer.
+    """
+
+    def __init__(self, tab: ConversationTab) -> None:
+        self._tab = tab
+
+    def read(self, paths: list[Path]) -> None:
+        tab = self._tab
+        tab.host.spawn(self._read(paths), "attach files")
+
+    async def _read(self, paths: list[Path]) -> None:
+        tab = self._tab
+        try:
+            files = await tab.host.attaching.read(paths, tab.composer.pending)
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return
+        if shiboken6.isValid(tab):
+            tab.composer.add_attachments(files)
+
+    def paste(self, data: bytes) -> None:
+        self._tab.host.spawn(self._paste(data), "paste an image")
+
+    async def _paste(self, data: bytes) -> None:
+        tab = self._tab
+        try:
+            prepared = await tab.host.attaching.read_pasted(data, tab.composer.pending)
+        except BranchwiseError as exc:
+            self._refused(exc)
+            return
+        if shiboken6.isValid(tab):
+            tab.composer.add_attachments([prepared])
+
+    def send(self, text: str, files: tuple[PreparedAttachment, ...]) -> None:
+        self._tab.host.spawn(self._send(text, files), "send")
+
+    async def _send(self, text: str, files: tuple[PreparedAttachment, ...]) -> None:
+        tab = self._tab
+        try:
+            await tab.host.send_at(tab.ref, text, files)
+        except BranchwiseError as exc:
+            if exc.details.get("questionSaved"):
+                raise  # the turn started: its row shows what happened
+            if shiboken6.isValid(tab):
+                tab.composer.restore(text, files)
+            self._refused(exc)
+
+    def _refused(self, exc: BranchwiseError) -> None:
+        self._tab.host.notices.post(exc.code, Level.ERROR, detail=exc.message, **exc.details)
 
 
 class ConversationTab(QWidget):
@@ -92,7 +151,7 @@ class ConversationTab(QWidget):
         )
         self.find_bar = FindBar(self._rows, self._reveal_match, self)
         self.find_bar.closed.connect(self._find_closed)
-        self.composer = Composer(self._send, self._stop, self)
+        self.composer = Composer(self._send, self._stop, self, _TabAttaching(self))
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)

@@ -26,7 +26,7 @@ host's sibling sets (docs/architecture.md, "Alternatives at a turn").
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer
@@ -44,7 +44,9 @@ from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number
 from branchwise.core.i18n.reasons import fill, reason_text
 from branchwise.core.lineage import LineageIndex
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.store.manifest import Manifest
+from branchwise.desktop.host.attaching import Preview
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.landing import TurnTarget
@@ -388,6 +390,20 @@ class TranscriptView(QScrollArea):
         refs = [self.ref, *(self.ref.sibling(sid) for sid in other_ids)]
         show_compare(self.host, refs, self, self._compared)
 
+    def _load_previews(
+        self,
+        refs: tuple[AttachmentRef, ...],
+        done: Callable[[Mapping[str, Preview]], None],
+    ) -> None:
+        """Ask the host for attachments' previews (read off the UI thread), then show them."""
+
+        async def load() -> None:
+            previews = await self.host.previews_at(self.ref, refs)
+            if shiboken6.isValid(self):
+                done(previews)
+
+        self.host.spawn(load(), "show attachments")
+
     def _compared(self, view: CompareView) -> None:
         self.compare_view = view
 
@@ -409,6 +425,7 @@ class TranscriptView(QScrollArea):
             on_open_at=self._on_open_at,
             label_of=self._label_of,
             name_of=self._fused_source_name,
+            previews=self._load_previews,
         )
         widget.set_branch_state(self.host.branch_state_at(self.ref, row))
         self._widgets[row.row_id] = widget

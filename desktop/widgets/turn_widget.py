@@ -11,7 +11,7 @@ differ at it) shows ``< k/n >`` (:class:`AlternativesSwitcher`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from PySide6.QtCore import QPointF, QSize, Qt, QTimer
@@ -33,9 +33,12 @@ from branchwise.core.conversation.names import display_title, label_of, render_l
 from branchwise.core.fork.operations import ForkRequest
 from branchwise.core.i18n.language import _, format_number, ngettext
 from branchwise.core.i18n.reasons import BRANCH_ACTION, branch_count, fill, reason_text
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.store.manifest import Manifest
+from branchwise.desktop.host.attaching import Preview
 from branchwise.desktop.host.landing import TurnTarget
 from branchwise.desktop.host.rows import BranchState, DesktopReason, Entry, FusedSource, Row
+from branchwise.desktop.widgets.attachment_chips import AttachmentChip, AttachmentStrip, ChipData
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.message_copy import install_copy_message
 from branchwise.desktop.widgets.style import set_style_property
@@ -175,6 +178,14 @@ class MessageLabel(MarkdownView):
         super().retranslate_ui()
         if self.role in ("tool", "merge"):
             self.set_content(self.content)
+
+
+PreviewLoader = Callable[[tuple[AttachmentRef, ...], Callable[[Mapping[str, Preview]], None]], None]
+"""Asks the host for attachments' previews; calls back with them by hash."""
+
+
+def _chip(ref: AttachmentRef, data: bytes | None = None, missing: bool = False) -> ChipData:
+    return ChipData(ref.sha256, ref.name, ref.type, ref.size, ref.pages, data, missing)
 
 
 def _escape_markdown(text: str) -> str:
@@ -334,8 +345,12 @@ class TurnWidget(QFrame):
         on_open_at: Callable[[str, TurnTarget], object] | None = None,
         label_of: Callable[[Manifest], str] | None = None,
         name_of: Callable[[FusedSource], str] | None = None,
+        previews: PreviewLoader | None = None,
     ) -> None:
         super().__init__(parent)
+        self._previews = previews
+        self._attachments: AttachmentStrip | None = None
+        self._shown_refs: tuple[AttachmentRef, ...] = ()
         self._name_of = name_of
         self._ask_again = ask_again
         self._on_open_at = on_open_at
@@ -537,9 +552,12 @@ class TurnWidget(QFrame):
             if label is None:
                 label = MessageLabel(entry, self, self._title_of, self._name_of)
                 self._labels[entry.message_id] = label
-                self._messages.insertWidget(position, label)
+                # The prompt's attachments sit right after it (layout position 1).
+                shift = 1 if self._attachments is not None and position > 0 else 0
+                self._messages.insertWidget(position + shift, label)
             elif label.content != entry.content:
                 label.set_content(entry.content)
+        self._show_attachments(row)
         self._render_status()
         self._render_ask_again()
         fused = self._fused_from()
@@ -573,6 +591,36 @@ class TurnWidget(QFrame):
             name = self._name_of(source) if self._name_of is not None else source.model
             button.setText(fill(_("Open {name}"), {"name": name}))
             button.setToolTip(_("Open the branch this answer came from"))
+
+    def _show_attachments(self, row: Row) -> None:
+        """The prompt's files as chips under it; the host loads the images' previews."""
+        refs = next((e.attachments for e in row.entries if e.role == "user"), ())
+        if refs == self._shown_refs:
+            return
+        self._shown_refs = refs
+        if self._attachments is None:
+            self._attachments = AttachmentStrip(self)
+            self._messages.insertWidget(1 if self._messages.count() else 0, self._attachments)
+        self._attachments.set_chips([_chip(ref) for ref in refs])
+        if refs and self._previews is not None:
+            self._previews(refs, self._previews_arrived)
+
+    def _previews_arrived(self, previews: Mapping[str, Preview]) -> None:
+        if self._attachments is None:
+            return
+        chips = []
+        for ref in self._shown_refs:
+            preview = previews.get(ref.sha256)
+            if preview is None:
+                chips.append(_chip(ref))
+            else:
+                chips.append(_chip(ref, preview.data, preview.missing))
+        self._attachments.set_chips(chips)
+
+    @property
+    def attachment_chips(self) -> list[AttachmentChip]:
+        """The prompt's attachments as shown."""
+        return list(self._attachments.chips) if self._attachments is not None else []
 
     def _source_id(self) -> str | None:
         """The branch a merge in this row came from."""
@@ -796,6 +844,8 @@ class TurnWidget(QFrame):
         """Re-render every localized text of this turn."""
         for label in self._labels.values():
             label.retranslate_ui()
+        if self._attachments is not None:
+            self._attachments.retranslate_ui()
         self._render_status()
         self._render_ask_again()
         self._render_branch_action()

@@ -65,7 +65,7 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 18
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 19
     assert "session-fanout-v1" in CAPABILITIES
 
 
@@ -87,6 +87,8 @@ ROUTES = [
     ("POST", "/sessions/{sid}/trash"),
     ("POST", "/sessions/{sid}/restore"),
     ("GET", "/search?q=one"),
+    ("POST", "/attachments?name=a.txt"),
+    ("GET", "/attachments/" + "0" * 64),
     ("GET", "/no-such-route"),
 ]
 

@@ -66,6 +66,10 @@ class Behaviour:
         retry_after: the ``Retry-After`` header sent with an error ``status``.
         raw_body: send exactly these bytes as the streamed body instead of chunks.
         context_length: the model's context window, stated the way ``kind`` states it.
+        reject_images: answer 400 with this message to a request holding an
+            ``image_url`` part for a model in ``text_only_models`` (as a text model's
+            server does).
+        text_only_models: the models that refuse images.
         kind: which server's own API states ``context_length``: ``"lmstudio"``
             (``GET /api/v0/models``), ``"ollama"`` (``POST /api/show``) or
             ``"llamacpp"`` (``GET /props``); the others answer 404, as they
@@ -101,6 +105,8 @@ class Behaviour:
     raw_body: bytes | None = None
     context_length: int | None = None
     kind: str = "llamacpp"
+    reject_images: str | None = None
+    text_only_models: Sequence[str] = ()
     per_model: bool = False
     cut_models: Sequence[str] = ()
 
@@ -137,7 +143,8 @@ class FakeOpenAIServer:
         return f"http://{self.host}:{self.port}/v1"
 
     async def start(self) -> FakeOpenAIServer:
-        app = web.Application()
+        # Requests carrying attached images run to tens of megabytes, as real servers take.
+        app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_get("/api/v0/models", self._lmstudio_models)
@@ -250,6 +257,9 @@ class FakeOpenAIServer:
             if b.retry_after is not None:
                 error.headers["Retry-After"] = str(b.retry_after)
             return error
+        refuses = b.reject_images is not None and body.get("model") in b.text_only_models
+        if refuses and b.reject_images is not None and _holds_image(body):
+            return _json_error(400, b.reject_images)
         if b.reject_stream_options and "stream_options" in body:
             return _json_error(400, "unknown field: stream_options")
         model = body.get("model", "fake-model")
@@ -313,6 +323,15 @@ class FakeOpenAIServer:
             await write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+def _holds_image(body: Any) -> bool:
+    return any(
+        isinstance(part, dict) and part.get("type") == "image_url"
+        for message in body.get("messages", [])
+        if isinstance(message.get("content"), list)
+        for part in message["content"]
+    )
 
 
 def _json_error(status: int, message: str, body: bytes | None = None) -> web.Response:

@@ -28,7 +28,9 @@ def export_chatgpt(store: SessionStore, session_id: str) -> list[dict[str, Any]]
     ``current_node`` is the root conversation's last message, so importing
     the file gives back the same tree. A regenerate branch's repeated prompt
     is not repeated: its answer hangs under the parent's prompt, as ChatGPT
-    keeps a regenerated answer. Tool calls are assistant messages addressed to
+    keeps a regenerated answer. A prompt's files are
+    image references and ``metadata.attachments`` (:func:`_with_files`).
+    Tool calls are assistant messages addressed to
     the tool, each followed by its results as ``tool`` messages (parallel
     calls too: ChatGPT pairs a result with the call above it). Child conversations (sub-agents)
     have no place in a ChatGPT tree: each becomes a conversation of its own in
@@ -154,6 +156,28 @@ def _calls_then_results(entries: list[Entry]) -> list[Entry]:
     return ordered
 
 
+def _with_files(entry: Entry) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """A prompt with files as ChatGPT writes one: ``multimodal_text`` whose image parts
+    point at files (``file-service://file-<hash>``), and ``metadata.attachments`` naming
+    every file. The bytes stay in Branchwise (``session attachment`` writes one out)."""
+    parts: list[Any] = []
+    files = []
+    for ref in entry.attachments:
+        file_id = f"file-{ref.sha256[:24]}"
+        files.append({"id": file_id, "name": ref.name, "size": ref.size, "mimeType": ref.type})
+        if ref.is_image:
+            parts.append(
+                {
+                    "content_type": "image_asset_pointer",
+                    "asset_pointer": f"file-service://{file_id}",
+                    "size_bytes": ref.size,
+                    "metadata": {"sha256": ref.sha256, "name": ref.name},
+                }
+            )
+    parts.append(entry.text)
+    return {"content_type": "multimodal_text", "parts": parts}, files
+
+
 def _chatgpt_message(entry: Entry) -> dict[str, Any] | None:
     """A ChatGPT ``message`` for one entry, ``None`` for what ChatGPT does not show."""
     role, recipient, name = "assistant", "all", None
@@ -161,6 +185,8 @@ def _chatgpt_message(entry: Entry) -> dict[str, Any] | None:
     if entry.kind is EntryKind.PROMPT:
         role = "user"
         content: dict[str, Any] = {"content_type": "text", "parts": [entry.text]}
+        if entry.attachments:
+            content, metadata["attachments"] = _with_files(entry)
     elif entry.kind is EntryKind.ANSWER:
         if entry.partial:
             return None

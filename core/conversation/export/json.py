@@ -5,7 +5,9 @@
   "messages", "usage"}``. ``complete`` is false only in a ``partial`` export
   of a damaged log, which holds what precedes the damage and names it in
   ``corruption`` (the ``corrupt_log`` error body; ``null`` otherwise).
-  Additions keep the version; a change that breaks readers bumps it.
+  Additions keep the version; a change that breaks readers bumps it. A
+  message with files lists them in ``attachments`` (by hash, with their
+  bytes as ``base64`` when asked).
 * :func:`export_tree`, schema ``branchwise.export-tree/1``: the whole lineage
   tree a conversation belongs to, from its furthest reachable ancestor down,
   each session a ``branchwise.export/1`` document without its own ``schema``
@@ -18,6 +20,7 @@ keeps only as totals, from its :func:`~branchwise.core.projection.records.usage_
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -28,16 +31,33 @@ from branchwise.core.conversation.export.common import (
     parent_info,
     readable_snapshot,
 )
+from branchwise.core.errors import AttachmentMissing
 from branchwise.core.ids import validate_session_id
 from branchwise.core.lineage import lineage, tree
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.projection.records import TurnUsage, usage_by_turn
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.store import SessionSnapshot, SessionStore
 
 SCHEMA = "branchwise.export/1"
 TREE_SCHEMA = "branchwise.export-tree/1"
 
 
-def _document(store: SessionStore, snapshot: SessionSnapshot) -> dict[str, Any]:
+def attachment_json(store: SessionStore, ref: AttachmentRef, embed: bool) -> dict[str, Any]:
+    """A message's file: ``{"name", "type", "size", "sha256"}`` (+ ``pages``), and with
+    ``embed`` its bytes as ``base64`` (``null`` when they are missing or damaged)."""
+    data = ref.to_json()
+    if embed:
+        try:
+            data["base64"] = base64.b64encode(BlobStore(store.root).read(ref.sha256)).decode()
+        except AttachmentMissing:
+            data["base64"] = None
+    return data
+
+
+def _document(
+    store: SessionStore, snapshot: SessionSnapshot, embed: bool = False
+) -> dict[str, Any]:
     """One session's export body (everything but ``schema`` and ``exportedAt``)."""
     manifest, projection = snapshot.manifest, snapshot.projection
     parent = parent_info(store, snapshot)
@@ -87,6 +107,11 @@ def _document(store: SessionStore, snapshot: SessionSnapshot) -> dict[str, Any]:
                 "content": m.content,
                 "model": m.model,
                 "partial": m.partial,
+                **(
+                    {"attachments": [attachment_json(store, a, embed) for a in m.attachments]}
+                    if m.attachments
+                    else {}
+                ),
             }
             for m in projection.messages
         ],
@@ -98,19 +123,20 @@ def _document(store: SessionStore, snapshot: SessionSnapshot) -> dict[str, Any]:
 
 
 def export_document(
-    store: SessionStore, session_id: str, *, partial: bool = False
+    store: SessionStore, session_id: str, *, partial: bool = False, embed: bool = False
 ) -> dict[str, Any]:
     """The ``branchwise.export/1`` JSON document of one session.
 
     Args:
         partial: export what precedes a damaged log's damage (marked incomplete).
+        embed: put each attachment's bytes in the document (base64).
 
     Raises:
         CorruptLog: the log is damaged and ``partial`` is false.
         InvalidSessionId, SessionNotFound, InvalidManifest: from the store.
     """
     snapshot = readable_snapshot(store, validate_session_id(session_id), partial=partial)
-    return {"schema": SCHEMA, "exportedAt": time.time(), **_document(store, snapshot)}
+    return {"schema": SCHEMA, "exportedAt": time.time(), **_document(store, snapshot, embed)}
 
 
 def export_tree(store: SessionStore, session_id: str, *, partial: bool = False) -> dict[str, Any]:

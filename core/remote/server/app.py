@@ -37,6 +37,7 @@ from branchwise.core.remote.protocol import (
     MAX_REQUEST_LINE,
     MAX_TURN_BODY,
 )
+from branchwise.core.remote.server.attachments import download, upload
 from branchwise.core.remote.server.events import events
 from branchwise.core.remote.server.fanout import fanout_session, fuse_session
 from branchwise.core.remote.server.forks import fork_session, targets
@@ -167,6 +168,8 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     app.router.add_post("/sessions/{session_id}/restore", restore_session)
     app.router.add_get("/search", search_sessions)
     app.router.add_post("/fork-session", fork_session)
+    app.router.add_post("/attachments", upload)
+    app.router.add_get("/attachments/{sha256}", download)
     app.router.add_post("/sessions/{session_id}/fanout", fanout_session)
     app.router.add_post("/sessions/{session_id}/fuse", fuse_session)
     app.on_shutdown.append(_close)

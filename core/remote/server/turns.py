@@ -13,6 +13,7 @@ from aiohttp import web
 
 from branchwise.core.errors import SessionNotFound
 from branchwise.core.remote.protocol import MAX_BODY, MAX_TURN_BODY, NDJSON, validate_turn_body
+from branchwise.core.remote.server.attachments import check_stored
 from branchwise.core.remote.server.http_io import (
     json_response,
     query_params,
@@ -33,7 +34,9 @@ async def send_turn(request: web.Request) -> web.StreamResponse:
     session_id = session_of(request)
     query_params(request, {})
     body = validate_turn_body(await read_json(request, MAX_TURN_BODY))
-    stream = await state_of(request).served.start(session_id, body.get("text"))
+    files = body.get("attachments", ())
+    await check_stored(request, files)
+    stream = await state_of(request).served.start(session_id, body.get("text"), files)
     response = web.StreamResponse(headers={"Content-Type": NDJSON})
     await response.prepare(request)
     # A client that goes away cancels only this handler: the turn runs on in its
