@@ -5,10 +5,10 @@
 
 Without a ``DISPLAY`` the script re-runs itself under ``xvfb-run`` (install
 ``xvfb`` and ``fonts-wqy-microhei`` for the Chinese languages). The fixture is
-a conversation of three turns, a fork made from its first turn (with a turn
-of its own and one answered with a table, a quote and a code block) and a
-child conversation spawned from its last turn, built with the same store,
-fork and lineage calls the app uses. ``--theme`` is written to the fixture's
+a conversation of three turns, a fork made from its first turn (a turn of
+its own with a picture attached, and one answered with a table, a quote and
+a code block) and a child conversation spawned from its last turn, built
+with the same store, fork and lineage calls the app uses. ``--theme`` is written to the fixture's
 settings, as the Settings dialog would. Each answer records token figures
 (as a server's usage, timed), so turn footers show them. ``--view intro``
 shows the first-start window instead: no conversation yet, the introduction
@@ -86,8 +86,30 @@ BUDGET_TURN = (
 )
 
 
+def _photo(path: Path) -> Path:
+    """A small picture of autumn leaves (drawn, so the fixture needs no image file)."""
+    from PySide6.QtCore import QPointF, Qt
+    from PySide6.QtGui import QColor, QImage, QLinearGradient, QPainter
+
+    image = QImage(480, 300, QImage.Format.Format_RGB32)
+    painter = QPainter(image)
+    sky = QLinearGradient(0, 0, 0, 300)
+    sky.setColorAt(0, QColor("#f6d9a8"))
+    sky.setColorAt(1, QColor("#c8553d"))
+    painter.fillRect(image.rect(), sky)
+    painter.setPen(Qt.PenStyle.NoPen)
+    for n in range(60):
+        x, y = (n * 97) % 480, (n * 53) % 300
+        painter.setBrush(QColor(("#b3261e", "#e8871e", "#f2c14e", "#8c1c13")[n % 4]))
+        painter.drawEllipse(QPointF(x, y), 14 + n % 9, 9 + n % 7)
+    painter.end()
+    image.save(str(path), "PNG")
+    return path
+
+
 def build_fixture(root: Path) -> tuple[str, str, str]:
     """Write the fixture sessions; return (parent, fork, child) ids."""
+    from branchwise.core.conversation.attachments import attach_files
     from branchwise.core.fork.engine import fork
     from branchwise.core.fork.operations import ForkRequest
     from branchwise.core.ids import new_id
@@ -97,11 +119,10 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
 
     store = SessionStore(root)
 
-    def turn(writer: object, question: str, answer: str) -> str:
+    def turn(writer: object, question: str, answer: str, files: tuple[object, ...] = ()) -> str:
         turn_id, step = new_id("turn"), new_id("step")
-        writer.commit(  # type: ignore[attr-defined]
-            [ev.turn_start(turn_id), ev.user_message(new_id("msg"), question), ev.step_start(step)]
-        )
+        asked = ev.user_message(new_id("msg"), question, files)
+        writer.commit([ev.turn_start(turn_id), asked, ev.step_start(step)])  # type: ignore[attr-defined]
         writer.commit(  # type: ignore[attr-defined]
             [
                 ev.assistant_message(new_id("msg"), answer, "demo"),
@@ -120,7 +141,7 @@ def build_fixture(root: Path) -> tuple[str, str, str]:
     request = ForkRequest(parent, turns[0], first_boundary, generation)
     forked = fork(store, request, new_id("op"), title="Kyoto in autumn — food")
     with store.open_writer(forked.child_session_id) as writer:
-        turn(writer, *FORK_TURN)
+        turn(writer, *FORK_TURN, files=attach_files(root, [_photo(root.parent / "nishiki.png")]))
         turn(writer, *BUDGET_TURN)
     child = create_child(store, parent, {"turnId": turns[2]}, "Packing checklist")
     with store.open_writer(child.child_session_id) as writer:
