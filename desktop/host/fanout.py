@@ -32,6 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from branchwise.core.conversation.attachments import (
+    PreparedAttachment,
+    check_message,
+    store_attachments,
+)
 from branchwise.core.conversation.fanout import (
     Fanout,
     FanoutBranch,
@@ -42,7 +47,7 @@ from branchwise.core.conversation.fanout import (
 )
 from branchwise.core.conversation.merge import MergeResult, fused_already, merge_fused
 from branchwise.core.conversation.settings import ConversationSettings
-from branchwise.core.errors import TurnRunning
+from branchwise.core.errors import FanoutAttachmentsRemote, TurnRunning
 from branchwise.core.fanout_run import (
     BranchOutcome,
     BranchSetup,
@@ -52,7 +57,9 @@ from branchwise.core.fanout_run import (
     write_fused,
 )
 from branchwise.core.ids import new_id
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.providers.demo import DemoProvider
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
@@ -310,14 +317,20 @@ async def send_to_several(
     prompt: str,
     targets: Sequence[FanoutTarget],
     *,
+    files: Sequence[PreparedAttachment] = (),
     run: FanoutRun | None = None,
     operation_id: str | None = None,
     initiator: object = None,
 ) -> list[BranchOutcome]:
     """Make one branch per target at the end of ``session_id`` and answer them all at once.
 
+    ``files`` (the composer's, read by :attr:`Host.attaching`) are stored once,
+    in a worker thread, before the branches are made; every branch's question
+    refers to the same blobs.
+
     Raises (before any branch is made):
         TurnRunning: the conversation is answering here.
+        AttachmentRefused, DiskFull, ReadOnlyDataFolder: the files could not be stored.
         EmptyPrompt, InvalidFanout, OperationConflict, TurnOpen, DiskFull, …:
             as :func:`~branchwise.core.conversation.fanout.fan_out`.
     """
@@ -326,9 +339,20 @@ async def send_to_several(
     follow = run or FanoutRun()
     store = host.store
     conversation = (await asyncio.to_thread(store.read, session_id, every_frame=False)).projection
+    refs: tuple[AttachmentRef, ...] = ()
+    if files:
+        check_message(files, host.settings.attachment_limits)
+        refs = await asyncio.to_thread(store_attachments, BlobStore(store.root), files)
     operation = operation_id or new_id("op")
     fanout = await asyncio.to_thread(
-        fan_out, store, session_id, prompt, targets, operation, settings=conversation.settings
+        fan_out,
+        store,
+        session_id,
+        prompt,
+        targets,
+        operation,
+        attachments=refs,
+        settings=conversation.settings,
     )
     made = frozenset(branch.session_id for branch in fanout.branches)
     for branch in fanout.branches:
@@ -427,6 +451,7 @@ async def send_to_several_remote(
     models: list[str],
     samples: int | None,
     *,
+    files: Sequence[PreparedAttachment] = (),
     run: FanoutRun | None = None,
     operation_id: str | None = None,
 ) -> dict[str, Any]:
@@ -439,11 +464,17 @@ async def send_to_several_remote(
     appear under the conversation.
 
     Raises:
+        FanoutAttachmentsRemote: ``files`` were given; the server's fan-out
+            takes a prompt only (refused before anything is sent).
         ServerUnsupported: the server has no fan-out.
         RemoteRefusal: the server's typed refusal (before any branch is made).
         RemoteUnavailable: the server went away (a retry with the same
             ``operation_id`` finishes the same branches).
     """
+    if files:
+        raise FanoutAttachmentsRemote(
+            "a server's fan-out takes no attachments", server=server.connection.url
+        )
     follow = run or FanoutRun()
     operation = operation_id or new_id("op")
     result: dict[str, Any] = {}

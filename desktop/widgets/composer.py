@@ -169,10 +169,7 @@ class Composer(QWidget):
             return
         self.editor.clear()
         if self.pending and self._attach is not None:
-            files = tuple(self.pending)
-            self.pending = []
-            self._render_attachments()
-            self._attach.send(text, files)
+            self._attach.send(text, self.take_attachments())
             return
         self._on_send(text)
 
@@ -193,6 +190,14 @@ class Composer(QWidget):
         """Files the host read and accepted: shown as chips until the prompt is sent."""
         self.pending.extend(files)
         self._render_attachments()
+
+    def take_attachments(self) -> tuple[PreparedAttachment, ...]:
+        """The pending files, handed over to be sent (the chips go; :meth:`restore` puts
+        them back when the sending is refused)."""
+        files = tuple(self.pending)
+        self.pending = []
+        self._render_attachments()
+        return files
 
     def restore(self, text: str, files: Sequence[PreparedAttachment]) -> None:
         """Put back a prompt whose sending was refused (what was typed since is kept after it)."""

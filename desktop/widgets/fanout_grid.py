@@ -47,6 +47,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from branchwise.core.conversation.attachments import PreparedAttachment
 from branchwise.core.conversation.fanout import (
     MAX_TARGETS,
     FanoutBranch,
@@ -452,6 +453,9 @@ class FanoutGrid(QDialog):
         prompt: the message every branch asks.
         targets: the models (and samples) asked.
         open_branch: opens a branch in a tab (Continue, and the fused merge's parent).
+        files: the composer's attachments, which every branch's question carries.
+        on_refused: told of a refusal that came before any branch was made (the
+            composer takes its prompt and files back).
     """
 
     def __init__(
@@ -462,6 +466,8 @@ class FanoutGrid(QDialog):
         targets: Sequence[FanoutTarget],
         open_branch: Callable[[ConversationRef], None],
         parent: QWidget | None = None,
+        files: Sequence[PreparedAttachment] = (),
+        on_refused: Callable[[BranchwiseError], None] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("fanoutGrid")
@@ -469,6 +475,8 @@ class FanoutGrid(QDialog):
         self.ref = ref
         self.prompt = prompt
         self.targets = tuple(targets)
+        self.files = tuple(files)
+        self._on_refused = on_refused
         self._open_branch = open_branch
         self.run = GridRun(self._progressed, self._heard_text)
         self.columns: dict[str, FanoutColumn] = {}
@@ -548,6 +556,7 @@ class FanoutGrid(QDialog):
                     self.ref.session_id,
                     self.prompt,
                     self.targets,
+                    files=self.files,
                     run=self.run,
                     initiator=self,
                 )
@@ -560,10 +569,18 @@ class FanoutGrid(QDialog):
                     return
                 models = [t.model for t in self.targets]
                 await send_to_several_remote(
-                    server, self.ref.session_id, self.prompt, models, None, run=self.run
+                    server,
+                    self.ref.session_id,
+                    self.prompt,
+                    models,
+                    None,
+                    files=self.files,
+                    run=self.run,
                 )
         except BranchwiseError as exc:
-            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message)
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message, **exc.details)
+            if not self.run.progress and self._on_refused is not None:
+                self._on_refused(exc)
             if shiboken6.isValid(self):
                 self.status.setText(reason_text(exc.code))
         finally:

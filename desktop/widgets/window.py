@@ -33,7 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.conversation.fanout import FanoutTarget
-from branchwise.core.errors import BranchwiseError
+from branchwise.core.errors import BranchwiseError, FanoutAttachmentsRemote
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
     _,
@@ -763,6 +763,12 @@ class MainWindow(QMainWindow):
         if refused is not None or tab.running or not text:
             return None  # the button is disabled then, and says why
         ref = tab.ref
+        if ref.server is not None and tab.composer.pending:
+            exc = FanoutAttachmentsRemote(
+                "a server's fan-out takes no attachments", server=str(ref.server)
+            )
+            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message, **exc.details)
+            return None  # the prompt and its files stay in the composer
         conversation = self.host.conversation(ref)
         projection = conversation.projection if conversation is not None else None
         own = projection.settings.model if projection is not None else ""
@@ -790,9 +796,24 @@ class MainWindow(QMainWindow):
     def _fan_out(
         self, tab: ConversationTab, text: str, targets: Sequence[FanoutTarget]
     ) -> FanoutGrid:
-        if shiboken6.isValid(tab) and tab.composer.editor.toPlainText().strip() == text:
+        alive = shiboken6.isValid(tab)
+        cleared = alive and tab.composer.editor.toPlainText().strip() == text
+        if cleared:
             tab.composer.editor.clear()
-        grid = FanoutGrid(self.host, tab.ref, text, targets, self.open_ref, self)
+        files = tab.composer.take_attachments() if alive else ()
+
+        def refused(_exc: BranchwiseError) -> None:
+            """Nothing was made: the prompt and its files go back to the composer."""
+            if not shiboken6.isValid(tab):
+                return
+            if cleared:
+                tab.composer.restore(text, files)
+            else:
+                tab.composer.add_attachments(files)
+
+        grid = FanoutGrid(
+            self.host, tab.ref, text, targets, self.open_ref, self, files=files, on_refused=refused
+        )
         grid.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         grid.show()
         grid.start()
