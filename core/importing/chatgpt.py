@@ -15,8 +15,19 @@ below it its result. Hidden: ``message: null``, the system role,
 ``reasoning_recap``; a user or assistant message with no text is hidden too
 (nothing to show). Image and other file parts of ``multimodal_text`` become a
 short placeholder naming the file when ``metadata.attachments`` lists it
-(``[image: photo.png]``, ``[file: notes.pdf]``; the export's files are not
-brought in).
+(``[image: photo.png]``, ``[file: notes.pdf]``).
+
+When the export is a ``.zip`` that holds a user's uploaded files, they are
+imported themselves instead: an ``image_asset_pointer`` part names its file
+(``file-service://file-XXXX`` or ``sediment://file_XXXX``), and so does each
+``metadata.attachments`` entry (``id``); the archive stores that file as a
+member whose name starts with the id (``file-XXXX-photo.png``,
+``file_XXXX-<uuid>.png``, at any depth). Each is judged from its bytes by the
+attachment rules and limits (:mod:`~branchwise.core.conversation.attachments`)
+and travels on its user item until the publisher stores it. A file the
+archive lacks, or one the rules refuse (a cut-short image, over a limit),
+keeps its placeholder, with a warning per conversation. Images in answers
+and tool results (generated images) stay placeholders.
 
 Bad input never crashes the reader: a conversation without a mapping is a
 :class:`SourceSkip`; bytes that are not UTF-8 are replaced (U+FFFD) by the
@@ -50,13 +61,26 @@ import itertools
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 import ijson
 
-from branchwise.core.errors import ImportNotFound, MalformedImport, UnsafeArchive
+from branchwise.core.conversation.attachments import (
+    DEFAULT_LIMITS,
+    AttachmentLimits,
+    PreparedAttachment,
+    judge,
+)
+from branchwise.core.errors import (
+    AttachmentRefused,
+    AttachmentTooLarge,
+    ImportNotFound,
+    MalformedImport,
+    UnsafeArchive,
+)
 from branchwise.core.importing.json_stream import RepairingReader, holds_replacement
 from branchwise.core.importing.source import (
     ItemKind,
@@ -157,8 +181,11 @@ class _GuardedStream:
 
 
 @contextlib.contextmanager
-def _export_stream(path: Path) -> Iterator[tuple[_GuardedStream, int]]:
-    """The ``conversations.json`` bytes of ``path`` (a file or an export zip) and their size."""
+def _export_stream(
+    path: Path,
+) -> Iterator[tuple[_GuardedStream, int, zipfile.ZipFile | None]]:
+    """The ``conversations.json`` bytes of ``path`` (a file or an export zip), their size,
+    and the archive when ``path`` is one (open while the stream is)."""
     try:
         is_zip = zipfile.is_zipfile(path)
     except OSError as exc:
@@ -169,7 +196,7 @@ def _export_stream(path: Path) -> Iterator[tuple[_GuardedStream, int]]:
         except OSError as exc:
             raise ImportNotFound(f"{path} cannot be read: {exc.strerror or exc}") from exc
         with handle:
-            yield _GuardedStream(handle), os.fstat(handle.fileno()).st_size
+            yield _GuardedStream(handle), os.fstat(handle.fileno()).st_size, None
         return
     try:
         archive = zipfile.ZipFile(path)
@@ -178,7 +205,7 @@ def _export_stream(path: Path) -> Iterator[tuple[_GuardedStream, int]]:
     with archive:
         member = _conversations_member(archive, path)
         with archive.open(member) as raw:
-            yield _GuardedStream(raw, member.file_size), member.file_size
+            yield _GuardedStream(raw, member.file_size), member.file_size, archive
 
 
 def _conversations_member(archive: zipfile.ZipFile, path: Path) -> zipfile.ZipInfo:
@@ -228,7 +255,8 @@ def read(path: Path) -> Iterator[SourceRecord]:
         UnsafeArchive: a zip bomb, a path escape, or no ``conversations.json``.
     """
     path = Path(path)
-    with _export_stream(path) as (stream, total):
+    with _export_stream(path) as (stream, total, archive):
+        assets = None if archive is None else _ArchivedFiles(archive)
         index = 0
         reader = RepairingReader(stream)
         try:
@@ -242,7 +270,10 @@ def read(path: Path) -> Iterator[SourceRecord]:
                         f"{location}: the conversation names no current message "
                         "(current_node); its newest message ends the main path"
                     )
-                yield _conversation(raw, index, location)
+                yield _conversation(raw, index, location, assets)
+                if assets is not None:
+                    for message in assets.take_warnings(location):
+                        yield SourceWarning(message)
                 yield Progress(stream.read_bytes, total)
         except (_NotAnArray, _TooDeep, ijson.JSONError, UnicodeDecodeError) as exc:
             why = _damage(exc)
@@ -263,7 +294,9 @@ def _damage(exc: Exception) -> str:
     return f"malformed JSON ({text})"
 
 
-def _conversation(raw: Any, index: int, location: str) -> SourceTree | SourceSkip:
+def _conversation(
+    raw: Any, index: int, location: str, assets: _ArchivedFiles | None = None
+) -> SourceTree | SourceSkip:
     """One conversation object as a :class:`SourceTree` (or why it is skipped)."""
     if not isinstance(raw, dict):
         return SourceSkip(location, "not a conversation object")
@@ -283,7 +316,7 @@ def _conversation(raw: Any, index: int, location: str) -> SourceTree | SourceSki
         node_id = node_id if isinstance(node_id, str) and node_id else str(key)
         parent = node.get("parent")
         items.append(
-            _item(node_id, parent if isinstance(parent, str) else None, node.get("message"))
+            _item(node_id, parent if isinstance(parent, str) else None, node.get("message"), assets)
         )
     by_id = {item.id: item for item in items}
     paired = tuple(
@@ -326,7 +359,9 @@ def _time(value: object) -> float | None:
     return None
 
 
-def _item(node_id: str, parent: str | None, message: object) -> SourceItem:
+def _item(
+    node_id: str, parent: str | None, message: object, assets: _ArchivedFiles | None = None
+) -> SourceItem:
     """One mapping node: its kind (``None`` when hidden) and what it shows."""
     hidden = SourceItem(node_id, parent, None)
     if not isinstance(message, dict):
@@ -344,7 +379,12 @@ def _item(node_id: str, parent: str | None, message: object) -> SourceItem:
         or metadata.get("is_visually_hidden_from_conversation")
     ):
         return hidden
-    text = _text(content, _file_names(metadata))
+    names = _file_names(metadata)
+    files: tuple[PreparedAttachment, ...] = ()
+    held: frozenset[str] = frozenset()
+    if role == "user" and assets is not None:
+        held, files = assets.files_of(_file_ids(content, names), names)
+    text = _text(content, names, held)
     time = _time(message.get("create_time"))
     recipient = message.get("recipient")
     if role == "tool":
@@ -368,7 +408,7 @@ def _item(node_id: str, parent: str | None, message: object) -> SourceItem:
             tool_name=recipient,
             arguments=text,
         )
-    if not text.strip():
+    if not text.strip() and not files:
         return hidden
     kind: ItemKind = "user" if role == "user" else "assistant"
     model = metadata.get("model_slug")
@@ -379,6 +419,7 @@ def _item(node_id: str, parent: str | None, message: object) -> SourceItem:
         text,
         time,
         model=model if isinstance(model, str) and kind == "assistant" else None,
+        attachments=files,
     )
 
 
@@ -392,18 +433,25 @@ def _file_names(metadata: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def _text(content: dict[str, Any], names: dict[str, str] | None = None) -> str:
+def _text(
+    content: dict[str, Any], names: dict[str, str] | None = None, held: frozenset[str] = frozenset()
+) -> str:
     """The visible text of one message's content, whatever its type.
 
     A file part becomes a placeholder naming the file when the message lists
-    its name (``[image: photo.png]``); the files themselves are not imported.
+    its name (``[image: photo.png]``), unless the file itself was imported
+    (its id in ``held``).
     """
     parts = content.get("parts")
     if isinstance(parts, list):
-        texts = [_part_text(part, names or {}) for part in parts]
-        listed = set((names or {}).values())
+        texts = [_part_text(part, names or {}, held) for part in parts]
+        listed = {name for file_id, name in (names or {}).items() if file_id not in held}
         shown = {name for part in texts for name in listed if f": {name}]" in part}
-        texts += [f"[file: {name}]" for name in (names or {}).values() if name not in shown]
+        texts += [
+            f"[file: {name}]"
+            for file_id, name in (names or {}).items()
+            if file_id not in held and name not in shown
+        ]
         return "\n".join(filter(None, texts))
     for field in ("text", "result", "summary"):
         value = content.get(field)
@@ -412,7 +460,26 @@ def _text(content: dict[str, Any], names: dict[str, str] | None = None) -> str:
     return ""
 
 
-def _part_text(part: object, names: dict[str, str]) -> str:
+def _pointer_id(part: dict[str, Any]) -> str:
+    """The file id an asset pointer names: ``file-XXXX`` of ``file-service://file-XXXX``."""
+    pointer = part.get("asset_pointer")
+    return pointer.rsplit("/", 1)[-1] if isinstance(pointer, str) else ""
+
+
+def _file_ids(content: dict[str, Any], names: dict[str, str]) -> list[str]:
+    """The ids of a message's files, in order: its image parts, then its listed attachments."""
+    ids: list[str] = []
+    parts = content.get("parts")
+    for part in parts if isinstance(parts, list) else []:
+        if isinstance(part, dict) and "image" in str(part.get("content_type", "")):
+            file_id = _pointer_id(part)
+            if file_id and file_id not in ids:
+                ids.append(file_id)
+    ids += [file_id for file_id in names if file_id and file_id not in ids]
+    return ids
+
+
+def _part_text(part: object, names: dict[str, str], held: frozenset[str] = frozenset()) -> str:
     if isinstance(part, str):
         return part
     if not isinstance(part, dict):
@@ -422,10 +489,123 @@ def _part_text(part: object, names: dict[str, str]) -> str:
         return text
     kind = part.get("content_type")
     if isinstance(kind, str) and "image" in kind:
-        pointer = part.get("asset_pointer")
-        file_id = pointer.rsplit("/", 1)[-1] if isinstance(pointer, str) else ""
+        file_id = _pointer_id(part)
+        if file_id in held:
+            return ""
         name = names.get(file_id)
         return f"[image: {name}]" if name else "[image]"
     if isinstance(kind, str) and "audio" in kind:
         return "[audio]"
     return "[attachment]"
+
+
+_FILE_ID = re.compile(r"file[-_][A-Za-z0-9]+")
+
+
+class _ArchivedFiles:
+    """The user's uploaded files an export zip holds, found by their file id.
+
+    Members are indexed by name once, on first use; a member whose name
+    escapes the archive is ignored, one whose size or compression ratio is
+    absurd is refused, and at most ``limits.file_bytes`` + 1 bytes of one
+    are ever read. Refusals and missing files are counted per conversation
+    (:meth:`take_warnings`).
+    """
+
+    def __init__(self, archive: zipfile.ZipFile, limits: AttachmentLimits = DEFAULT_LIMITS) -> None:
+        self._archive = archive
+        self._limits = limits
+        self._members: dict[str, zipfile.ZipInfo] | None = None
+        self._judged: dict[str, PreparedAttachment | str] = {}  # this conversation's files
+        self._missing: set[str] = set()
+        self._refused: list[str] = []
+
+    def _index(self) -> dict[str, zipfile.ZipInfo]:
+        if self._members is None:
+            self._members = {}
+            for info in self._archive.infolist():
+                name = PurePosixPath(info.filename.replace("\\", "/"))
+                if info.is_dir() or name.is_absolute() or ".." in name.parts:
+                    continue
+                if ":" in info.filename:
+                    continue
+                found = _FILE_ID.match(name.name)
+                if found is not None:
+                    self._members.setdefault(found.group(0), info)
+        return self._members
+
+    def files_of(
+        self, file_ids: list[str], names: dict[str, str]
+    ) -> tuple[frozenset[str], tuple[PreparedAttachment, ...]]:
+        """The files of one user message the archive holds (their ids, and each judged).
+
+        A file refused by a message limit (too many images, too many bytes in
+        all) is left out like one the archive lacks, with a warning.
+        """
+        held: list[str] = []
+        files: list[PreparedAttachment] = []
+        for file_id in file_ids:
+            judged = self._judge(file_id, names.get(file_id))
+            if isinstance(judged, str):
+                continue
+            images = sum(1 for f in files if f.is_image) + (1 if judged.is_image else 0)
+            total = sum(len(f.data) for f in files) + len(judged.data)
+            if images > self._limits.images or total > self._limits.message_bytes:
+                self._refused.append(f"{judged.name} (over the limits of one message)")
+                continue
+            held.append(file_id)
+            files.append(judged)
+        return frozenset(held), tuple(files)
+
+    def _judge(self, file_id: str, listed: str | None) -> PreparedAttachment | str:
+        """The member of ``file_id`` read and judged, or why not (remembered per conversation)."""
+        if file_id in self._judged:
+            return self._judged[file_id]
+        info = self._index().get(file_id)
+        if info is None:
+            self._missing.add(file_id)
+            self._judged[file_id] = "missing"
+            return "missing"
+        base = PurePosixPath(info.filename.replace("\\", "/")).name
+        name = listed or base[len(file_id) :].lstrip("-_") or base
+        try:
+            limit = self._limits.file_bytes
+            if info.file_size > limit:
+                raise AttachmentTooLarge(
+                    f"{name} is larger than {limit} bytes", name=name, limit=limit
+                )
+            if info.file_size > MAX_RATIO * max(info.compress_size, 1) + CHUNK:
+                raise UnsafeArchive(f"{name} is compressed more than {MAX_RATIO}:1")
+            with self._archive.open(info) as raw:
+                data = raw.read(limit + 1)
+            if len(data) > limit:
+                raise AttachmentTooLarge(
+                    f"{name} is larger than {limit} bytes", name=name, limit=limit
+                )
+            result: PreparedAttachment | str = judge(name, data)
+        except (AttachmentRefused, UnsafeArchive) as exc:
+            result = f"{name} ({exc.message})"
+        except (OSError, zipfile.BadZipFile, zlib.error, EOFError) as exc:
+            result = f"{name} (it cannot be read from the archive: {exc})"
+        if isinstance(result, str):
+            self._refused.append(result)
+        self._judged[file_id] = result
+        return result
+
+    def take_warnings(self, location: str) -> list[str]:
+        """This conversation's warnings (missing and refused files); starts the next one afresh."""
+        warnings = []
+        if self._missing:
+            count = len(self._missing)
+            warnings.append(
+                f"{location}: {count} attached file{'s' if count != 1 else ''} "
+                "not in the archive; kept as placeholders"
+            )
+        warnings += [
+            f"{location}: attached file {why} not imported; kept as a placeholder"
+            for why in self._refused
+        ]
+        self._judged.clear()
+        self._missing.clear()
+        self._refused.clear()
+        return warnings

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from branchwise.core.conversation.attachments import store_attachments
 from branchwise.core.conversation.names import child_label, imported_label
 from branchwise.core.errors import StaleSource
 from branchwise.core.fork.seeding import (
@@ -74,6 +75,7 @@ from branchwise.core.projection.events import (
     validate_event,
 )
 from branchwise.core.projection.turns import TurnTracker
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.manifest import (
     SEGMENTED,
     BranchOrigin,
@@ -199,8 +201,14 @@ def _turn_commit(
     session_id: str,
     stamper: _Stamper,
     links: list[Event],
+    blobs: BlobStore,
 ) -> list[Event]:
-    """One turn as one commit: start, messages and tools in order, links, end (completed)."""
+    """One turn as one commit: start, messages and tools in order, links, end (completed).
+
+    A prompt's files are stored in ``blobs`` here, before the commit that
+    refers to them is written (a blob already stored, from an earlier import
+    of the same export, is kept, never copied).
+    """
     first = turn.items[0]
     events = [stamper.stamp(turn_start(turn_id), first.time)]
     open_calls: dict[str, str] = {}
@@ -208,7 +216,7 @@ def _turn_commit(
     for item in turn.items:
         message_id = f"msg_{_digest(session_id, 'msg', item.id)[:32]}"
         if item.kind == "user":
-            event = user_message(message_id, item.text)
+            event = user_message(message_id, item.text, store_attachments(blobs, item.attachments))
         elif item.kind == "assistant":
             event = assistant_message(message_id, item.text, item.model or UNKNOWN_MODEL)
         elif item.kind == "tool_call":
@@ -260,6 +268,7 @@ class TreePublisher:
         # the unpublished folder and manifest of each session this tree built
         self._folders: dict[str, tuple[Path, Manifest]] = {}
         self._trash = Trash(store)
+        self._blobs = BlobStore(store.root)
         # (parent index, parent turn index) -> the link events of children spawned there
         self._links: dict[tuple[int, int], list[tuple[int, str | None]]] = {}
         for index, conversation in enumerate(plan.conversations):
@@ -364,7 +373,7 @@ class TreePublisher:
                 _link_event(written, self._ids[child], turn_id, call)
                 for child, call in self._links.get((index, first_turn + offset), ())
             ]
-            events = _turn_commit(turn, turn_id, written.session_id, stamper, links)
+            events = _turn_commit(turn, turn_id, written.session_id, stamper, links, self._blobs)
             written.commits.append(events)
             written.turn_ids.append(turn_id)
             written.boundaries.append(events[-1]["seq"])

@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from branchwise.core.conversation.attachments import PreparedAttachment
+
 ItemKind = Literal["user", "assistant", "tool_call", "tool_result"]
 """What a visible item is; a Branchwise turn starts at every ``user`` item."""
 
@@ -50,6 +52,9 @@ class SourceItem:
             (JSON text where the source has JSON).
         spawns: for a ``tool_call`` that started a sub-agent, the
             :attr:`SourceTree.id` of the child tree it spawned.
+        attachments: for a ``user`` item, the files the export itself held
+            (read and judged, not stored yet); the publisher stores them
+            before the commit that refers to them.
     """
 
     id: str
@@ -62,6 +67,7 @@ class SourceItem:
     tool_name: str | None = None
     arguments: str | None = None
     spawns: str | None = None
+    attachments: tuple[PreparedAttachment, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
