@@ -65,6 +65,11 @@ BENCHMARKS = REPO_ROOT / "tests" / "benchmarks"
         ("bench_import_readers.py", ["--megabytes", "1", "--repeat", "1"], "peak RSS"),
         ("bench_import.py", ["--megabytes", "1"], "peak RSS"),
         (
+            "bench_attach_pdf.py",
+            ["--pages", "5", "--lines", "5", "--megabytes", "0.5", "--repeat", "1"],
+            "one frame at 60 Hz",
+        ),
+        (
             "bench_labels.py",
             ["--branches", "6", "--turns", "2", "--repeat", "1"],
             "labels computed",
