@@ -302,60 +302,24 @@ class RemoteStore:
         (``session-fork-origin-v1``).
         """
         path = f"/sessions/{validate_session_id(session_id)}/turns"
-        timeout = httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT)
         finished = False
-        try:
-            async with (
-                httpx.AsyncClient(timeout=timeout) as client,
-                client.stream(
-                    "POST",
-                    self.base_url + path,
-                    headers=self._headers({"Content-Type": "application/json"}),
-                    content=orjson.dumps(_turn_body(text, attachments)),
-                ) as response,
-            ):
-                if response.status_code >= 400:
-                    self._decode(response.status_code, await response.aread())
-                async for line in response.aiter_lines():
-                    if not line.strip():
-                        continue
-                    try:
-                        record = orjson.loads(line)
-                    except orjson.JSONDecodeError as exc:
-                        raise RemoteUnavailable(
-                            f"{self.base_url} sent an undecodable turn record"
-                        ) from exc
-                    if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-                        raise RemoteUnavailable(f"{self.base_url} sent a malformed turn record")
-                    finished = record["type"] in ("ended", "error")
-                    yield record
-        except httpx.TimeoutException as exc:
-            raise RemoteUnavailable(f"{self.base_url} stopped answering mid-turn") from exc
-        except httpx.HTTPError as exc:
-            raise RemoteUnavailable(f"{self.base_url} dropped the turn's stream: {exc}") from exc
+        async for record in self._post_lines(path, _turn_body(text, attachments), "type", "turn"):
+            finished = record["type"] in ("ended", "error")
+            yield record
         if not finished:
             raise RemoteUnavailable(f"{self.base_url} ended the turn's stream early")
 
-    async def fanout(
-        self,
-        session_id: str,
-        prompt: str,
-        models: list[str],
-        samples: int | None,
-        operation_id: str,
+    async def _post_lines(
+        self, path: str, body: object, kind: str, what: str
     ) -> AsyncIterator[dict[str, Any]]:
-        """``POST /sessions/{id}/fanout`` (``session-fanout-v1``): its progress lines, as sent.
+        """POST ``body`` and yield the answer's JSON lines as they arrive (a turn, a fan-out).
 
-        ``branches``, then each branch's ``queued``/``started``/``text``/``ended``,
-        then ``result`` (the ``session fanout`` JSON). A stream that stops before
-        ``result`` raises :class:`RemoteUnavailable`: the branches are made, and
-        a retry with the same operation id finishes them.
+        Each line must be an object naming its ``kind``; an error status, an
+        undecodable or malformed line, a timeout or a dropped stream is
+        :class:`RemoteUnavailable` (``what`` names the stream in the message).
+        Whether the stream ended where it should is the caller's to judge.
         """
-        await self._require(CAP_FANOUT)
-        path = f"/sessions/{validate_session_id(session_id)}/fanout"
-        body = {"prompt": prompt, "models": models, "samples": samples, "operationId": operation_id}
         timeout = httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT)
-        finished = False
         try:
             async with (
                 httpx.AsyncClient(timeout=timeout) as client,
@@ -375,16 +339,38 @@ class RemoteStore:
                         record = orjson.loads(line)
                     except orjson.JSONDecodeError as exc:
                         raise RemoteUnavailable(
-                            f"{self.base_url} sent an undecodable fan-out line"
+                            f"{self.base_url} sent an undecodable {what} line"
                         ) from exc
-                    if not isinstance(record, dict) or not isinstance(record.get("event"), str):
-                        raise RemoteUnavailable(f"{self.base_url} sent a malformed fan-out line")
-                    finished = record["event"] == "result"
+                    if not isinstance(record, dict) or not isinstance(record.get(kind), str):
+                        raise RemoteUnavailable(f"{self.base_url} sent a malformed {what} line")
                     yield record
         except httpx.TimeoutException as exc:
-            raise RemoteUnavailable(f"{self.base_url} stopped answering mid-fan-out") from exc
+            raise RemoteUnavailable(f"{self.base_url} stopped answering mid-{what}") from exc
         except httpx.HTTPError as exc:
-            raise RemoteUnavailable(f"{self.base_url} dropped the fan-out's stream: {exc}") from exc
+            raise RemoteUnavailable(f"{self.base_url} dropped the {what}'s stream: {exc}") from exc
+
+    async def fanout(
+        self,
+        session_id: str,
+        prompt: str,
+        models: list[str],
+        samples: int | None,
+        operation_id: str,
+    ) -> AsyncIterator[dict[str, Any]]:
+        """``POST /sessions/{id}/fanout`` (``session-fanout-v1``): its progress lines, as sent.
+
+        ``branches``, then each branch's ``queued``/``started``/``text``/``ended``,
+        then ``result`` (the ``session fanout`` JSON). A stream that stops before
+        ``result`` raises :class:`RemoteUnavailable`: the branches are made, and
+        a retry with the same operation id finishes them.
+        """
+        await self._require(CAP_FANOUT)
+        path = f"/sessions/{validate_session_id(session_id)}/fanout"
+        body = {"prompt": prompt, "models": models, "samples": samples, "operationId": operation_id}
+        finished = False
+        async for record in self._post_lines(path, body, "event", "fan-out"):
+            finished = record["event"] == "result"
+            yield record
         if not finished:
             raise RemoteUnavailable(
                 f"{self.base_url} ended the fan-out's stream early; retry with the same "
