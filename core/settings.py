@@ -35,6 +35,7 @@ import orjson
 
 from branchwise.core.conversation.attachments import DEFAULT_LIMITS, MB, AttachmentLimits
 from branchwise.core.conversation.settings import (
+    DEMO_SERVER,
     ConversationSettings,
     validate_conversation_settings,
 )
@@ -54,6 +55,9 @@ PROVIDERS = ("demo", "openai")
 THEMES = ("system", "light", "dark")
 ThemeChoice = Literal["system", "light", "dark"]
 DEFAULT_KEY_ENVS = ("BRANCHWISE_API_KEY", "OPENAI_API_KEY")
+NO_KEY_ENV = "BRANCHWISE_NO_KEY"
+"""The key variable of a server a conversation names that is not the app's: a name nobody
+sets, so no key is sent unless the person sets it on purpose."""
 DEFAULT_DEMO_PACE = 40
 """Words per second the demo responder streams at: slow enough to watch an answer
 arrive and branch while it does, fast enough not to be a wait."""
@@ -156,6 +160,9 @@ class Settings:
         attachment_image_turns: send images of only the last this many prompts
             that had some (``None``: all still in the context).
         demo_pace: words per second the demo responder streams (``0``: all at once).
+        saved_servers: other model servers this person used (API roots, newest
+            first): the app's server before it was changed in Settings. Send to
+            several offers their models beside the app's server's.
     """
 
     provider: ProviderKind = "demo"
@@ -173,6 +180,7 @@ class Settings:
     attachment_images: int = DEFAULT_LIMITS.images
     attachment_image_turns: int | None = None
     demo_pace: int = DEFAULT_DEMO_PACE
+    saved_servers: tuple[str, ...] = ()
 
     @property
     def attachment_limits(self) -> AttachmentLimits:
@@ -203,6 +211,7 @@ class Settings:
             "attachmentImages": self.attachment_images,
             "attachmentImageTurns": self.attachment_image_turns,
             "demoPace": self.demo_pace,
+            "savedServers": list(self.saved_servers),
         }
 
     @property
@@ -227,6 +236,7 @@ _JSON_NAMES = {
     "attachmentImages": "attachment_images",
     "attachmentImageTurns": "attachment_image_turns",
     "demoPace": "demo_pace",
+    "savedServers": "saved_servers",
 }
 assert set(_JSON_NAMES.values()) == {f.name for f in fields(Settings)}
 
@@ -313,6 +323,7 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
             f"demoPace must be a whole number of words per second from 0 to {MAX_DEMO_PACE}",
             field="demoPace",
         )
+    saved_servers = _saved_servers(values.get("saved_servers", ()), base_url)
     try:
         defaults = validate_conversation_settings(
             system=values.get("system_prompt"), temperature=values.get("temperature")
@@ -332,13 +343,49 @@ def validate_settings(data: Mapping[str, Any]) -> Settings:
         temperature=defaults.temperature,
         theme=theme,
         attachment_image_turns=image_turns,
+        saved_servers=saved_servers,
         **limits,
         demo_pace=demo_pace,
     )
 
 
+MAX_SAVED_SERVERS = 8
+
+
+def _saved_servers(value: object, base_url: str) -> tuple[str, ...]:
+    """Normalized, without repeats or the app's own server, at most :data:`MAX_SAVED_SERVERS`."""
+    if not isinstance(value, list | tuple) or not all(isinstance(url, str) for url in value):
+        raise InvalidSettings("savedServers must be a list of addresses", field="savedServers")
+    kept: list[str] = []
+    for url in value:
+        try:
+            normalized = normalize_base_url(url)
+        except InvalidBaseUrl as exc:
+            raise InvalidSettings(exc.message, field="savedServers") from None
+        if normalized != base_url and normalized not in kept:
+            kept.append(normalized)
+    return tuple(kept[:MAX_SAVED_SERVERS])
+
+
+def remember_server(old: Settings, new: Settings) -> Settings:
+    """``new``, with ``old``'s server saved first among the others when ``new`` changed it."""
+    if not old.base_url or old.base_url == new.base_url:
+        return new
+    servers = _saved_servers([old.base_url, *new.saved_servers], new.base_url)
+    return dataclasses.replace(new, saved_servers=servers)
+
+
 def for_conversation(settings: Settings, conversation: ConversationSettings) -> Settings:
-    """``settings`` with a conversation's own choices in place of the defaults."""
+    """``settings`` with a conversation's own choices in place of the defaults.
+
+    A conversation's own ``model_server`` replaces the app's: ``demo`` is the demo
+    responder; another address is asked without the key typed for the app's
+    server, and with a key from the environment only when a variable was
+    named for it (never the default variables: a key kept for one server must
+    not reach another one a fan-out happened to ask).
+    """
+    if conversation.model_server is not None:
+        settings = _answered_by(settings, conversation.model_server)
     return dataclasses.replace(
         settings,
         model=settings.model if conversation.model is None else conversation.model,
@@ -348,6 +395,17 @@ def for_conversation(settings: Settings, conversation: ConversationSettings) -> 
         temperature=(
             settings.temperature if conversation.temperature is None else conversation.temperature
         ),
+    )
+
+
+def _answered_by(settings: Settings, server: str) -> Settings:
+    if server == DEMO_SERVER:
+        return dataclasses.replace(settings, provider="demo")
+    url = normalize_base_url(server)
+    if settings.configured and url == settings.base_url:
+        return settings
+    return dataclasses.replace(
+        settings, provider="openai", base_url=url, api_key="", api_key_env=NO_KEY_ENV
     )
 
 

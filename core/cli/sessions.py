@@ -85,6 +85,12 @@ def _add_conversation_options(parser: argparse.ArgumentParser) -> None:
         metavar="T",
         help='its temperature, 0 to 2 ("default" clears)',
     )
+    parser.add_argument(
+        "--model-server",
+        default=None,
+        metavar="URL",
+        help='who answers it: an OpenAI-compatible server\'s address, or "demo" ("" clears)',
+    )
 
 
 def _conversation_settings(
@@ -103,7 +109,8 @@ def _conversation_settings(
                 temperature = float(text)
             except ValueError:
                 temperature = text  # refused below with the field named
-    return validate_conversation_settings(model, system, temperature)
+    server = current.model_server if args.model_server is None else args.model_server
+    return validate_conversation_settings(model, system, temperature, server)
 
 
 def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
@@ -111,7 +118,9 @@ def cmd_new(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     chosen = _conversation_settings(args, ConversationSettings())
     with store.create(args.title) as writer:
         if not chosen.empty:
-            writer.set_conversation_settings(chosen.model, chosen.system, chosen.temperature)
+            writer.set_conversation_settings(
+                chosen.model, chosen.system, chosen.temperature, chosen.model_server
+            )
         result = {"sessionId": writer.session_id, "title": writer.manifest.title}
     return result
 
@@ -123,13 +132,17 @@ def cmd_config(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     commit under the writer lease (``lease_held`` while another process writes).
     """
     session_id = validate_session_id(args.session_id)
-    if args.model is None and args.system is None and args.temperature is None:
+    if all(
+        getattr(args, name) is None for name in ("model", "system", "temperature", "model_server")
+    ):
         current = store.read(session_id).projection.settings
         return {"sessionId": session_id, "config": current.to_json()}
     with store.open_writer(session_id) as writer:
         chosen = _conversation_settings(args, writer.projection.settings)
         if chosen != writer.projection.settings:
-            writer.set_conversation_settings(chosen.model, chosen.system, chosen.temperature)
+            writer.set_conversation_settings(
+                chosen.model, chosen.system, chosen.temperature, chosen.model_server
+            )
     return {"sessionId": session_id, "config": chosen.to_json()}
 
 

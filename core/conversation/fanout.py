@@ -47,14 +47,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import orjson
 
 from branchwise.core.conversation.names import branch_title, model_label, render_label
-from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.conversation.settings import (
+    DEMO_SERVER,
+    ConversationSettings,
+    validate_conversation_settings,
+)
 from branchwise.core.errors import (
     BranchwiseError,
     EmptyPrompt,
+    InvalidConversationSettings,
     InvalidFanout,
     NotAncestor,
     NotRelated,
@@ -73,7 +79,7 @@ from branchwise.core.i18n.reasons import fill
 from branchwise.core.ids import new_session_id, validate_session_id
 from branchwise.core.lineage import lineage
 from branchwise.core.projection.attachments import AttachmentRef
-from branchwise.core.store.manifest import BranchOrigin, Manifest
+from branchwise.core.store.manifest import BranchLabel, BranchOrigin, Manifest
 from branchwise.core.store.store import SessionStore
 
 MAX_TARGETS = 8
@@ -89,24 +95,40 @@ DEFAULT_FUSE_INSTRUCTION = N_(
 
 @dataclass(frozen=True, slots=True)
 class FanoutTarget:
-    """One branch asked for: a model, and which sample of it (0: the model's only one).
+    """One branch asked for: a model, which sample of it (0: the model's only one), and where.
 
     Attributes:
         model: the model name the branch asks.
         sample: 1..N when the model is asked N > 1 times, else 0.
+        model_server: who answers the branch when not the conversation's own
+            (``demo``, or another OpenAI-compatible server's API root); it
+            becomes the branch's own setting, so the branch goes on there.
     """
 
     model: str
     sample: int = 0
+    model_server: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """``{"model", "sample"}``."""
-        return {"model": self.model, "sample": self.sample}
+        """``{"model", "sample"[, "modelServer"]}``."""
+        data: dict[str, Any] = {"model": self.model, "sample": self.sample}
+        if self.model_server is not None:
+            data["modelServer"] = self.model_server
+        return data
 
     @property
     def label(self) -> str:
         """The branch's label in the active language ("qwen2.5 · sample 2")."""
-        return render_label(model_label(self.model, self.sample or None), None) or self.model
+        return render_label(self.label_parts, None) or self.model
+
+    @property
+    def label_parts(self) -> BranchLabel:
+        """The label the branch is given: its model, and the server when another is asked
+        ("llama3.2 · 127.0.0.1:11434"), so the same model on two servers reads apart."""
+        text = self.model
+        if self.model_server is not None and self.model_server != DEMO_SERVER:
+            text = f"{self.model} · {urlsplit(self.model_server).netloc}"
+        return model_label(text, self.sample or None)
 
 
 def fanout_targets(
@@ -124,26 +146,39 @@ def fanout_targets(
     if samples is not None and samples < 1:
         raise InvalidFanout("--samples must be at least 1", field="samples", count=samples)
     names = list(models) or ([default_model] if samples is not None else [])
-    if any(not name.strip() for name in names):
+    return numbered_targets([(name, None) for name in names for _ in range(samples or 1)])
+
+
+def numbered_targets(asked: Sequence[tuple[str, str | None]]) -> tuple[FanoutTarget, ...]:
+    """Targets of ``(model, server)`` pairs, samples numbered per model and server.
+
+    Raises:
+        InvalidFanout: no target, more than :data:`MAX_TARGETS`, an empty
+            model name or a server that is neither ``demo`` nor an http(s) address.
+    """
+    if any(not model.strip() for model, _server in asked):
         raise InvalidFanout("a model name is empty: name the model to ask", field="model")
-    asked = [name.strip() for name in names for _ in range(samples or 1)]
     if not 1 <= len(asked) <= MAX_TARGETS:
         raise InvalidFanout(
             f"a fan-out asks 1 to {MAX_TARGETS} models or samples, not {len(asked)}",
             field="targets",
             count=len(asked),
         )
-    return _numbered(asked)
-
-
-def _numbered(asked: Sequence[str]) -> tuple[FanoutTarget, ...]:
-    counts = Counter(asked)
-    seen: Counter[str] = Counter()
+    pairs = [(model.strip(), _server_of(server)) for model, server in asked]
+    counts = Counter(pairs)
+    seen: Counter[tuple[str, str | None]] = Counter()
     targets = []
-    for name in asked:
-        seen[name] += 1
-        targets.append(FanoutTarget(name, seen[name] if counts[name] > 1 else 0))
+    for pair in pairs:
+        seen[pair] += 1
+        targets.append(FanoutTarget(pair[0], seen[pair] if counts[pair] > 1 else 0, pair[1]))
     return tuple(targets)
+
+
+def _server_of(server: object) -> str | None:
+    try:
+        return validate_conversation_settings(model_server=server).model_server
+    except InvalidConversationSettings as exc:
+        raise InvalidFanout(exc.message, field="server") from None
 
 
 def targets_from_json(data: object) -> tuple[FanoutTarget, ...]:
@@ -162,7 +197,8 @@ def targets_from_json(data: object) -> tuple[FanoutTarget, ...]:
             raise InvalidFanout("each target names a model", field="targets")
         if not isinstance(sample, int) or isinstance(sample, bool) or not 0 <= sample <= 64:
             raise InvalidFanout("a target's sample is a small number", field="targets")
-        targets.append(FanoutTarget(model, sample))
+        server = _server_of(item.get("modelServer")) if isinstance(item, dict) else None
+        targets.append(FanoutTarget(model, sample, server))
     return tuple(targets)
 
 
@@ -468,9 +504,14 @@ def _calls(record: _Record, settings: ConversationSettings | None) -> list[ForkC
                 request,
                 branch_operation(record.operation_id, number),
                 title=record.titles[number - 1] if len(record.titles) >= number else None,
-                label=model_label(target.model, target.sample or None),
+                label=target.label_parts,
                 fork_turn_index=record.fork_turn_index,
-                settings=ConversationSettings(target.model, keep.system, keep.temperature),
+                settings=ConversationSettings(
+                    target.model,
+                    keep.system,
+                    keep.temperature,
+                    target.model_server or keep.model_server,
+                ),
             )
         )
     return calls

@@ -812,7 +812,11 @@ def _child_contents(begun: _Reserved) -> tuple[Manifest, list[dict[str, Any]]]:
         own.append({"type": EventType.SESSION_TITLE.value, "title": title})
     settings = begun.call.settings or begun.plan.settings
     if settings is not None:
-        own.append(session_config(settings.model, settings.system, settings.temperature))
+        own.append(
+            session_config(
+                settings.model, settings.system, settings.temperature, settings.model_server
+            )
+        )
     if request.origin is not None:
         # The question is part of the publish: a branch never exists without its prompt.
         own += [

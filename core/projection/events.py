@@ -195,14 +195,26 @@ def session_child(
     }
 
 
-def session_config(model: str | None, system: str | None, temperature: float | None) -> Event:
-    """The conversation's own model, system prompt and temperature (``None``: as in Settings)."""
-    return {
+def session_config(
+    model: str | None,
+    system: str | None,
+    temperature: float | None,
+    model_server: str | None = None,
+) -> Event:
+    """The conversation's own model, system prompt, temperature and model server.
+
+    ``None`` means as in Settings; ``modelServer`` is written only when set,
+    so the event reads as before without it.
+    """
+    event: Event = {
         "type": EventType.SESSION_CONFIG.value,
         "model": model,
         "system": system,
         "temperature": temperature,
     }
+    if model_server is not None:
+        event["modelServer"] = model_server
+    return event
 
 
 def session_merge(

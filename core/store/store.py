@@ -875,9 +875,13 @@ class SessionWriter:
         return committed
 
     def set_conversation_settings(
-        self, model: str | None, system: str | None, temperature: float | None
+        self,
+        model: str | None,
+        system: str | None,
+        temperature: float | None,
+        model_server: str | None = None,
     ) -> None:
-        """Give the conversation its own model, system prompt and temperature.
+        """Give the conversation its own model, system prompt, temperature and model server.
 
         One ``session/config`` commit (``None``: as in the app's settings);
         the writer owns the event's shape so callers never build it.
@@ -885,7 +889,7 @@ class SessionWriter:
         Raises:
             InvalidEvent: a value the event cannot hold; DiskFull, OSError: not committed.
         """
-        self.commit([session_config(model, system, temperature)])
+        self.commit([session_config(model, system, temperature, model_server)])
 
     def set_title(self, title: str) -> None:
         """Rename the session: a ``session/title`` event, then the manifest.

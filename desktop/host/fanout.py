@@ -46,7 +46,7 @@ from branchwise.core.conversation.fanout import (
     fuse_sources,
 )
 from branchwise.core.conversation.merge import MergeResult, fused_already, merge_fused
-from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.conversation.settings import DEMO_SERVER, ConversationSettings
 from branchwise.core.errors import FanoutAttachmentsRemote, TurnRunning
 from branchwise.core.fanout_run import (
     BranchOutcome,
@@ -361,13 +361,13 @@ async def send_to_several(
     host.emit(
         Changes(sidebar=True, added=made, sessions=frozenset({session_id}), initiator=initiator)
     )
-    server = host.settings.base_url if host.settings.configured else "demo"
+    app_server = host.settings.base_url if host.settings.configured else DEMO_SERVER
 
     def setup_for(branch: FanoutBranch, settings: ConversationSettings) -> BranchSetup:
         provider, system = host.turn_provider(settings)
         if isinstance(provider, DemoProvider):
             provider = provider.as_target(branch.target.model, branch.target.sample)
-        return BranchSetup(provider, system, server)
+        return BranchSetup(provider, system, settings.model_server or app_server)
 
     outcomes = await _answer_off_loop(store, fanout, setup_for, follow)
     for branch in fanout.branches:

@@ -68,7 +68,13 @@ from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnResult
 from branchwise.core.search.index import MergedBranch, SearchIndex
 from branchwise.core.search.query import SearchResult
-from branchwise.core.settings import Settings, for_conversation, load_settings, save_settings
+from branchwise.core.settings import (
+    Settings,
+    for_conversation,
+    load_settings,
+    remember_server,
+    save_settings,
+)
 from branchwise.core.store.manifest import Manifest, given_title
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.attaching import Attaching, Preview, remote_previews
@@ -1325,7 +1331,12 @@ class Host:
         return self.emit(Changes(sessions=frozenset({session_id})))
 
     def update_settings(self, settings: Settings) -> Changes:
-        """Save new settings and switch provider; the language is the window's business."""
+        """Save new settings and switch provider; the language is the window's business.
+
+        A server replaced by another is kept among the saved servers, so Send
+        to several can still offer its models.
+        """
+        settings = remember_server(self.settings, settings)
         save_settings(self.root, settings)
         self.settings = settings
         self.provider = self._provider_factory(settings)

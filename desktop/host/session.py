@@ -458,7 +458,10 @@ class OpenSession(Conversation, TurnListener):
             raise TurnRunning("wait for the answer to finish", sessionId=self.session_id)
         if conversation != self.writer.projection.settings:
             self.writer.set_conversation_settings(
-                conversation.model, conversation.system, conversation.temperature
+                conversation.model,
+                conversation.system,
+                conversation.temperature,
+                conversation.model_server,
             )
 
     def stop(self) -> None:

@@ -9,6 +9,7 @@ branch made earlier keeps its own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -26,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.conversation.settings import (
+    DEMO_SERVER,
     MAX_TEMPERATURE,
     MIN_TEMPERATURE,
     ConversationSettings,
@@ -83,6 +85,11 @@ class ConversationSettingsDialog(QDialog):
         self.temperature.setEnabled(current.temperature is not None)
         start = current.temperature if current.temperature is not None else defaults.temperature
         self.temperature.setValue(start if start is not None else 0.7)
+        self.server = QCheckBox(server_choice(current.model_server), self)
+        self.server.setObjectName("conversationServer")
+        self.server.setChecked(current.model_server is not None)
+        self.server.setVisible(current.model_server is not None)
+        self._server = current.model_server
         self.error = QLabel(self)
         self.error.setObjectName("conversationSettingsError")
         self.error.setWordWrap(True)
@@ -96,6 +103,8 @@ class ConversationSettingsDialog(QDialog):
         form.addRow(_("Model"), self.model)
         form.addRow(_("System prompt"), self.system)
         form.addRow(_("Temperature"), temperature_row)
+        if current.model_server is not None:
+            form.addRow(_("Answered by"), self.server)
         note = QLabel(
             _("Empty fields follow Settings. Branches made from now on inherit these values."), self
         )
@@ -118,6 +127,7 @@ class ConversationSettingsDialog(QDialog):
             self.model.text(),
             self.system.toPlainText(),
             self.temperature.value() if self.own_temperature.isChecked() else None,
+            self._server if self.server.isChecked() else None,
         )
 
     def save(self) -> None:
@@ -129,3 +139,12 @@ class ConversationSettingsDialog(QDialog):
             self.error.show()
             return
         self.accept()
+
+
+def server_choice(server: str | None) -> str:
+    """The choice to keep a conversation's own server ("Keep asking 127.0.0.1:11434")."""
+    if server is None:
+        return ""
+    if server == DEMO_SERVER:
+        return _("Keep asking the offline demo responder")
+    return fill(_("Keep asking {address}"), {"address": urlsplit(server).netloc or server})

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import shiboken6
 from PySide6.QtCore import Qt, QTimer
@@ -53,7 +54,7 @@ from branchwise.core.conversation.fanout import (
     FanoutBranch,
     FanoutTarget,
     default_fuse_instruction,
-    fanout_targets,
+    numbered_targets,
 )
 from branchwise.core.errors import BranchwiseError, InvalidFanout
 from branchwise.core.i18n.language import (
@@ -75,23 +76,65 @@ from branchwise.desktop.host.fanout import (
 )
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level
+from branchwise.desktop.host.operations import ServerModels
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.turn_widget import STREAM_REPAINT_MS, STREAM_REPAINT_SLOWDOWN
 
 MIN_TARGETS = 2
 """Fewer answers than this is not a comparison: the composer's Send asks one."""
 MODEL_ROLE = Qt.ItemDataRole.UserRole
+SERVER_ROLE = Qt.ItemDataRole.UserRole + 1
 COLUMN_MIN_WIDTH = 320
 """A column's narrowest (its answer stays readable); more columns than fit scroll sideways."""
 
 
+SERVER_KINDS = {
+    "ollama": "Ollama",
+    "lmstudio": "LM Studio",
+    "llama.cpp": "llama.cpp",
+    "vllm": "vLLM",
+}
+"""The names of the servers :func:`~branchwise.core.providers.detect.detect_servers` recognises."""
+
+
+def own_heading(url: str | None) -> Callable[[], str]:
+    """The heading of the conversation's own server's models (``None``: the demo answers)."""
+    if url is None:
+        return demo_heading
+    address = urlsplit(url).netloc or url
+    return lambda: fill(_("Models on {address}"), {"address": address})
+
+
+def demo_heading() -> str:
+    """The heading of the demo responder's model."""
+    return _("Demo responder (offline)")
+
+
+def other_heading(server: ServerModels) -> Callable[[], str]:
+    """The heading of a saved or found server's models ("Models on 127.0.0.1:11434 · Ollama")."""
+    address = urlsplit(server.url).netloc or server.url
+
+    def text() -> str:
+        kind = SERVER_KINDS.get(server.kind) or _("OpenAI-compatible server")
+        return fill(_("Models on {address} · {kind}"), {"address": address, "kind": kind})
+
+    return text
+
+
 class SendToSeveralDialog(QDialog):
-    """Which models to ask, and how many times each (2 to 8 answers in all).
+    """Which models to ask, where, and how many times each (2 to 8 answers in all).
+
+    The list holds a group per server: the conversation's own (models with
+    no server of their own: the app's server or, without one, the demo
+    responder), then others the window finds (:meth:`add_server`: saved
+    servers and this machine's, the demo beside a server), each under a
+    heading. A model typed in is asked of the conversation's own server.
 
     Args:
         models: the models offered (checked ones are asked).
         default_model: the model asked when none is checked but samples are.
         checked: the models checked at first.
+        heading: the own group's heading, in the current language (``None``: none).
     """
 
     def __init__(
@@ -100,14 +143,18 @@ class SendToSeveralDialog(QDialog):
         default_model: str,
         checked: Sequence[str] = (),
         parent: QWidget | None = None,
+        heading: Callable[[], str] | None = None,
     ) -> None:
         super().__init__(parent)
         self.setObjectName("sendToSeveralDialog")
         self.default_model = default_model
+        self._headings: list[tuple[QListWidgetItem, Callable[[], str]]] = []
         self.intro = QLabel(self)
         self.intro.setWordWrap(True)
         self.models = QListWidget(self)
         self.models.setObjectName("fanoutModels")
+        if heading is not None:
+            self._add_heading(None, heading)
         for model in models:
             self.add_model(model, model in checked)
         self.new_model = QLineEdit(self)
@@ -148,44 +195,98 @@ class SendToSeveralDialog(QDialog):
         self.samples.valueChanged.connect(lambda _n: self._render())
         self.resize(420, 420)
         self.retranslate_ui()
+        add_language_listener(self._language_changed)
+        self.destroyed.connect(lambda: remove_language_listener(self._language_changed))
 
-    def add_model(self, model: str, checked: bool = True) -> None:
-        """Offer ``model`` (checked), unless it is offered already."""
+    def add_model(self, model: str, checked: bool = True, server: str | None = None) -> None:
+        """Offer ``model`` of ``server`` (checked), unless it is offered already."""
         model = model.strip()
         if not model:
             return
         for row in range(self.models.count()):
             item = self.models.item(row)
-            if item.data(MODEL_ROLE) == model:
+            if item.data(MODEL_ROLE) == model and item.data(SERVER_ROLE) == server:
                 item.setCheckState(Qt.CheckState.Checked if checked else item.checkState())
                 return
-        item = QListWidgetItem(model, self.models)
+        item = QListWidgetItem(model)
         item.setData(MODEL_ROLE, model)
+        item.setData(SERVER_ROLE, server)
         item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
         item.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
+        self.models.insertItem(self._group_end(server), item)
+
+    def add_server(self, server: str, heading: Callable[[], str], models: Sequence[str]) -> None:
+        """Offer ``models`` of another ``server`` (unchecked) under ``heading``."""
+        if not models or self._group_end(server, default=-1) >= 0:
+            return
+        self._add_heading(server, heading)
+        for model in models:
+            self.add_model(model, checked=False, server=server)
+
+    def _add_heading(self, server: str | None, heading: Callable[[], str]) -> None:
+        item = QListWidgetItem(heading())
+        item.setData(SERVER_ROLE, server)
+        item.setFlags(Qt.ItemFlag.ItemIsEnabled)
+        font = item.font()
+        font.setBold(True)
+        item.setFont(font)
+        self.models.insertItem(self._group_end(server), item)
+        self._headings.append((item, heading))
+
+    def _group_end(self, server: str | None, default: int | None = None) -> int:
+        """The row after ``server``'s group (its rows are kept together), else ``default``
+        (``None``: the end of the list; the own group, with no server, comes first)."""
+        last = None
+        for row in range(self.models.count()):
+            if self.models.item(row).data(SERVER_ROLE) == server:
+                last = row
+        if last is not None:
+            return last + 1
+        if default is not None:
+            return default
+        return 0 if server is None and not self._headings else self.models.count()
+
+    def headings(self) -> list[str]:
+        """The groups' headings, top to bottom."""
+        return [
+            self.models.item(row).text()
+            for row in range(self.models.count())
+            if self.models.item(row).data(MODEL_ROLE) is None
+        ]
 
     def _add_typed(self) -> None:
         self.add_model(self.new_model.text())
         self.new_model.clear()
         self._render()
 
-    def set_checked(self, models: Sequence[str]) -> None:
-        """Check exactly ``models`` (offering those not offered yet)."""
+    def set_checked(self, models: Sequence[str], server: str | None = None) -> None:
+        """Check exactly ``models`` of ``server`` (offering those not offered yet)."""
         for model in models:
-            self.add_model(model)
+            self.add_model(model, server=server)
         for row in range(self.models.count()):
             item = self.models.item(row)
-            wanted = item.data(MODEL_ROLE) in models
+            if item.data(MODEL_ROLE) is None:
+                continue
+            wanted = item.data(MODEL_ROLE) in models and item.data(SERVER_ROLE) == server
             item.setCheckState(Qt.CheckState.Checked if wanted else Qt.CheckState.Unchecked)
         self._render()
 
+    def check(self, model: str, server: str | None) -> None:
+        """Check one more model (of ``server``)."""
+        self.add_model(model, checked=True, server=server)
+        self._render()
+
+    def checked_targets(self) -> list[tuple[str, str | None]]:
+        """The ``(model, server)`` pairs checked, in the list's order."""
+        return [
+            (item.data(MODEL_ROLE), item.data(SERVER_ROLE))
+            for item in (self.models.item(row) for row in range(self.models.count()))
+            if item.data(MODEL_ROLE) is not None and item.checkState() == Qt.CheckState.Checked
+        ]
+
     def checked_models(self) -> list[str]:
         """The models checked, in the list's order."""
-        return [
-            self.models.item(row).data(MODEL_ROLE)
-            for row in range(self.models.count())
-            if self.models.item(row).checkState() == Qt.CheckState.Checked
-        ]
+        return [model for model, _server in self.checked_targets()]
 
     def samples_asked(self) -> int | None:
         """How many times each model is asked (``None``: once)."""
@@ -197,7 +298,10 @@ class SendToSeveralDialog(QDialog):
         Raises:
             InvalidFanout: fewer than 2 or more than 8 answers, as the engine says it.
         """
-        targets = fanout_targets(self.checked_models(), self.samples_asked(), self.default_model)
+        asked = self.checked_targets()
+        if not asked and self.samples_asked() is not None:
+            asked = [(self.default_model, None)]
+        targets = numbered_targets([pair for pair in asked for _ in range(self.samples.value())])
         if len(targets) < MIN_TARGETS:
             raise InvalidFanout(
                 "choose at least two models or samples", field="targets", count=len(targets)
@@ -233,6 +337,12 @@ class SendToSeveralDialog(QDialog):
         if self.refusal() is None:
             super().accept()
 
+    def _language_changed(self, _code: str) -> None:
+        if not shiboken6.isValid(self):
+            remove_language_listener(self._language_changed)
+            return
+        self.retranslate_ui()
+
     def retranslate_ui(self) -> None:
         """Every text in the current language."""
         self.setWindowTitle(_("Send to several"))
@@ -247,6 +357,8 @@ class SendToSeveralDialog(QDialog):
         self.add_button.setText(_("Add"))
         self.samples_label.setText(_("Answers per model:"))
         self.send_button.setText(_("Send"))
+        for item, heading in self._headings:
+            item.setText(heading())
         self._render()
 
 

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from branchwise.core.conversation.fanout import FanoutTarget
+from branchwise.core.conversation.settings import DEMO_SERVER
 from branchwise.core.errors import BranchwiseError, FanoutAttachmentsRemote
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
@@ -44,6 +45,7 @@ from branchwise.core.i18n.language import (
 from branchwise.core.i18n.locales import SUPPORTED, system_locale
 from branchwise.core.i18n.reasons import fill
 from branchwise.core.providers.demo import DEMO_MODEL
+from branchwise.core.settings import Settings
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.first_run import SERVER_FOUND, FirstRun
@@ -60,7 +62,13 @@ from branchwise.desktop.widgets.branch_map import BranchMapDialog
 from branchwise.desktop.widgets.compare_view import CompareView, show_compare
 from branchwise.desktop.widgets.conversation_settings_dialog import ConversationSettingsDialog
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
-from branchwise.desktop.widgets.fanout_grid import FanoutGrid, SendToSeveralDialog
+from branchwise.desktop.widgets.fanout_grid import (
+    FanoutGrid,
+    SendToSeveralDialog,
+    demo_heading,
+    other_heading,
+    own_heading,
+)
 from branchwise.desktop.widgets.import_dialog import ImportDialog
 from branchwise.desktop.widgets.introduction import Introduction
 from branchwise.desktop.widgets.notice_area import NoticeArea
@@ -772,26 +780,41 @@ class MainWindow(QMainWindow):
         conversation = self.host.conversation(ref)
         projection = conversation.projection if conversation is not None else None
         own = projection.settings.model if projection is not None else ""
-        configured = self.host.settings.model if self.host.settings.configured else ""
+        settings = self.host.settings
+        configured = settings.model if settings.configured else ""
         default_model = own or configured or DEMO_MODEL
-        dialog = SendToSeveralDialog([default_model], default_model, [default_model], self)
+        heading = None
+        if ref.server is None:
+            heading = own_heading(settings.base_url if settings.configured else None)
+        dialog = SendToSeveralDialog(
+            [default_model], default_model, [default_model], self, heading=heading
+        )
         dialog.samples.setValue(2)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.accepted.connect(lambda: self._fan_out(tab, text, dialog.targets()))
         dialog.destroyed.connect(lambda: setattr(self, "send_several_dialog", None))
         dialog.open()
         self.send_several_dialog = dialog
-        if ref.server is None and self.host.settings.configured:
-
-            async def offer_models() -> None:
-                listed = await self.host.operations.list_models(self.host.settings)
-                if shiboken6.isValid(dialog):
-                    for model in listed.models:
-                        if model not in listed.embedding:
-                            dialog.add_model(model, checked=False)
-
-            self.host.spawn(offer_models(), "list the server's models")
+        if ref.server is None:
+            if settings.configured:
+                dialog.add_server(DEMO_SERVER, demo_heading, [DEMO_MODEL])
+            self.host.spawn(self._offer_models(dialog, settings), "list the servers' models")
         return dialog
+
+    async def _offer_models(self, dialog: SendToSeveralDialog, settings: Settings) -> None:
+        """Offer the app's server's models, then those of the saved servers and this
+        machine's (asked off the UI thread; a closed dialog is left alone)."""
+        if settings.configured:
+            listed = await self.host.operations.list_models(settings)
+            if not shiboken6.isValid(dialog):
+                return
+            for model in listed.models:
+                if model not in listed.embedding:
+                    dialog.add_model(model, checked=False)
+        for other in await self.host.operations.other_servers(settings):
+            if not shiboken6.isValid(dialog):
+                return
+            dialog.add_server(other.url, other_heading(other), other.models)
 
     def _fan_out(
         self, tab: ConversationTab, text: str, targets: Sequence[FanoutTarget]

@@ -95,3 +95,52 @@ def test_bad_values_are_refused_with_their_field_and_change_nothing(tmp_path: Pa
     assert shown["config"] == {"model": None, "system": None, "temperature": None}
     assert len(shown["turns"]) == 0
     assert (root / "sessions" / created["sessionId"]).stat().st_mtime_ns == before
+
+
+def test_a_conversations_own_server_answers_it_and_gets_no_key_kept_for_another(
+    tmp_path: Path, server: tuple[str, Path]
+) -> None:
+    base_url, log = server
+    root = tmp_path / "root"
+    run_cli(root, "session", "new")  # creates the root folder
+    # The app's server is elsewhere (nothing listens there) and has a key typed for it.
+    save_settings(
+        root,
+        Settings(provider="openai", base_url="http://127.0.0.1:9/v1", model="m", api_key="app-key"),
+    )
+    _, created = run_cli(
+        root, "session", "new", "--model-server", base_url + "/", "--model", "fake-model"
+    )
+    sid = created["sessionId"]
+    assert created and run_cli(root, "session", "config", sid)[1]["config"] == {
+        "model": "fake-model",
+        "system": None,
+        "temperature": None,
+        "modelServer": base_url,
+    }
+    run_cli(root, "session", "say", sid, "Hello", "--quiet")
+    (asked,) = _chat_requests(log)
+    assert asked["model"] == "fake-model"
+    recorded = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+    assert all("app-key" not in str(r) for r in recorded)
+    # "demo" answers offline; "" gives the conversation back to the app's server.
+    _, demo = run_cli(root, "session", "config", sid, "--model-server", "demo")
+    assert demo["config"]["modelServer"] == "demo"
+    _, said = run_cli(root, "session", "say", sid, "Again")
+    assert len(_chat_requests(log)) == 1
+    _, cleared = run_cli(root, "session", "config", sid, "--model-server", "")
+    assert "modelServer" not in cleared["config"]
+
+
+def test_a_server_that_is_not_an_address_is_refused_and_nothing_changes(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    _, created = run_cli(root, "session", "new")
+    sid = created["sessionId"]
+    for bad in ("ftp://127.0.0.1/v1", "http://user:pw@127.0.0.1/v1", "not a url", "http://[::1"):
+        code, refused = run_cli(root, "session", "config", sid, "--model-server", bad, check=False)
+        assert code == 1, bad
+        assert refused["error"]["code"] == "invalid_conversation_settings"
+        assert refused["error"]["field"] == "modelServer"
+        assert "pw" not in str(refused)
+    _, shown = run_cli(root, "session", "config", sid)
+    assert shown["config"] == {"model": None, "system": None, "temperature": None}
