@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import os
+import ssl
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -329,7 +332,12 @@ class OpenAIProvider:
         # Proxy variables are for the outside world; a local model server is
         # reached directly even when a proxy is configured for everything else.
         trust_env = not _is_loopback(urlsplit(self.base_url).hostname)
-        async with httpx.AsyncClient(timeout=self._timeout, trust_env=trust_env) as client:
+        verify = _tls_context(
+            trust_env, os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+        )
+        async with httpx.AsyncClient(
+            timeout=self._timeout, trust_env=trust_env, verify=verify
+        ) as client:
             yield client
 
     def _url(self, endpoint: str) -> str:
@@ -509,3 +517,16 @@ async def _release(body: AsyncIterator[bytes]) -> None:
         async with asyncio.timeout(0):
             async for _ in body:
                 pass
+
+
+@functools.lru_cache(maxsize=4)
+def _tls_context(trust_env: bool, cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext:
+    """One TLS context per way of trusting certificates, shared by every call.
+
+    Building one loads the CA certificates (about 19 ms, holding the
+    interpreter), which every stream of a fan-out paid again while the
+    window waited. The certificate variables are part of the key, so a
+    changed ``SSL_CERT_FILE`` is honoured as httpx would.
+    """
+    del cert_file, cert_dir  # read again by httpx; here they only key the cache
+    return httpx.create_ssl_context(trust_env=trust_env)

@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import shiboken6
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -84,6 +84,9 @@ MIN_TARGETS = 2
 """Fewer answers than this is not a comparison: the composer's Send asks one."""
 MODEL_ROLE = Qt.ItemDataRole.UserRole
 SERVER_ROLE = Qt.ItemDataRole.UserRole + 1
+RENDER_SPACING_MS = 40
+"""The longest wait for the grid's repaint before the next column's new text is rendered
+anyway (normally the next one is rendered as soon as the last one is painted)."""
 COLUMN_MIN_WIDTH = 320
 """A column's narrowest (its answer stays readable); more columns than fit scroll sideways."""
 
@@ -382,6 +385,9 @@ class FanoutColumn(QFrame):
         self.figures = QLabel(self)
         self.figures.setObjectName("fanoutFigures")
         self.figures.setTextFormat(Qt.TextFormat.PlainText)
+        # Figures change many times a second: their width must never move the columns (a
+        # width change relays out and repaints every column's answer in one pass).
+        self.figures.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Fixed)
         self.state = QLabel(self)
         self.state.setObjectName("fanoutState")
         self.state.setTextFormat(Qt.TextFormat.PlainText)
@@ -640,7 +646,7 @@ class FanoutGrid(QDialog):
         self._repaint.timeout.connect(self._tick)
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
-        self._render_timer.setInterval(0)
+        self._render_timer.setInterval(RENDER_SPACING_MS)
         self._render_timer.timeout.connect(self._render_next)
         self._stale: list[FanoutColumn] = []
         self._round_ms = 0.0
@@ -899,7 +905,7 @@ class FanoutGrid(QDialog):
         )
         self._round_ms = 0.0
         if self._stale and not self._render_timer.isActive():
-            self._render_timer.start()
+            self._render_timer.start(0)
         if any(c.progress.state == "streaming" for c in self.columns.values()):
             self._repaint.start()  # the figures move on even between pieces
 
@@ -915,7 +921,7 @@ class FanoutGrid(QDialog):
         shown.show_text()
         self._round_ms += (time.perf_counter() - started) * 1000
         if self._stale:
-            self._render_timer.start()
+            self._render_timer.start(RENDER_SPACING_MS)  # sooner when the grid is painted
 
     def render_actions(self) -> None:
         """Stop all and Fuse… enabled as the columns stand."""
@@ -950,6 +956,20 @@ class FanoutGrid(QDialog):
         for column in self.columns.values():
             column.retranslate_ui()
         self.flush()
+
+    def event(self, event: QEvent) -> bool:
+        """After each repaint of the grid, render the next column whose text is behind.
+
+        Qt gathers a window's repaints for a few milliseconds and paints them
+        in one pass: columns rendered one per loop turn were still painted
+        together, so with four answers streaming one pass painted four answers
+        and the window paused four times as long as with one. Rendering the
+        next column only once the last one is painted keeps each pass to one.
+        """
+        handled = super().event(event)
+        if event.type() == QEvent.Type.UpdateRequest and self._stale:
+            self._render_timer.start(0)
+        return handled
 
     def closeEvent(self, event: Any) -> None:  # noqa: N802 - Qt override
         """Closing the grid leaves the answers running (they are branches)."""
