@@ -6,7 +6,8 @@ this process (:mod:`~branchwise.core.fanout_run`), streams progress to
 stderr as JSON lines and prints exactly ``{"operationId", "branches":
 [{"sessionId", "label", "model", "turnId", "endReason"}]}``; it exits 1 when
 a branch's answer ended in ``error`` (its typed error is on its ``ended``
-progress line). ``fuse`` prints the merge, ``{"parentSessionId",
+progress line). ``fuse`` prints the merge
+(:func:`~branchwise.core.fanout_run.fuse_answers`), ``{"parentSessionId",
 "mergeSequence", "created"}``. Both run on a ``branchwise serve`` with
 ``--server`` (:mod:`~branchwise.core.cli.remote`).
 """

@@ -15,7 +15,9 @@ one answer or all.
 
 :func:`fuse` writes the chosen branches' answers as one with the model the
 user picked and their instruction, and merges it into the conversation the
-fan-out started from, through its writer when it is open here.
+fan-out started from (:func:`~branchwise.core.fanout_run.fuse_answers`, as
+``session fuse`` and serve do), through its writer when it is open here; then
+the open conversation shows the fused card and the search index has it.
 
 The branches are answered by their own writers: a branch is not open in a
 tab while its answer streams (opening it then is refused as ``lease_held``);

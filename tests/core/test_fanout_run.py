@@ -48,12 +48,14 @@ class _StopWhileTheWriterOpens(ThreadPoolExecutor):
     def __init__(self, session_id: str, press: Callable[[], None]) -> None:
         super().__init__(max_workers=2)
         self._session_id, self._press = session_id, press
+        self.pressed = 0
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
         call = fn.args if isinstance(fn, functools.partial) else ()  # asyncio.to_thread's call
-        if len(call) >= 2 and getattr(call[0], "__name__", "") == "open_writer":
-            if call[1] == self._session_id:
-                self._press()
+        opening = [getattr(part, "__name__", part) for part in call[:2]]
+        if opening == ["open_writer", self._session_id]:
+            self.pressed += 1
+            self._press()
         return super().submit(fn, *args, **kwargs)
 
 
@@ -61,13 +63,14 @@ def test_a_stop_while_the_branch_is_made_ready_leaves_it_unasked(store: SessionS
     _, fanout = _fanned_out(store, ["alpha", "beta"])
     stopped, going = fanout.branches
     stops = FanoutStops()
+    pool = _StopWhileTheWriterOpens(stopped.session_id, lambda: stops.stop(stopped.session_id))
 
     async def answer() -> list[Any]:
-        pool = _StopWhileTheWriterOpens(stopped.session_id, lambda: stops.stop(stopped.session_id))
         asyncio.get_running_loop().set_default_executor(pool)
         return await answer_fanout(store, fanout, _demo, stops=stops)
 
     first = {o.branch.session_id: o for o in asyncio.run(answer())}
+    assert pool.pressed == 1
     assert first[going.session_id].end_reason == "completed"
     never = first[stopped.session_id]
     assert never.end_reason is None and never.turn_id is not None

@@ -11,8 +11,10 @@ one, a killed server closes them ``interrupted`` at its next start), at most
 streams back as NDJSON, in the lines ``session fanout`` writes to stderr,
 ending with ``{"event": "result", "result": …}`` (its printed JSON).
 
-``POST /sessions/{id}/fuse`` answers ``{"parentSessionId", "mergeSequence",
-"created"}`` as ``session fuse`` prints it.
+``POST /sessions/{id}/fuse`` fuses as ``session fuse`` does
+(:func:`~branchwise.core.fanout_run.fuse_answers`, with this server's
+provider settings) and answers ``{"parentSessionId", "mergeSequence",
+"created"}`` as it prints it.
 """
 
 from __future__ import annotations
