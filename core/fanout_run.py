@@ -1,4 +1,4 @@
-"""Answering a fan-out's branches at once, and writing a fuse, through the real turn runner.
+"""Answering a fan-out's branches at once, and fusing their answers, through the real turn runner.
 
 Each branch's question (published with it, :mod:`~branchwise.core.conversation.fanout`)
 is answered by a :class:`~branchwise.core.runtime.TurnRunner` on that
@@ -10,6 +10,14 @@ A model that fails ends its own branch's turn with its typed reason
 each running turn open with every committed piece of its answer; the next
 writer of the branch closes it as ``interrupted`` (a retry of the same
 fan-out does, and reports it so).
+
+A fuse (:func:`fuse_answers`) is the one sequence ``session fuse``, serve's
+fuse route and the desktop share: check the chosen answers, return the merge
+an earlier attempt of the same operation wrote (asking no model again), else
+have the chosen model write the fused answer and merge it into the
+conversation the fan-out left. Each caller says only how a provider is made
+from a conversation's settings, and hands over the parent's writer when it
+holds its lease.
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from branchwise.core.conversation.ask_again import branch_turn, unasked_turn
@@ -26,15 +34,19 @@ from branchwise.core.conversation.fanout import (
     Fanout,
     FanoutBranch,
     FuseSource,
+    default_fuse_instruction,
     demo_fused,
     fuse_messages,
+    fuse_sources,
+    require_parent,
 )
+from branchwise.core.conversation.merge import MergeResult, fused_already, merge_fused
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ModelNotFound
 from branchwise.core.providers.base import Provider, TextChunk
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
-from branchwise.core.store.store import SessionStore
+from branchwise.core.store.store import SessionStore, SessionWriter
 
 PER_SERVER = 4
 """Answers streamed from one model server at once, by default."""
@@ -100,10 +112,11 @@ class FanoutStops:
     """Stop a fan-out's answers one by one or all at once (the window's Stop per column).
 
     A stopped answer ends ``cancelled``, keeping its text; a branch stopped
-    while it waits for its server is not asked at all (its question stays
-    waiting, as a retry of the fan-out would find it). Stopping is safe from
-    any thread: the desktop streams a fan-out on its own event loop in a
-    worker thread, and a running answer is cancelled on the loop it runs on.
+    before its model is asked (while it waits for its server, or while its
+    writer opens) is not asked at all (its question stays waiting, as a retry
+    of the fan-out would find it). Stopping is safe from any thread: the
+    desktop streams a fan-out on its own event loop in a worker thread, and a
+    running answer is cancelled on the loop it runs on.
     """
 
     def __init__(self) -> None:
@@ -130,15 +143,26 @@ class FanoutStops:
     def stopped(self, session_id: str) -> bool:
         """Whether ``session_id`` was stopped before its answer started."""
         with self._lock:
-            return session_id in self._stopped or "*" in self._stopped
+            return self._stopped_now(session_id)
 
-    def _began(self, session_id: str, runner: TurnRunner) -> None:
+    def _began(self, session_id: str, runner: TurnRunner) -> bool:
+        """Follow ``runner`` unless its branch was stopped meanwhile; whether to ask it.
+
+        Checked and registered under one lock: a Stop lands either before
+        this (the branch is not asked) or after it (it cancels ``runner``).
+        """
         with self._lock:
+            if self._stopped_now(session_id):
+                return False
             self._running[session_id] = (runner, asyncio.get_running_loop())
+            return True
 
     def _ended(self, session_id: str) -> None:
         with self._lock:
             self._running.pop(session_id, None)
+
+    def _stopped_now(self, session_id: str) -> bool:  # under the lock
+        return session_id in self._stopped or "*" in self._stopped
 
 
 def _call_on(loop: asyncio.AbstractEventLoop, call: Callable[[], None]) -> None:
@@ -238,7 +262,8 @@ async def _run(
             turn = branch_turn(writer.projection, writer.projection.seed_length)
             return BranchOutcome(branch, turn.turn_id if turn else None, _ended(turn))
         runner = TurnRunner(writer, setup.provider, _Relay(listener, branch), system=setup.system)
-        stops._began(session_id, runner)
+        if not stops._began(session_id, runner):  # stopped while its writer was opened
+            return BranchOutcome(branch, unasked, None)  # never asked: still waiting
         try:
             result: TurnResult = await runner.answer()
         except BranchwiseError as exc:
@@ -335,3 +360,74 @@ async def write_fused(sources: Sequence[FuseSource], instruction: str, provider:
     messages = fuse_messages(sources, instruction)
     parts = [item.text async for item in provider.stream(messages) if isinstance(item, TextChunk)]
     return "".join(parts).strip()
+
+
+async def fuse_answers(
+    store: SessionStore,
+    parent_id: str,
+    branch_ids: Sequence[str],
+    operation_id: str,
+    *,
+    instruction: str | None,
+    provider_for: Callable[[ConversationSettings], Provider],
+    model: str | None = None,
+    parent_settings: ConversationSettings | None = None,
+    held_writer: Callable[[], SessionWriter | None] | None = None,
+) -> MergeResult:
+    """Write one answer from the answers of ``branch_ids`` and merge it into ``parent_id``.
+
+    A retry of ``operation_id`` with the same branches returns the merge it
+    wrote without asking a model again (a fused answer is a model's text:
+    asking again would write another one).
+
+    Args:
+        instruction: what the fusing model is asked (``None``: the default
+            instruction, in the active language).
+        provider_for: the model to ask, from the parent's settings with
+            ``model`` (if given) in place of its own.
+        parent_settings: the parent's settings when the caller has them (an
+            open conversation); read from the store otherwise.
+        held_writer: the parent's writer, when the caller holds its lease
+            (``None`` if it does not now). It is asked for once the model has
+            answered, and the merge commits through it on this thread: a
+            writer serves the thread its turns commit on. Without one the
+            merge opens the parent's writer in a worker thread.
+
+    Raises:
+        SessionNotFound: the parent is gone.
+        InvalidFanout, NotRelated, NotAncestor, TurnRunning, UnknownTurn: as
+            :func:`~branchwise.core.conversation.fanout.fuse_sources`.
+        OperationConflict: ``operation_id`` merged something else.
+        ProviderError: the model failed (nothing is merged).
+        InvalidMerge, LeaseHeld: as :func:`~branchwise.core.conversation.merge.merge_fused`.
+    """
+    await asyncio.to_thread(require_parent, store, parent_id)
+    sources = await asyncio.to_thread(fuse_sources, store, parent_id, branch_ids)
+    provenance = [source.provenance() for source in sources]
+    earlier = await asyncio.to_thread(fused_already, store, parent_id, operation_id, provenance)
+    if earlier is not None:
+        return earlier
+    settings = parent_settings
+    if settings is None:
+        snapshot = await asyncio.to_thread(store.read, parent_id, every_frame=False)
+        settings = snapshot.projection.settings
+    if model:
+        settings = replace(settings, model=model)
+    provider = provider_for(settings)
+    asked = default_fuse_instruction() if instruction is None else instruction
+    content = await write_fused(sources, asked, provider)
+    writer = held_writer() if held_writer is not None else None
+
+    def merge() -> MergeResult:
+        return merge_fused(
+            store,
+            parent_id,
+            provenance,
+            content,
+            operation_id,
+            model=provider.model,
+            instruction=asked,
+            writer=writer,
+        )
+
+    return merge() if writer is not None else await asyncio.to_thread(merge)

@@ -6,7 +6,8 @@ this process (:mod:`~branchwise.core.fanout_run`), streams progress to
 stderr as JSON lines and prints exactly ``{"operationId", "branches":
 [{"sessionId", "label", "model", "turnId", "endReason"}]}``; it exits 1 when
 a branch's answer ended in ``error`` (its typed error is on its ``ended``
-progress line). ``fuse`` prints the merge, ``{"parentSessionId",
+progress line). ``fuse`` prints the merge
+(:func:`~branchwise.core.fanout_run.fuse_answers`), ``{"parentSessionId",
 "mergeSequence", "created"}``. Both run on a ``branchwise serve`` with
 ``--server`` (:mod:`~branchwise.core.cli.remote`).
 """
@@ -21,15 +22,7 @@ from typing import Any
 from branchwise.core.cli.attachments import add_attach_option, attached
 from branchwise.core.cli.models import add_provider_options, provider_for, settings_from_args
 from branchwise.core.cli.output import print_json
-from branchwise.core.conversation.fanout import (
-    FanoutBranch,
-    default_fuse_instruction,
-    fan_out,
-    fanout_targets,
-    fuse_sources,
-    require_parent,
-)
-from branchwise.core.conversation.merge import fused_already, merge_fused
+from branchwise.core.conversation.fanout import FanoutBranch, fan_out, fanout_targets
 from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.fanout_run import (
     PER_SERVER,
@@ -40,8 +33,8 @@ from branchwise.core.fanout_run import (
     branches_line,
     ended_line,
     fanout_json,
+    fuse_answers,
     require_models,
-    write_fused,
 )
 from branchwise.core.ids import new_id, validate_session_id
 from branchwise.core.providers.demo import DEMO_MODEL, DemoProvider
@@ -163,25 +156,15 @@ def _server(settings: Settings) -> str:
 
 def cmd_fuse(store: SessionStore, args: argparse.Namespace) -> dict[str, Any]:
     """``{"parentSessionId", "mergeSequence", "created"}``."""
-    parent_id = validate_session_id(args.session_id)
-    require_parent(store, parent_id)
-    sources = fuse_sources(store, parent_id, args.branches)
-    provenance = [source.provenance() for source in sources]
-    operation_id = args.operation_id or new_id("op")
-    earlier = fused_already(store, parent_id, operation_id, provenance)
-    if earlier is not None:  # a retry: the fused answer is written; ask no model again
-        return earlier.to_json()
-    settings = settings_from_args(store, args, store.read(parent_id).projection.settings)
-    provider = provider_for(settings, args)
-    instruction = default_fuse_instruction() if args.instruction is None else args.instruction
-    content = asyncio.run(write_fused(sources, instruction, provider))
-    merged = merge_fused(
-        store,
-        parent_id,
-        provenance,
-        content,
-        operation_id,
-        model=provider.model,
-        instruction=instruction,
+    merged = asyncio.run(
+        fuse_answers(
+            store,
+            validate_session_id(args.session_id),
+            args.branches,
+            args.operation_id or new_id("op"),
+            instruction=args.instruction,
+            provider_for=lambda own: provider_for(settings_from_args(store, args, own), args),
+            model=args.model,
+        )
     )
     return merged.to_json()

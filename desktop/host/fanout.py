@@ -15,7 +15,9 @@ one answer or all.
 
 :func:`fuse` writes the chosen branches' answers as one with the model the
 user picked and their instruction, and merges it into the conversation the
-fan-out started from, through its writer when it is open here.
+fan-out started from (:func:`~branchwise.core.fanout_run.fuse_answers`, as
+``session fuse`` and serve do), through its writer when it is open here; then
+the open conversation shows the fused card and the search index has it.
 
 The branches are answered by their own writers: a branch is not open in a
 tab while its answer streams (opening it then is refused as ``lease_held``);
@@ -43,9 +45,8 @@ from branchwise.core.conversation.fanout import (
     FanoutTarget,
     default_fuse_instruction,
     fan_out,
-    fuse_sources,
 )
-from branchwise.core.conversation.merge import MergeResult, fused_already, merge_fused
+from branchwise.core.conversation.merge import MergeResult
 from branchwise.core.conversation.settings import DEMO_SERVER, ConversationSettings
 from branchwise.core.errors import FanoutAttachmentsRemote, TurnRunning
 from branchwise.core.fanout_run import (
@@ -54,13 +55,13 @@ from branchwise.core.fanout_run import (
     FanoutListener,
     FanoutStops,
     answer_fanout,
-    write_fused,
+    fuse_answers,
 )
 from branchwise.core.ids import new_id
 from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.store.attachments import BlobStore
-from branchwise.core.store.store import SessionStore
+from branchwise.core.store.store import SessionStore, SessionWriter
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.sources import RemoteSource
@@ -394,43 +395,27 @@ async def fuse(
             :func:`~branchwise.core.conversation.fanout.fuse_sources`.
         ProviderError: the model failed (nothing is merged).
     """
-    store = host.store
     if host.is_running(parent_id):
         raise TurnRunning("the conversation is answering; fuse when it ends", sessionId=parent_id)
-    sources = await asyncio.to_thread(fuse_sources, store, parent_id, branch_ids)
-    provenance = [source.provenance() for source in sources]
-    operation = operation_id or new_id("op")
-    earlier = await asyncio.to_thread(fused_already, store, parent_id, operation, provenance)
-    if earlier is not None:
-        return earlier
+    opened = host.session(parent_id)
+    shown = opened.projection if opened is not None else None
+
+    def held_writer() -> SessionWriter | None:  # its lease is held here while it is open here
+        parent = host.session(parent_id)
+        return parent.writer if parent is not None else None
+
+    merged = await fuse_answers(
+        host.store,
+        parent_id,
+        branch_ids,
+        operation_id or new_id("op"),
+        instruction=instruction,
+        provider_for=lambda settings: host.turn_provider(settings)[0],
+        model=model,
+        parent_settings=shown.settings if shown is not None else None,
+        held_writer=held_writer,
+    )
     parent = host.session(parent_id)
-    if parent is not None and parent.projection is not None:
-        settings = parent.projection.settings
-    else:
-        settings = (
-            await asyncio.to_thread(store.read, parent_id, every_frame=False)
-        ).projection.settings
-    if model:
-        settings = ConversationSettings(model, settings.system, settings.temperature)
-    provider, _ = host.turn_provider(settings)
-    asked = default_fuse_instruction() if instruction is None else instruction
-    content = await write_fused(sources, asked, provider)
-    writer = parent.writer if parent is not None else None  # its lease is held here
-
-    def merge() -> MergeResult:
-        return merge_fused(
-            store,
-            parent_id,
-            provenance,
-            content,
-            operation,
-            model=provider.model,
-            instruction=asked,
-            writer=writer,
-        )
-
-    # A writer serves the thread its turns commit on: this one.
-    merged = merge() if writer is not None else await asyncio.to_thread(merge)
     if parent is not None:
         parent.rebuild_rows()  # the open conversation shows the fused card
     host.index_for_search(parent_id)

@@ -11,8 +11,10 @@ one, a killed server closes them ``interrupted`` at its next start), at most
 streams back as NDJSON, in the lines ``session fanout`` writes to stderr,
 ending with ``{"event": "result", "result": …}`` (its printed JSON).
 
-``POST /sessions/{id}/fuse`` answers ``{"parentSessionId", "mergeSequence",
-"created"}`` as ``session fuse`` prints it.
+``POST /sessions/{id}/fuse`` fuses as ``session fuse`` does
+(:func:`~branchwise.core.fanout_run.fuse_answers`, with this server's
+provider settings) and answers ``{"parentSessionId", "mergeSequence",
+"created"}`` as it prints it.
 """
 
 from __future__ import annotations
@@ -25,17 +27,7 @@ import orjson
 from aiohttp import web
 
 from branchwise.core.conversation.ask_again import branch_turn
-from branchwise.core.conversation.fanout import (
-    Fanout,
-    FanoutBranch,
-    default_fuse_instruction,
-    fan_out,
-    fanout_targets,
-    fuse_sources,
-    require_parent,
-)
-from branchwise.core.conversation.merge import fused_already, merge_fused
-from branchwise.core.conversation.settings import ConversationSettings
+from branchwise.core.conversation.fanout import Fanout, FanoutBranch, fan_out, fanout_targets
 from branchwise.core.errors import BranchwiseError, InvalidRequest, UnknownTurn, error_class
 from branchwise.core.fanout_run import (
     PER_SERVER,
@@ -43,8 +35,8 @@ from branchwise.core.fanout_run import (
     branches_line,
     ended_line,
     fanout_json,
+    fuse_answers,
     require_models,
-    write_fused,
 )
 from branchwise.core.providers.demo import DEMO_MODEL, DemoProvider
 from branchwise.core.remote.protocol import MAX_BODY, MAX_TURN_BODY, NDJSON, validate_fanout_body
@@ -205,29 +197,13 @@ async def fuse_session(request: web.Request) -> web.Response:
     if instruction is not None and not isinstance(instruction, str):
         raise InvalidRequest("instruction must be a string", field="instruction")
     state = state_of(request)
-    store = state.store
-    await asyncio.to_thread(require_parent, store, parent_id)
-    sources = await asyncio.to_thread(fuse_sources, store, parent_id, branches)
-    provenance = [source.provenance() for source in sources]
-    earlier = await asyncio.to_thread(fused_already, store, parent_id, operation_id, provenance)
-    if earlier is not None:
-        return json_response(earlier.to_json())
-    snapshot = await asyncio.to_thread(store.read, parent_id, every_frame=False)
-    settings = snapshot.projection.settings
-    if model:
-        settings = ConversationSettings(model, settings.system, settings.temperature)
-    provider, _ = state.served.setup(settings)
-    instruction = default_fuse_instruction() if instruction is None else instruction
-    content = await write_fused(sources, instruction, provider)
-    merged = await asyncio.to_thread(
-        lambda: merge_fused(
-            store,
-            parent_id,
-            provenance,
-            content,
-            operation_id,
-            model=provider.model,
-            instruction=instruction,
-        )
+    merged = await fuse_answers(
+        state.store,
+        parent_id,
+        branches,
+        operation_id,
+        instruction=instruction,
+        provider_for=lambda settings: state.served.setup(settings)[0],
+        model=model,
     )
     return json_response(merged.to_json())
