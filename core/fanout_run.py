@@ -371,6 +371,7 @@ async def fuse_answers(
     instruction: str | None,
     provider_for: Callable[[ConversationSettings], Provider],
     model: str | None = None,
+    model_server: str | None = None,
     parent_settings: ConversationSettings | None = None,
     held_writer: Callable[[], SessionWriter | None] | None = None,
 ) -> MergeResult:
@@ -384,7 +385,7 @@ async def fuse_answers(
         instruction: what the fusing model is asked (``None``: the default
             instruction, in the active language).
         provider_for: the model to ask, from the parent's settings with
-            ``model`` (if given) in place of its own.
+            ``model`` and ``model_server`` (those given) in place of its own.
         parent_settings: the parent's settings when the caller has them (an
             open conversation); read from the store otherwise.
         held_writer: the parent's writer, when the caller holds its lease
@@ -413,6 +414,8 @@ async def fuse_answers(
         settings = snapshot.projection.settings
     if model:
         settings = replace(settings, model=model)
+    if model_server:
+        settings = replace(settings, model_server=model_server)
     provider = provider_for(settings)
     asked = default_fuse_instruction() if instruction is None else instruction
     content = await write_fused(sources, asked, provider)

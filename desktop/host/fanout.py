@@ -383,11 +383,15 @@ async def fuse(
     branch_ids: Sequence[str],
     *,
     model: str | None = None,
+    model_server: str | None = None,
     instruction: str | None = None,
     operation_id: str | None = None,
     initiator: object = None,
 ) -> MergeResult:
     """Write one answer from the branches' answers and merge it into ``parent_id``.
+
+    ``model`` (and ``model_server``, the server that offers it when not the
+    conversation's own) is asked instead of the conversation's own model.
 
     Raises:
         TurnRunning: a branch is still answering, or the parent is answering here.
@@ -410,8 +414,9 @@ async def fuse(
         branch_ids,
         operation_id or new_id("op"),
         instruction=instruction,
-        provider_for=lambda settings: host.turn_provider(settings)[0],
+        provider_for=lambda settings: host.turn_provider(settings, parent_id)[0],
         model=model,
+        model_server=model_server,
         parent_settings=shown.settings if shown is not None else None,
         held_writer=held_writer,
     )

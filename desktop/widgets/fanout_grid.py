@@ -797,6 +797,10 @@ class FanoutGrid(QDialog):
         self.fuse_dialog = dialog
         return dialog
 
+    def _server_of(self, model: str) -> str | None:
+        """The server a fused answer's model is asked of: the one that answered it here."""
+        return next((t.model_server for t in self.targets if t.model == model), None)
+
     def fuse_now(self, branch_ids: Sequence[str], model: str, instruction: str) -> None:
         """Fuse ``branch_ids`` with ``model`` and ``instruction`` into the conversation."""
         self.status.setText(_("Fusing…"))
@@ -810,6 +814,7 @@ class FanoutGrid(QDialog):
                         self.ref.session_id,
                         branch_ids,
                         model=model or None,
+                        model_server=self._server_of(model),
                         instruction=instruction,
                         initiator=self,
                     )

@@ -98,6 +98,13 @@ def test_the_dialog_mixes_the_apps_server_a_saved_server_and_the_demo(
         assert beta.text.startswith("[beta]")  # the saved server answered it
         chats = [r for r in saved.requests if r["path"] == "/v1/chat/completions"]
         assert [r["json"]["model"] for r in chats] == ["beta"]  # type: ignore[index]
+        # Fusing with beta asks beta where it answered, not the app's server.
+        grid.fuse_now(list(grid.columns), "beta", "Keep it short.")
+        qtbot.waitUntil(lambda: grid.fused is not None, timeout=WAIT_MS)
+        chats = [r for r in saved.requests if r["path"] == "/v1/chat/completions"]
+        assert [r["json"]["model"] for r in chats] == ["beta", "beta"]  # type: ignore[index]
+        (merge,) = app.host.store.read(root).projection.merges
+        assert merge["kind"] == "fused" and merge["model"] == "beta"
     finally:
         run(qtbot, app_server.stop())
         run(qtbot, saved.stop())
