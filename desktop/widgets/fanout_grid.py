@@ -84,6 +84,10 @@ MIN_TARGETS = 2
 """Fewer answers than this is not a comparison: the composer's Send asks one."""
 MODEL_ROLE = Qt.ItemDataRole.UserRole
 SERVER_ROLE = Qt.ItemDataRole.UserRole + 1
+COLUMNS_PER_ROUND = 2
+"""Columns whose new text is rendered per repaint interval when more are behind: four
+streaming answers each move on five times a second instead of twenty, and the window
+paints about as often as for one or two."""
 RENDER_SPACING_MS = 40
 """The longest wait for the grid's repaint before the next column's new text is rendered
 anyway (normally the next one is rendered as soon as the last one is painted)."""
@@ -895,8 +899,11 @@ class FanoutGrid(QDialog):
         """The repaint timer: figures now, each column's new text on its own loop turn.
 
         Rendering the columns one per turn keeps any one pause of the window
-        to one column's Markdown, however many stream; the next repaint waits
-        in proportion to what the last round of them took.
+        to one column's Markdown, however many stream. The next round waits
+        in proportion to what the last one took (rendering and painting), and
+        the window renders about as many columns a second however many
+        stream (:data:`COLUMNS_PER_ROUND` per :data:`STREAM_REPAINT_MS`), so
+        eight answers keep it as free as one does.
         """
         if not shiboken6.isValid(self):
             return
@@ -905,8 +912,13 @@ class FanoutGrid(QDialog):
         for column in self.columns.values():
             column.refresh(now)
         self.render_actions()
+        behind = len(self._stale)
         self._repaint.setInterval(
-            max(STREAM_REPAINT_MS, int(self._round_ms * STREAM_REPAINT_SLOWDOWN))
+            max(
+                STREAM_REPAINT_MS,
+                int(self._round_ms * STREAM_REPAINT_SLOWDOWN),
+                STREAM_REPAINT_MS * behind // COLUMNS_PER_ROUND,
+            )
         )
         self._round_ms = 0.0
         if self._stale and not self._render_timer.isActive():
@@ -971,8 +983,12 @@ class FanoutGrid(QDialog):
         and the window paused four times as long as with one. Rendering the
         next column only once the last one is painted keeps each pass to one.
         """
+        if event.type() != QEvent.Type.UpdateRequest:
+            return super().event(event)
+        started = time.perf_counter()
         handled = super().event(event)
-        if event.type() == QEvent.Type.UpdateRequest and self._stale:
+        self._round_ms += (time.perf_counter() - started) * 1000
+        if self._stale:
             self._render_timer.start(0)
         return handled
 
