@@ -627,16 +627,6 @@ class EncryptedPdf(AttachmentRefused):
     code = "attachment_encrypted"
 
 
-class FanoutAttachmentsRemote(AttachmentRefused):
-    """Send to several with files, for a conversation on a server.
-
-    The server's fan-out route takes a prompt only; sending the text without
-    the files would ask each branch a different question than the person wrote.
-    """
-
-    code = "fanout_attachments_remote"
-
-
 class AttachmentMissing(BranchwiseError):
     """A message refers to attachment bytes that are gone or damaged (``sha256``).
 

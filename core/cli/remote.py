@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from branchwise.core.cli.output import print_json, printable
+from branchwise.core.conversation.attachments import read_files
 from branchwise.core.conversation.names import branch_title
 from branchwise.core.errors import InvalidArgument, RemoteRefusal
 from branchwise.core.fanout_run import PER_SERVER
@@ -258,19 +259,25 @@ def _refuse_provider_options(args: argparse.Namespace, command: str) -> None:
 
 
 async def _fanout(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
-    """As ``session fanout``: progress lines to stderr, the result printed."""
+    """As ``session fanout``: progress lines to stderr, the result printed.
+
+    ``--attach`` files are read and judged here, then each is uploaded
+    (``POST /attachments``) and the fan-out names their references: the same
+    files answer the same references, so a retry with the same operation id
+    asks the same question.
+    """
     _refuse_provider_options(args, "fanout")
     if args.per_server != PER_SERVER:
         raise InvalidArgument(
             "session fanout --per-server is the server's own with --server", argument="--server"
         )
-    if args.attach:  # the fanout route takes no attachments yet
-        raise InvalidArgument(
-            "session fanout --attach is not available with --server", argument="--server"
-        )
     operation_id = args.operation_id or new_id("op")
+    files = read_files([Path(path) for path in args.attach])  # a refused file stops it here
+    refs = tuple([await remote.upload_attachment(f.name, f.data) for f in files])
     result: dict[str, Any] = {}
-    stream = remote.fanout(args.session_id, args.prompt, args.models, args.samples, operation_id)
+    stream = remote.fanout(
+        args.session_id, args.prompt, args.models, args.samples, operation_id, refs
+    )
     async for line in stream:
         if line["event"] == "result":
             result = dict(line.get("result") or {})

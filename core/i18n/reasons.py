@@ -257,10 +257,6 @@ REASONS: Mapping[str, str] = {
         "The PDF {name} is protected by a password, so its text cannot be read."
     ),
     "attachment_missing": N_("Attachment missing: its saved copy is gone or damaged."),
-    "fanout_attachments_remote": N_(
-        "Files cannot be sent to several models in a conversation on a server. Remove the "
-        "attachments, or send to one model."
-    ),
     # Settings, the operations journal, languages.
     "invalid_settings": N_("Some settings are not valid, so they were not saved."),
     "settings_reset": N_(

@@ -27,7 +27,12 @@ from branchwise.core.errors import (
 from branchwise.core.fork.engine import ForkResult
 from branchwise.core.ids import validate_session_id
 from branchwise.core.projection.attachments import AttachmentRef, is_sha256
-from branchwise.core.remote.protocol import CAP_FANOUT, CAP_FORK_TARGETS, EXPECTED_SESSION_HEADER
+from branchwise.core.remote.protocol import (
+    CAP_FANOUT,
+    CAP_FANOUT_ATTACHMENTS,
+    CAP_FORK_TARGETS,
+    EXPECTED_SESSION_HEADER,
+)
 from branchwise.core.search.query import SearchHit, SearchResult
 from branchwise.core.store.manifest import BranchOrigin
 
@@ -356,17 +361,31 @@ class RemoteStore:
         models: list[str],
         samples: int | None,
         operation_id: str,
+        attachments: tuple[AttachmentRef, ...] = (),
     ) -> AsyncIterator[dict[str, Any]]:
         """``POST /sessions/{id}/fanout`` (``session-fanout-v1``): its progress lines, as sent.
 
         ``branches``, then each branch's ``queued``/``started``/``text``/``ended``,
         then ``result`` (the ``session fanout`` JSON). A stream that stops before
         ``result`` raises :class:`RemoteUnavailable`: the branches are made, and
-        a retry with the same operation id finishes them.
+        a retry with the same operation id (and the same files) finishes them.
+        ``attachments`` are references :meth:`upload_attachment` answered, which
+        every branch's question carries (``session-fanout-attachments-v1``).
+
+        Raises:
+            ServerUnsupported: the server has no fan-out, or none that takes files.
         """
         await self._require(CAP_FANOUT)
         path = f"/sessions/{validate_session_id(session_id)}/fanout"
-        body = {"prompt": prompt, "models": models, "samples": samples, "operationId": operation_id}
+        body: dict[str, Any] = {
+            "prompt": prompt,
+            "models": models,
+            "samples": samples,
+            "operationId": operation_id,
+        }
+        if attachments:  # absent without files: a server before them takes the body as before
+            await self._require(CAP_FANOUT_ATTACHMENTS)
+            body["attachments"] = [ref.to_json() for ref in attachments]
         finished = False
         async for record in self._post_lines(path, body, "event", "fan-out"):
             finished = record["event"] == "result"

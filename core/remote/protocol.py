@@ -32,6 +32,8 @@ CAP_LABEL = "session-label-v1"  # POST /sessions/{id}/label
 CAP_MAP = "session-map-v1"  # GET /sessions/{id}/map: the family's branch map
 # POST /sessions/{id}/fanout (NDJSON progress, then the result) and POST /sessions/{id}/fuse
 CAP_FANOUT = "session-fanout-v1"
+# POST /sessions/{id}/fanout takes "attachments": [reference, …], as a turn does.
+CAP_FANOUT_ATTACHMENTS = "session-fanout-attachments-v1"
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -52,6 +54,7 @@ CAPABILITIES = (
     CAP_LABEL,
     CAP_MAP,
     CAP_FANOUT,
+    CAP_FANOUT_ATTACHMENTS,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty
@@ -190,7 +193,8 @@ def validate_turn_body(body: object) -> dict[str, Any]:
 
 
 def turn_attachments(raw: object) -> tuple[AttachmentRef, ...]:
-    """A turn body's ``attachments``: references the server stored (``POST /attachments``).
+    """A turn's (or a fan-out's) ``attachments``: references the server stored
+    (``POST /attachments``).
 
     Raises:
         InvalidRequest: not a list of references.
@@ -209,12 +213,14 @@ def turn_attachments(raw: object) -> tuple[AttachmentRef, ...]:
 def validate_fanout_body(body: object) -> dict[str, Any]:
     """Check a ``POST /sessions/{id}/fanout`` body.
 
-    ``{"prompt": str, "models": [str…], "samples": int | null, "operationId": str}``;
-    how many targets that makes is the fan-out's own check (``invalid_fanout``).
+    ``{"prompt": str, "models": [str…], "samples": int | null, "operationId": str,
+    "attachments"?: [reference…]}`` (the references checked as a turn's,
+    :func:`turn_attachments`); how many targets that makes is the fan-out's
+    own check (``invalid_fanout``).
     """
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
-    unknown = sorted(set(body) - {"prompt", "models", "samples", "operationId"})
+    unknown = sorted(set(body) - {"prompt", "models", "samples", "operationId", "attachments"})
     if unknown:
         raise InvalidRequest(f"unknown fields: {', '.join(unknown)[:200]}")
     prompt, models, samples = body.get("prompt"), body.get("models", []), body.get("samples")
@@ -226,4 +232,4 @@ def validate_fanout_body(body: object) -> dict[str, Any]:
         raise InvalidRequest("samples must be a whole number", field="samples")
     if not isinstance(body.get("operationId"), str):
         raise InvalidRequest("operationId must be a string", field="operationId")
-    return {**body, "models": models}
+    return {**body, "models": models, "attachments": turn_attachments(body.get("attachments", []))}

@@ -48,7 +48,7 @@ from branchwise.core.conversation.fanout import (
 )
 from branchwise.core.conversation.merge import MergeResult
 from branchwise.core.conversation.settings import DEMO_SERVER, ConversationSettings
-from branchwise.core.errors import FanoutAttachmentsRemote, TurnRunning
+from branchwise.core.errors import TurnRunning
 from branchwise.core.fanout_run import (
     BranchOutcome,
     BranchSetup,
@@ -453,22 +453,24 @@ async def send_to_several_remote(
     route for each branch. The server's list is refreshed so the branches
     appear under the conversation.
 
+    ``files`` (the composer's) are uploaded first, each once, and every
+    branch's question carries them; the same files give the same references,
+    so a retry with the same ``operation_id`` asks the same question.
+
     Raises:
-        FanoutAttachmentsRemote: ``files`` were given; the server's fan-out
-            takes a prompt only (refused before anything is sent).
-        ServerUnsupported: the server has no fan-out.
-        RemoteRefusal: the server's typed refusal (before any branch is made).
+        AttachmentRefused: the server takes no files (nothing is sent).
+        ServerUnsupported: the server has no fan-out (or none that takes files).
+        RemoteRefusal: the server's typed refusal (a refused file, or any
+            refusal before a branch is made).
         RemoteUnavailable: the server went away (a retry with the same
             ``operation_id`` finishes the same branches).
     """
-    if files:
-        raise FanoutAttachmentsRemote(
-            "a server's fan-out takes no attachments", server=server.connection.url
-        )
+    refs = await server.upload(files)  # a refused file raises: nothing was made
     follow = run or FanoutRun()
     operation = operation_id or new_id("op")
     result: dict[str, Any] = {}
-    async for line in server.remote.fanout(session_id, prompt, models, samples, operation):
+    lines = server.remote.fanout(session_id, prompt, models, samples, operation, refs)
+    async for line in lines:
         if line.get("event") == "result":
             result = dict(line.get("result") or {})
         else:

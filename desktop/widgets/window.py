@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
 
 from branchwise.core.conversation.fanout import FanoutTarget
 from branchwise.core.conversation.settings import DEMO_SERVER
-from branchwise.core.errors import BranchwiseError, FanoutAttachmentsRemote
+from branchwise.core.errors import BranchwiseError
 from branchwise.core.i18n.language import (
     DISPLAY_NAMES,
     _,
@@ -771,12 +771,6 @@ class MainWindow(QMainWindow):
         if refused is not None or tab.running or not text:
             return None  # the button is disabled then, and says why
         ref = tab.ref
-        if ref.server is not None and tab.composer.pending:
-            exc = FanoutAttachmentsRemote(
-                "a server's fan-out takes no attachments", server=str(ref.server)
-            )
-            self.host.notices.post(exc.code, Level.ERROR, detail=exc.message, **exc.details)
-            return None  # the prompt and its files stay in the composer
         conversation = self.host.conversation(ref)
         projection = conversation.projection if conversation is not None else None
         own = projection.settings.model if projection is not None else ""

@@ -3,6 +3,8 @@ server on 127.0.0.1 that answers each model differently, and through ``branchwis
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import os
 import subprocess
 import sys
@@ -10,12 +12,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import orjson
 import pytest
 from helpers import HELPERS_DIR
+from helpers.attachments import png_bytes
 from helpers.cli import cli_command, run_cli
 from helpers.serve import serve_process
 
+from branchwise.core.errors import RemoteRefusal
+from branchwise.core.projection.attachments import AttachmentRef
+from branchwise.core.remote.client import RemoteStore
+from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.manifest import load_manifest
 from branchwise.core.store.store import SessionStore
 
@@ -260,3 +268,86 @@ def test_fanout_and_fuse_through_a_server(tmp_path: Path) -> None:
         b["sessionId"] for b in printed["branches"][:2]
     ]
     assert load_manifest(store.session_dir(printed["branches"][0]["sessionId"])).label is not None
+
+
+def test_fanout_through_a_server_carries_attached_files_into_every_branch(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    source = _conversation(root)
+    image = png_bytes(5, 3, seed=42)
+    (tmp_path / "a.png").write_bytes(image)
+    sha = hashlib.sha256(image).hexdigest()
+    before = _sessions(root)
+    with serve_process(root) as served:
+        env = {**os.environ, "BRANCHWISE_TOKEN": served.token}
+        remote = ("--server", served.url)
+        asked = (
+            "session", "fanout", source, "What is on this picture?", "--attach",
+            str(tmp_path / "a.png"), "--model", "a", "--model", "b", "--operation-id", "op-f",
+        )  # fmt: skip
+        code, printed, progress = _run(root, *remote, *asked, env=env)
+        assert code == 0, printed
+        assert set(printed) == {"operationId", "branches"}
+        assert [b["label"] for b in printed["branches"]] == ["a", "b"]
+        assert {b["endReason"] for b in printed["branches"]} == {"completed"}
+        assert sum(line["event"] == "ended" for line in progress) == 2
+        shown = []
+        for branch in printed["branches"]:
+            code, show, _ = _run(root, *remote, "session", "show", branch["sessionId"], env=env)
+            assert code == 0, show
+            shown.append([m for m in show["messages"] if m["role"] == "user"][-1])
+        # A retry with the same operation id and the same file makes nothing new.
+        code, again, _ = _run(root, *remote, *asked, env=env)
+        assert code == 0 and again == printed
+    assert [(m["content"], m["attachments"]) for m in shown] == [
+        ("What is on this picture?", [
+            {"name": "a.png", "type": "image/png", "size": len(image), "sha256": sha}
+        ])
+    ] * 2  # fmt: skip
+    assert _sessions(root) - before == {b["sessionId"] for b in printed["branches"]}
+    assert [p.name for p in BlobStore(root).stored()] == [sha]
+    store = SessionStore(root)
+    assert all(not m.attachments for m in store.read(source).projection.messages)
+
+
+def test_a_servers_fanout_refuses_files_it_does_not_hold_and_makes_nothing(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "root"
+    source = _conversation(root)
+    before = _sessions(root)
+    image = png_bytes(2, 2, seed=9)
+    with serve_process(root) as served:
+        remote = RemoteStore(served.url, served.token)
+        ghost = AttachmentRef("0" * 64, 3, "text/plain", "ghost.txt")
+
+        async def fanout(op: str, *refs: AttachmentRef) -> list[dict[str, Any]]:
+            return [
+                line async for line in remote.fanout(source, "Look", ["a", "b"], None, op, refs)
+            ]
+
+        with pytest.raises(RemoteRefusal) as missing:
+            asyncio.run(fanout("op-m", ghost))
+        assert (missing.value.code, missing.value.details["status"]) == (
+            "attachment_missing",
+            404,
+        )
+        malformed = httpx.post(
+            f"{served.url}/sessions/{source}/fanout",
+            headers={"Authorization": f"Bearer {served.token}"},
+            json={"prompt": "Look", "models": ["a"], "operationId": "op-x",
+                  "attachments": [{"sha256": "not a hash"}]},
+        )  # fmt: skip
+        assert malformed.status_code == 400
+        assert malformed.json()["error"]["code"] == "invalid_request"
+        assert _sessions(root) == before
+        # Nothing of either was journaled: the same ids then make their branches as asked.
+        ref = asyncio.run(remote.upload_attachment("b.png", image))
+        made = asyncio.run(fanout("op-m", ref))[-1]["result"]
+        assert len(made["branches"]) == 2
+        # The same id with other files is another question.
+        with pytest.raises(RemoteRefusal) as other:
+            asyncio.run(fanout("op-m"))
+        assert other.value.code == "operation_conflict"
+    assert len(_sessions(root) - before) == 2

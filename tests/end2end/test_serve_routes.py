@@ -65,8 +65,9 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 19
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 20
     assert "session-fanout-v1" in CAPABILITIES
+    assert "session-fanout-attachments-v1" in CAPABILITIES
 
 
 ROUTES = [

@@ -68,7 +68,7 @@ async def download(request: web.Request) -> web.Response:
 
 
 async def check_stored(request: web.Request, refs: tuple[AttachmentRef, ...]) -> None:
-    """Refuse a turn naming a file this server does not hold (whole).
+    """Refuse a turn or a fan-out naming a file this server does not hold (whole).
 
     Raises:
         AttachmentMissing: a reference without its bytes here.

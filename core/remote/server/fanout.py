@@ -3,10 +3,14 @@
 ``POST /sessions/{id}/fanout`` makes the branches (one journaled
 operation, :mod:`~branchwise.core.conversation.fanout`) before it answers
 anything, so every refusal (``invalid_fanout``, ``operation_conflict``,
-``disk_full``, an unknown model…) is an ordinary typed error reply and
-nothing is half-made. Then each branch is answered as a turn this server
-runs (:class:`~branchwise.core.remote.turns.ServedTurns`: a client may stop
-one, a killed server closes them ``interrupted`` at its next start), at most
+``disk_full``, an unknown model, ``attachment_missing`` for a file this
+server does not hold…) is an ordinary typed error reply and nothing is
+half-made. Its ``attachments`` (``session-fanout-attachments-v1``) are
+references ``POST /attachments`` answered, checked as a turn's are; every
+branch's question carries them, and the journal compares them on a retry.
+Then each branch is answered as a turn this server runs
+(:class:`~branchwise.core.remote.turns.ServedTurns`: a client may stop one,
+a killed server closes them ``interrupted`` at its next start), at most
 :data:`~branchwise.core.fanout_run.PER_SERVER` at once, and the progress
 streams back as NDJSON, in the lines ``session fanout`` writes to stderr,
 ending with ``{"event": "result", "result": …}`` (its printed JSON).
@@ -40,6 +44,7 @@ from branchwise.core.fanout_run import (
 )
 from branchwise.core.providers.demo import DEMO_MODEL, DemoProvider
 from branchwise.core.remote.protocol import MAX_BODY, MAX_TURN_BODY, NDJSON, validate_fanout_body
+from branchwise.core.remote.server.attachments import check_stored
 from branchwise.core.remote.server.http_io import json_response, query_params, read_json, session_of
 from branchwise.core.remote.server.state import ServerState, state_of
 
@@ -51,6 +56,8 @@ async def fanout_session(request: web.Request) -> web.StreamResponse:
     session_id = session_of(request)
     query_params(request, {})
     body = validate_fanout_body(await read_json(request, MAX_TURN_BODY))
+    files = body["attachments"]
+    await check_stored(request, files)
     state = state_of(request)
     store = state.store
     snapshot = await asyncio.to_thread(store.read, session_id, every_frame=False)
@@ -67,6 +74,7 @@ async def fanout_session(request: web.Request) -> web.StreamResponse:
         targets,
         body["operationId"],
         settings=conversation,
+        attachments=files,
         cache=state.targets_cache,
     )
     response = web.StreamResponse(headers={"Content-Type": NDJSON})

@@ -2,8 +2,8 @@
 
 A PNG dropped on the composer goes with the question to every branch (stored
 once, the same hash in each), and the composer is empty once the branches are
-made; a conversation on a server refuses files in a fan-out with a notice and
-keeps the prompt and its files in the composer.
+made; in a conversation on a server the file is uploaded there once and every
+branch the server makes carries it.
 """
 
 from __future__ import annotations
@@ -22,11 +22,6 @@ from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.composer import Composer
-
-REFUSAL = (
-    "Files cannot be sent to several models in a conversation on a server. Remove the "
-    "attachments, or send to one model."
-)
 
 
 def _drop_png(qtbot: QtBot, composer: Composer, path: Path) -> bytes:
@@ -78,7 +73,7 @@ def test_each_branch_asks_with_the_composers_file_stored_once(
     assert all(not m.attachments for m in parent.messages)
 
 
-def test_a_servers_conversation_refuses_files_and_the_composer_keeps_them(
+def test_a_servers_conversation_sends_the_composers_file_into_every_branch_there(
     qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
 ) -> None:
     served_root = tmp_path / "served"
@@ -96,11 +91,34 @@ def test_a_servers_conversation_refuses_files_and_the_composer_keeps_them(
         qtbot.waitUntil(lambda: server.connected, timeout=WAIT_MS)
         tab = run(qtbot, app.window.remote_servers.open_remote(server, sid))
         composer = tab.composer
-        _drop_png(qtbot, composer, tmp_path / "map.png")
+        data = _drop_png(qtbot, composer, tmp_path / "map.png")
         composer.editor.setPlainText("Which way on this map?")
         composer.several_button.click()
-        qtbot.waitUntil(lambda: any(REFUSAL in t for t in app.notice_texts()), timeout=WAIT_MS)
-        assert app.window.send_several_dialog is None and app.window.fanout_grid is None
-        assert composer.editor.toPlainText() == "Which way on this map?"
-        assert [c.data.name for c in composer.attachments.chips] == ["map.png"]
-        assert len(served.list_sessions()) == 1  # no branch was made
+        dialog = app.window.send_several_dialog
+        assert dialog is not None and dialog.isVisible()
+        dialog.samples.setValue(1)
+        dialog.set_checked(["alpha", "beta"])
+        dialog.send_button.click()
+        grid = app.window.fanout_grid
+        assert grid is not None
+        qtbot.waitUntil(
+            lambda: len(grid.columns) == 2 and all(c.ended for c in grid.columns.values()),
+            timeout=WAIT_MS,
+        )
+        grid.flush()
+        assert grid.column_labels() == ["alpha", "beta"]
+        assert all(c.state.text() == "Done." for c in grid.columns.values())
+        assert composer.editor.toPlainText() == ""
+        assert composer.pending == [] and composer.attachments.chips == []
+
+    sha = hashlib.sha256(data).hexdigest()
+    assert len(served.list_sessions()) == 3
+    for branch in grid.columns:
+        projection = served.read(branch).projection
+        asked = [m for m in projection.messages if m.role == "user"][-1]
+        assert asked.content == "Which way on this map?"
+        assert [(a.name, a.sha256, a.size) for a in asked.attachments] == [
+            ("map.png", sha, len(data))
+        ]
+    assert [p.name for p in BlobStore(served_root).stored()] == [sha]
+    assert all(not m.attachments for m in served.read(sid).projection.messages)
