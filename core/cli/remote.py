@@ -26,6 +26,7 @@ from branchwise.core.conversation.names import branch_title
 from branchwise.core.errors import InvalidArgument, RemoteRefusal
 from branchwise.core.fanout_run import PER_SERVER
 from branchwise.core.ids import new_id, validate_session_id
+from branchwise.core.projection.attachments import AttachmentRef
 from branchwise.core.remote.client import RemoteStore, server_url
 from branchwise.core.remote.protocol import CAP_FORK_TITLE
 from branchwise.core.store.manifest import given_title
@@ -228,8 +229,9 @@ async def _say(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
             "--provider/--base-url/--model/--delay-ms are not available",
             argument="--server",
         )
+    refs = await _uploaded(remote, args)
     result: dict[str, Any] = {}
-    async for record in remote.send_turn(args.session_id, args.text):
+    async for record in remote.send_turn(args.session_id, args.text, refs):
         kind = record["type"]
         if kind == "text" and not args.quiet:
             sys.stdout.write(str(record.get("chunk", "")))
@@ -247,6 +249,14 @@ async def _say(remote: RemoteStore, args: argparse.Namespace) -> dict[str, Any]:
     if result.get("error") is not None:
         result["_exit"] = 1
     return result
+
+
+async def _uploaded(remote: RemoteStore, args: argparse.Namespace) -> tuple[AttachmentRef, ...]:
+    """The ``--attach`` files, read and judged here, each uploaded to the server
+    (``POST /attachments``): the references a turn or a fan-out names. A refused
+    file stops the command before anything is uploaded."""
+    files = read_files([Path(path) for path in getattr(args, "attach", None) or ()])
+    return tuple([await remote.upload_attachment(f.name, f.data) for f in files])
 
 
 def _refuse_provider_options(args: argparse.Namespace, command: str) -> None:
@@ -272,8 +282,7 @@ async def _fanout(remote: RemoteStore, args: argparse.Namespace) -> dict[str, An
             "session fanout --per-server is the server's own with --server", argument="--server"
         )
     operation_id = args.operation_id or new_id("op")
-    files = read_files([Path(path) for path in args.attach])  # a refused file stops it here
-    refs = tuple([await remote.upload_attachment(f.name, f.data) for f in files])
+    refs = await _uploaded(remote, args)
     result: dict[str, Any] = {}
     stream = remote.fanout(
         args.session_id, args.prompt, args.models, args.samples, operation_id, refs

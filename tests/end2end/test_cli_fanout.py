@@ -351,3 +351,33 @@ def test_a_servers_fanout_refuses_files_it_does_not_hold_and_makes_nothing(
             asyncio.run(fanout("op-m"))
         assert other.value.code == "operation_conflict"
     assert len(_sessions(root) - before) == 2
+
+
+def test_say_through_a_server_carries_its_attached_file(tmp_path: Path) -> None:
+    """``session say --server … --attach`` uploads the file and the question names it
+    (it was silently dropped before: the answer came, the file did not)."""
+    root = tmp_path / "root"
+    source = _conversation(root)
+    text = b"Kyoto: temples. Osaka: food.\n"
+    (tmp_path / "notes.txt").write_bytes(text)
+    with serve_process(root) as served:
+        env = {**os.environ, "BRANCHWISE_TOKEN": served.token}
+        remote = ("--server", served.url)
+        code, said, _ = _run(
+            root, *remote, "session", "say", source, "Which one?", "--attach",
+            str(tmp_path / "notes.txt"), "--quiet", env=env,
+        )  # fmt: skip
+        assert code == 0, said
+        # A file the command refuses stops it before anything is sent.
+        (tmp_path / "empty.png").write_bytes(b"\x89PNG\r\n")
+        code, refused, _ = _run(
+            root, *remote, "session", "say", source, "And this?", "--attach",
+            str(tmp_path / "empty.png"), "--quiet", env=env,
+        )  # fmt: skip
+        assert code == 1 and refused["error"]["code"].startswith("attachment_"), refused
+    messages = SessionStore(root).read(source).projection.messages
+    asked = [m for m in messages if m.role == "user"]
+    assert asked[-1].content == "Which one?"
+    assert [(a.name, a.size, a.sha256) for a in asked[-1].attachments] == [
+        ("notes.txt", len(text), hashlib.sha256(text).hexdigest())
+    ]
