@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import shiboken6
 from PySide6.QtCore import QEvent, Qt, QTimer
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -168,6 +169,7 @@ class SendToSeveralDialog(QDialog):
         self.new_model.setObjectName("fanoutNewModel")
         self.new_model.returnPressed.connect(self._add_typed)
         self.add_button = QPushButton(self)
+        self.add_button.setAutoDefault(False)
         self.add_button.setObjectName("fanoutAddModel")
         self.add_button.clicked.connect(self._add_typed)
         adding = QHBoxLayout()
@@ -265,6 +267,14 @@ class SendToSeveralDialog(QDialog):
         self.add_model(self.new_model.text())
         self.new_model.clear()
         self._render()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 - Qt override
+        """Enter in the model's name adds that model; it does not send."""
+        typing = self.focusWidget() is self.new_model
+        if typing and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter):
+            event.accept()  # the field's returnPressed has added it
+            return
+        super().keyPressEvent(event)
 
     def set_checked(self, models: Sequence[str], server: str | None = None) -> None:
         """Check exactly ``models`` of ``server`` (offering those not offered yet)."""
@@ -426,6 +436,7 @@ class FanoutColumn(QFrame):
         buttons.addWidget(self.chosen)
         buttons.addStretch(1)
         for button in (self.stop_button, self.retry_button, self.continue_button):
+            button.setAutoDefault(False)  # Enter in the grid must not stop or open anything
             buttons.addWidget(button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 6, 8, 6)
@@ -637,9 +648,9 @@ class FanoutGrid(QDialog):
         self.close_button.clicked.connect(self.close)
         actions = QHBoxLayout()
         actions.addWidget(self.status, 1)
-        actions.addWidget(self.stop_all_button)
-        actions.addWidget(self.fuse_button)
-        actions.addWidget(self.close_button)
+        for button in (self.stop_all_button, self.fuse_button, self.close_button):
+            button.setAutoDefault(False)  # Enter in the grid must not stop all answers
+            actions.addWidget(button)
         layout = QVBoxLayout(self)
         layout.addWidget(self.heading)
         layout.addWidget(self.columns_area, 1)

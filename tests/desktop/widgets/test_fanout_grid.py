@@ -313,3 +313,32 @@ def test_a_servers_conversation_fans_out_and_fuses_on_that_server(
         (merge,) = served.read(sid).projection.merges
         assert merge["kind"] == "fused"
         assert [s["sessionId"] for s in merge["sources"]] == list(grid.columns)
+
+
+def test_enter_adds_a_typed_model_and_never_stops_the_grid(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    app, root = _open(qtbot, make_app, tmp_path, delay=0.02)
+    dialog = _dialog(qtbot, app, root)
+    dialog.samples.setValue(1)
+    dialog.new_model.setFocus()
+    for name in ("llama3.2", "qwen2.5"):
+        qtbot.keyClicks(dialog.new_model, name)
+        qtbot.keyClick(dialog.new_model, Qt.Key.Key_Return)
+    # Enter added each model and kept the dialog open: nothing was sent yet.
+    assert dialog.isVisible() and app.window.fanout_grid is None
+    assert dialog.checked_models() == ["demo", "llama3.2", "qwen2.5"]
+    assert dialog.summary.text() == "3 answers, each its own branch."
+    dialog.send_button.click()
+    grid = app.window.fanout_grid
+    assert grid is not None
+    qtbot.waitUntil(lambda: len(grid.columns) == 3, timeout=WAIT_MS)
+    qtbot.waitUntil(
+        lambda: any(c.progress.state == "streaming" for c in grid.columns.values()),
+        timeout=WAIT_MS,
+    )
+    for widget in (grid, grid.stop_all_button, *(c.stop_button for c in grid.columns.values())):
+        qtbot.keyClick(widget, Qt.Key.Key_Return)  # a stray Enter, wherever the focus is
+    qtbot.waitUntil(lambda: _all_ended(grid), timeout=WAIT_MS)
+    grid.flush()
+    assert [c.state.text() for c in grid.columns.values()] == ["Done."] * 3
