@@ -49,6 +49,10 @@ def estimate_prompt_tokens(messages: Iterable[Mapping[str, str]]) -> int:
     return sum(estimate_tokens(m.get("content", "")) + MESSAGE_OVERHEAD for m in messages)
 
 
+MIN_RATE_MS = 100
+"""The least generation time a speed is given for (in milliseconds)."""
+
+
 @dataclass(frozen=True, slots=True)
 class AnswerFigures:
     """What one turn's answer cost and how fast it came.
@@ -72,8 +76,10 @@ class AnswerFigures:
 
     @property
     def tokens_per_second(self) -> float | None:
-        """Answer tokens per second of generation (``None`` when no time was measured)."""
-        if not self.generation_ms or self.output_tokens <= 0:
+        """Answer tokens per second of generation (``None`` when no time was measured, or
+        too little to say: an answer written at once, as the demo's instant pace or a
+        cached reply does, took a few milliseconds and would read "71,000 tokens/s")."""
+        if (self.generation_ms or 0) < MIN_RATE_MS or self.output_tokens <= 0:
             return None
         return self.output_tokens * 1000 / self.generation_ms
 

@@ -21,6 +21,8 @@ from helpers.sessions import complete_turn
 
 from branchwise.core.projection.figures import (
     MESSAGE_OVERHEAD,
+    MIN_RATE_MS,
+    AnswerFigures,
     estimate_prompt_tokens,
     estimate_tokens,
 )
@@ -63,7 +65,8 @@ def test_the_servers_usage_and_the_measured_speed_are_kept_per_turn(store: Sessi
     # One clock reading between asking and the first text: 10 ms to the first token.
     assert usage["firstTokenMs"] == 10
     assert usage["generationMs"] > 0
-    assert usage["tokensPerSecond"] == round(50 * 1000 / usage["generationMs"], 2)
+    # 40 ms of generation is too little to give a speed for ("1,250 tokens/s" says nothing).
+    assert usage["generationMs"] < MIN_RATE_MS and usage["tokensPerSecond"] is None
     assert usage["inherited"] is False
     assert shown["usage"] == {"inputTokens": 11, "outputTokens": 50, "estimated": False}
 
@@ -150,3 +153,12 @@ def test_the_context_length_is_read_where_the_server_states_it(kind: str) -> Non
 def test_an_unreachable_server_states_no_context_length(tmp_path: Path) -> None:
     provider = OpenAIProvider("http://127.0.0.1:9/v1", "m", connect_timeout=0.5)
     assert asyncio.run(provider.context_length()) is None
+
+
+def test_a_speed_is_given_only_for_a_tenth_of_a_second_of_generation_or_more() -> None:
+    assert AnswerFigures(10, 142, generation_ms=2).tokens_per_second is None
+    assert AnswerFigures(10, 142, generation_ms=None).tokens_per_second is None
+    assert AnswerFigures(10, 50, generation_ms=MIN_RATE_MS).tokens_per_second == 500.0
+    assert AnswerFigures(10, 345, generation_ms=8_373).tokens_per_second == pytest.approx(
+        41.2, 0.01
+    )
