@@ -79,9 +79,10 @@ class AnswerFigures:
         """Answer tokens per second of generation (``None`` when no time was measured, or
         too little to say: an answer written at once, as the demo's instant pace or a
         cached reply does, took a few milliseconds and would read "71,000 tokens/s")."""
-        if (self.generation_ms or 0) < MIN_RATE_MS or self.output_tokens <= 0:
+        generation = self.generation_ms or 0
+        if generation < MIN_RATE_MS or self.output_tokens <= 0:
             return None
-        return self.output_tokens * 1000 / self.generation_ms
+        return self.output_tokens * 1000 / generation
 
     def to_json(self) -> dict[str, Any]:
         """``session show``'s per-turn ``usage`` (docs/cli.md)."""

@@ -31,6 +31,7 @@ from branchwise.core.remote.protocol import (
     CAP_FANOUT,
     CAP_FANOUT_ATTACHMENTS,
     CAP_FORK_TARGETS,
+    CAP_MODELS,
     EXPECTED_SESSION_HEADER,
 )
 from branchwise.core.search.query import SearchHit, SearchResult
@@ -420,6 +421,19 @@ class RemoteStore:
             headers={"Content-Type": "application/json"},
             timeout=httpx.Timeout(self._timeout.connect, read=TURN_READ_TIMEOUT),
         )
+
+    async def models(self) -> list[str]:
+        """``GET /models`` (``models-v1``): the chat models this server's turns are answered by.
+
+        Raises:
+            ServerUnsupported: the server does not list them.
+        """
+        await self._require(CAP_MODELS)
+        body = await self._object("GET", "/models", "model list")
+        models = body.get("models")
+        if not isinstance(models, list):
+            raise RemoteUnavailable(f"{self.base_url} sent a malformed model list reply")
+        return [m for m in models if isinstance(m, str)]
 
     async def _require(self, capability: str) -> None:
         if capability not in await self.capabilities():

@@ -34,6 +34,7 @@ CAP_MAP = "session-map-v1"  # GET /sessions/{id}/map: the family's branch map
 CAP_FANOUT = "session-fanout-v1"
 # POST /sessions/{id}/fanout takes "attachments": [reference, …], as a turn does.
 CAP_FANOUT_ATTACHMENTS = "session-fanout-attachments-v1"
+CAP_MODELS = "models-v1"  # GET /models: the chat models this server's turns are answered by
 CAPABILITIES = (
     CAP_FORK_TARGETS,
     CAP_FORK,
@@ -55,6 +56,7 @@ CAPABILITIES = (
     CAP_MAP,
     CAP_FANOUT,
     CAP_FANOUT_ATTACHMENTS,
+    CAP_MODELS,
 )
 MAX_BODY = 16 * 1024
 MAX_TURN_BODY = 1024 * 1024  # a prompt may be long; 1 MiB of JSON is plenty

@@ -793,7 +793,24 @@ class MainWindow(QMainWindow):
             if settings.configured:
                 dialog.add_server(DEMO_SERVER, demo_heading, [DEMO_MODEL])
             self.host.spawn(self._offer_models(dialog, settings), "list the servers' models")
+        else:
+            self.host.spawn(self._offer_served_models(dialog, ref), "list the server's models")
         return dialog
+
+    async def _offer_served_models(self, dialog: SendToSeveralDialog, ref: ConversationRef) -> None:
+        """Offer the models the conversation's ``branchwise serve`` answers with (its answers
+        run there). A server that does not list them, or cannot be asked now, offers none:
+        a model's name can still be typed."""
+        source = self.host.server_of(ref)
+        if source is None:
+            return
+        try:
+            models = await source.remote.models()
+        except BranchwiseError:
+            return
+        if shiboken6.isValid(dialog):
+            for model in models:
+                dialog.add_model(model, checked=False)
 
     async def _offer_models(self, dialog: SendToSeveralDialog, settings: Settings) -> None:
         """Offer the app's server's models, then those of the saved servers and this

@@ -65,9 +65,10 @@ def _turn_records(client: httpx.Client, session_id: str, text: str) -> list[dict
 def test_capabilities_list_every_route(served: Served) -> None:
     with _client(served) as client:
         assert client.get("/capabilities").json() == {"capabilities": list(CAPABILITIES)}
-    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 20
+    assert "session-fork-targets-v1" in CAPABILITIES and len(CAPABILITIES) == 21
     assert "session-fanout-v1" in CAPABILITIES
     assert "session-fanout-attachments-v1" in CAPABILITIES
+    assert "models-v1" in CAPABILITIES
 
 
 ROUTES = [
@@ -90,6 +91,7 @@ ROUTES = [
     ("GET", "/search?q=one"),
     ("POST", "/attachments?name=a.txt"),
     ("GET", "/attachments/" + "0" * 64),
+    ("GET", "/models"),
     ("GET", "/no-such-route"),
 ]
 

@@ -44,6 +44,7 @@ from branchwise.core.remote.server.forks import fork_session, targets
 from branchwise.core.remote.server.guard import TypedErrorRunner, guard
 from branchwise.core.remote.server.http_io import json_response, query_params
 from branchwise.core.remote.server.lineage import lineage_of, map_of, tree_of
+from branchwise.core.remote.server.models import models_of
 from branchwise.core.remote.server.search import search_sessions
 from branchwise.core.remote.server.sessions import (
     create_session,
@@ -171,6 +172,7 @@ def build_app(store: SessionStore, token: str, turns: ServedTurns | None = None)
     app.router.add_post("/attachments", upload)
     app.router.add_get("/attachments/{sha256}", download)
     app.router.add_post("/sessions/{session_id}/fanout", fanout_session)
+    app.router.add_get("/models", models_of)
     app.router.add_post("/sessions/{session_id}/fuse", fuse_session)
     app.on_shutdown.append(_close)
     return app

@@ -15,12 +15,14 @@ from urllib.parse import urlsplit
 
 from helpers.fake_openai_server import FakeOpenAIServer
 from helpers.gui import WAIT_MS, App, run, seed_session
+from helpers.serve import serve_process
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.i18n.language import set_language
 from branchwise.core.providers.detect import choose_provider
 from branchwise.core.settings import Settings, save_settings
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.fanout_grid import MODEL_ROLE, SendToSeveralDialog
 
 
@@ -108,3 +110,44 @@ def test_the_dialog_mixes_the_apps_server_a_saved_server_and_the_demo(
     finally:
         run(qtbot, app_server.stop())
         run(qtbot, saved.stop())
+
+
+def test_a_servers_conversation_offers_the_models_that_server_answers_with(
+    qtbot: QtBot, make_app: Callable[..., App], tmp_path: Path
+) -> None:
+    """The answers of a ``branchwise serve`` conversation run there: the dialog lists that
+    server's models (``GET /models``), not this app's."""
+    model_server = run(
+        qtbot, FakeOpenAIServer(models=["served-a", "served-b", "nomic-embed-text"]).start()
+    )
+    try:
+        served_root = tmp_path / "served"
+        sid = seed_session(SessionStore(served_root), ["Where to go in Kyoto?"], "Plans")
+        save_settings(
+            served_root,
+            Settings(provider="openai", base_url=model_server.base_url, model="served-a"),
+        )
+        app = make_app()
+        with serve_process(served_root) as process:
+            server = app.window.remote_servers.add(
+                Connection("workstation", process.url),
+                process.token,
+                backoff=(0.05, 0.1, 0.2),
+                refresh_interval=0.1,
+                timeout=5.0,
+            )
+            qtbot.waitUntil(lambda: server.connected, timeout=WAIT_MS)
+            tab = run(qtbot, app.window.remote_servers.open_remote(server, sid))
+            tab.composer.editor.setPlainText("Kyoto or Osaka?")
+            tab.composer.several_button.click()
+            dialog = app.window.send_several_dialog
+            assert dialog is not None
+            offered = lambda: [  # noqa: E731
+                dialog.models.item(row).text() for row in range(dialog.models.count())
+            ]
+            qtbot.waitUntil(lambda: "served-b" in offered(), timeout=WAIT_MS)
+            assert "served-a" in offered() and "nomic-embed-text" not in offered()
+            assert dialog.headings() == []  # one server answers all: no groups
+            dialog.reject()
+    finally:
+        run(qtbot, model_server.stop())
