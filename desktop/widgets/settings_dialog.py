@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
+    QListWidget,
     QPlainTextEdit,
     QPushButton,
     QSpinBox,
@@ -48,6 +49,7 @@ FIELDS = (
     "language",
     "theme",
     "demoPace",
+    "savedServers",
 )
 NO_TEMPERATURE = -0.1
 """The temperature box's lowest value, shown as "Server default" (none is sent)."""
@@ -130,6 +132,14 @@ class SettingsDialog(QDialog):
         self.demo_pace.setObjectName("demoPace")
         self.demo_pace.setRange(0, MAX_DEMO_PACE)
         self.demo_pace.setSingleStep(10)
+        self.saved_servers = QListWidget(self)
+        self.saved_servers.setObjectName("savedServers")
+        self.saved_servers.setFixedHeight(72)
+        self.saved_servers.itemSelectionChanged.connect(self._render_forget)
+        self.forget_button = QPushButton(self)
+        self.forget_button.setObjectName("forgetServer")
+        self.forget_button.setAutoDefault(False)
+        self.forget_button.clicked.connect(self.forget_server)
 
         self.errors: dict[str, QLabel] = {}
         for name in (*FIELDS, "form"):
@@ -175,6 +185,14 @@ class SettingsDialog(QDialog):
         self.form.addRow(self._labels["language"], self._with_error(self.language, "language"))
         self.form.addRow(self._labels["theme"], self._with_error(self.theme, "theme"))
         self.form.addRow(self._labels["demoPace"], self._with_error(self.demo_pace, "demoPace"))
+        saved_row = QWidget(self)
+        saved_layout = QHBoxLayout(saved_row)
+        saved_layout.setContentsMargins(0, 0, 0, 0)
+        saved_layout.addWidget(self.saved_servers, 1)
+        saved_layout.addWidget(self.forget_button, 0, Qt.AlignmentFlag.AlignTop)
+        saved_box = self._with_error(saved_row, "savedServers")
+        self.form.addRow(self._labels["savedServers"], saved_box)
+        self.form.setRowVisible(saved_box, bool(settings.saved_servers))
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -209,6 +227,9 @@ class SettingsDialog(QDialog):
         temperature = settings.temperature
         self.temperature.setValue(NO_TEMPERATURE if temperature is None else temperature)
         self.demo_pace.setValue(settings.demo_pace)
+        self.saved_servers.clear()
+        self.saved_servers.addItems(list(settings.saved_servers))
+        self._render_forget()
         self._render_enabled()
 
     # -- what the UI exposes -------------------------------------------------
@@ -230,6 +251,7 @@ class SettingsDialog(QDialog):
             theme=self.theme.currentData(),
             systemPrompt=self.system_prompt.toPlainText(),
             demoPace=self.demo_pace.value(),
+            savedServers=self.saved_server_urls(),
             temperature=(
                 None
                 if self.temperature.value() <= NO_TEMPERATURE
@@ -237,6 +259,19 @@ class SettingsDialog(QDialog):
             ),
         )
         return data
+
+    def saved_server_urls(self) -> list[str]:
+        """The saved servers the dialog still lists, in order."""
+        return [self.saved_servers.item(row).text() for row in range(self.saved_servers.count())]
+
+    def forget_server(self) -> None:
+        """Take the selected saved server off the list (Save keeps the change)."""
+        for item in self.saved_servers.selectedItems():
+            self.saved_servers.takeItem(self.saved_servers.row(item))
+        self._render_forget()
+
+    def _render_forget(self) -> None:
+        self.forget_button.setEnabled(bool(self.saved_servers.selectedItems()))
 
     # -- saving ------------------------------------------------------------------
 
@@ -435,6 +470,7 @@ class SettingsDialog(QDialog):
             "language": _("Language"),
             "theme": _("Appearance"),
             "demoPace": _("Demo pace"),
+            "savedServers": _("Servers used before"),
         }
         for name, label in self._labels.items():
             label.setText(texts[name])
@@ -452,6 +488,10 @@ class SettingsDialog(QDialog):
         )
         self.system_prompt.setPlaceholderText(
             _("Sent before every conversation that has none of its own")
+        )
+        self.forget_button.setText(_("Forget"))
+        self.saved_servers.setToolTip(
+            _("Send to several also offers these servers' models. Forget one to stop offering it.")
         )
         self.detect_button.setText(_("Detect local servers"))
         self.detect_button.setToolTip(

@@ -112,3 +112,34 @@ def test_embedding_models_are_hidden_unless_all_are_shown(
         qtbot.waitUntil(lambda: dialog.model.count() == 2, timeout=WAIT_MS)
     finally:
         run(qtbot, server.stop())
+
+
+def test_a_server_switched_away_from_is_listed_and_can_be_forgotten(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    app = make_app()
+    dialog = app.window.show_settings()
+    assert isinstance(dialog, SettingsDialog)
+    assert not dialog.saved_servers.isVisible()  # none yet: the row is hidden
+    dialog.provider.setCurrentIndex(dialog.provider.findData("openai"))
+    dialog.base_url.setText("http://127.0.0.1:1234/v1")
+    dialog.save()
+    dialog = app.window.show_settings()
+    assert isinstance(dialog, SettingsDialog)
+    dialog.base_url.setText("http://127.0.0.1:11434")
+    dialog.save()
+    assert app.host.settings.saved_servers == ("http://127.0.0.1:1234/v1",)
+
+    dialog = app.window.show_settings()
+    assert isinstance(dialog, SettingsDialog)
+    assert dialog.saved_servers.isVisible()
+    assert dialog.saved_server_urls() == ["http://127.0.0.1:1234/v1"]
+    assert "Send to several" in dialog.saved_servers.toolTip()
+    assert dialog.forget_button.text() == "Forget" and not dialog.forget_button.isEnabled()
+    dialog.saved_servers.setCurrentRow(0)
+    assert dialog.forget_button.isEnabled()
+    dialog.forget_button.click()
+    assert dialog.saved_server_urls() == [] and not dialog.forget_button.isEnabled()
+    dialog.save()
+    assert app.host.settings.saved_servers == ()
+    assert orjson.loads((app.root / "settings.json").read_bytes())["savedServers"] == []
