@@ -56,8 +56,8 @@ THEMES = ("system", "light", "dark")
 ThemeChoice = Literal["system", "light", "dark"]
 DEFAULT_KEY_ENVS = ("BRANCHWISE_API_KEY", "OPENAI_API_KEY")
 NO_KEY_ENV = "BRANCHWISE_NO_KEY"
-"""The key variable of a server a conversation names that is not the app's: a name nobody
-sets, so no key is sent unless the person sets it on purpose."""
+"""The key variable of a server that is not the app's (one a conversation names, one found
+on this machine): :func:`resolve_api_key` sends no key for it, whatever the environment holds."""
 DEFAULT_DEMO_PACE = 40
 """Words per second the demo responder streams at: slow enough to watch an answer
 arrive and branch while it does, fast enough not to be a wait."""
@@ -473,6 +473,8 @@ def resolve_api_key(settings: Settings, environ: Mapping[str, str] | None = None
     """
     if settings.api_key:
         return settings.api_key
+    if settings.api_key_env == NO_KEY_ENV:
+        return None
     env = os.environ if environ is None else environ
     if settings.api_key_env:
         names: tuple[str, ...] = (settings.api_key_env,)

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
+from branchwise.core.conversation.settings import ConversationSettings
 from branchwise.core.errors import (
     InvalidBaseUrl,
     InvalidSettings,
@@ -18,6 +19,7 @@ from branchwise.core.errors import (
 from branchwise.core.settings import (
     SETTINGS_FILE,
     Settings,
+    for_conversation,
     load_settings,
     normalize_base_url,
     require_settings,
@@ -225,6 +227,18 @@ def test_api_key_resolution_order() -> None:
     assert resolve_api_key(Settings(), {"BRANCHWISE_API_KEY": "  "}) is None
     # A named variable that is unset means no key, not some other variable's key.
     assert resolve_api_key(Settings(api_key_env="UNSET"), env) is None
+
+
+def test_a_conversations_own_server_gets_no_key_kept_for_another() -> None:
+    app = Settings(provider="openai", base_url="http://127.0.0.1:1234/v1", api_key=KEY, model="m")
+    env = {"BRANCHWISE_API_KEY": "bw", "BRANCHWISE_NO_KEY": "set anyway"}
+    other = for_conversation(app, ConversationSettings(model_server="http://127.0.0.1:11434"))
+    assert (other.base_url, other.configured) == ("http://127.0.0.1:11434/v1", True)
+    assert resolve_api_key(other, env) is None  # neither the typed key nor any variable
+    same = for_conversation(app, ConversationSettings(model_server="http://127.0.0.1:1234/v1/"))
+    assert resolve_api_key(same, env) == KEY  # the app's own server keeps its key
+    demo = for_conversation(app, ConversationSettings(model="demo", model_server="demo"))
+    assert demo.provider == "demo" and not demo.configured and demo.model == "demo"
 
 
 @pytest.mark.parametrize(

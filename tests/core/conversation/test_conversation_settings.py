@@ -86,3 +86,27 @@ def test_a_branch_inherits_the_settings_at_its_fork_point_and_changes_its_own(
         _configure(writer, model="m3")
     assert store.read(child_id).projection.settings == ConversationSettings(model="m3")
     assert store.read(parent_id).projection.settings == ConversationSettings("m2", "Be brief.", 0.9)
+
+
+def test_a_model_server_is_demo_or_an_http_address_and_reads_leniently_from_a_log() -> None:
+    assert validate_conversation_settings(model_server=" demo ").model_server == "demo"
+    assert (
+        validate_conversation_settings(model_server="http://127.0.0.1:11434/v1/").model_server
+        == "http://127.0.0.1:11434/v1"
+    )
+    assert validate_conversation_settings(model_server="  ") == ConversationSettings()
+    for bad in ("ftp://h/v1", "http://u:p@h/v1", "http://[::1", "no address", 7, "h" * 2_001):
+        with pytest.raises(InvalidConversationSettings) as info:
+            validate_conversation_settings(model_server=bad)
+        assert info.value.details["field"] == "modelServer"
+    assert from_event({"model": "m", "modelServer": "gopher://x"}) == ConversationSettings("m")
+    assert from_event({"modelServer": "demo"}).model_server == "demo"
+    # The event and the CLI's config name it only when set: older readers see what they knew.
+    assert "modelServer" not in ConversationSettings("m").to_json()
+    assert ev.session_config("m", None, None) == {
+        "type": "session/config",
+        "model": "m",
+        "system": None,
+        "temperature": None,
+    }
+    assert ev.session_config("m", None, None, "demo")["modelServer"] == "demo"
