@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QPixmap
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QSize, Qt
+from PySide6.QtGui import QImageReader, QPixmap
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -67,6 +67,34 @@ def size_text(size: int) -> str:
     if size < 1024 * 1024:
         return f"{format_number(max(1, round(size / 1024)))} KB"
     return f"{format_number(round(size / (1024 * 1024), 1))} MB"
+
+
+def thumbnail(data: bytes, height: float) -> QPixmap:
+    """``data`` decoded at (about) ``height`` pixels high; a null pixmap when it is no image.
+
+    A photo is decoded at the thumbnail's size where its format allows (JPEG
+    decodes straight to a fraction of its size), never kept whole: a
+    4000×3000 photo held whole is 48 MB per chip, and decoding it whole on
+    the window's thread paused a transcript of a few photos for a second.
+    """
+    source = QByteArray(data)
+    buffer = QBuffer(source)
+    buffer.open(QIODevice.OpenModeFlag.ReadOnly)
+    reader = QImageReader(buffer)
+    reader.setAutoTransform(True)
+    size = reader.size()
+    target = max(1, round(height))
+    if size.isValid() and size.height() > target:
+        reader.setScaledSize(size.scaled(size.width(), target, Qt.AspectRatioMode.KeepAspectRatio))
+    image = reader.read()
+    buffer.close()
+    if image.isNull():
+        return QPixmap()
+    if image.height() != target:  # a small picture, or a format that decodes whole only
+        image = image.scaledToHeight(target, Qt.TransformationMode.SmoothTransformation)
+    pixmap = QPixmap.fromImage(image)
+    pixmap.setDevicePixelRatio(max(1.0, height / THUMBNAIL))
+    return pixmap
 
 
 class ImageViewer(QDialog):
@@ -127,11 +155,9 @@ class AttachmentChip(QWidget):
         self.data = data
         self._pixmap = QPixmap()
         if data.is_image and data.data is not None and not data.missing:
-            self._pixmap.loadFromData(data.data)
+            self._pixmap = thumbnail(data.data, THUMBNAIL * self.devicePixelRatio())
         if not self._pixmap.isNull():
-            self.button.setIcon(
-                self._pixmap.scaledToHeight(THUMBNAIL, Qt.TransformationMode.SmoothTransformation)
-            )
+            self.button.setIcon(self._pixmap)
             self.button.setIconSize(QSize(THUMBNAIL * 2, THUMBNAIL))
         else:
             kind = (
@@ -155,9 +181,11 @@ class AttachmentChip(QWidget):
 
     def open_full_size(self) -> None:
         """Show an image at full size (nothing for other files or a missing image)."""
-        if self._pixmap.isNull():
+        if self._pixmap.isNull() or self.data.data is None:
             return
-        self.viewer = ImageViewer(self.data.name, self._pixmap, self.window())
+        full = QPixmap()
+        full.loadFromData(self.data.data)  # decoded whole only when asked to be seen whole
+        self.viewer = ImageViewer(self.data.name, full, self.window())
         self.viewer.open()
 
     def retranslate_ui(self) -> None:

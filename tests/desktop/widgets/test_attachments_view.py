@@ -7,12 +7,18 @@ from pathlib import Path
 
 from helpers.attachments import pdf_bytes, png_bytes
 from helpers.gui import WAIT_MS, App, seed_session
-from PySide6.QtCore import QMimeData, QUrl
+from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QMimeData, QUrl
 from PySide6.QtGui import QColor, QImage
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.i18n.language import set_language
 from branchwise.core.store.attachments import BlobStore
+from branchwise.desktop.widgets.attachment_chips import (
+    THUMBNAIL,
+    AttachmentChip,
+    ChipData,
+    thumbnail,
+)
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 
 
@@ -124,3 +130,28 @@ def test_a_missing_attachment_says_so_in_the_transcript(
     assert widget.attachment_chips[0].button.toolTip() == (
         "cat.png: the saved copy is gone or damaged."
     )
+
+
+def test_a_big_photo_is_kept_at_thumbnail_size_and_opened_whole(
+    qtbot: QtBot, make_app: Callable[..., App]
+) -> None:
+    photo = QImage(4000, 3000, QImage.Format.Format_RGB32)
+    photo.fill(QColor("teal"))
+    data = QByteArray()
+    buffer = QBuffer(data)
+    buffer.open(QIODevice.OpenModeFlag.WriteOnly)
+    assert photo.save(buffer, "JPEG")
+    buffer.close()
+    jpeg = bytes(data.data())
+    small = thumbnail(jpeg, THUMBNAIL)
+    assert (small.width(), small.height()) == (64, THUMBNAIL)  # never held at 4000 x 3000
+    assert thumbnail(b"not an image", THUMBNAIL).isNull()
+
+    make_app()  # the app's style and language, as the transcript shows chips
+    chip = AttachmentChip(ChipData("k", "photo.jpg", "image/jpeg", len(jpeg), data=jpeg))
+    qtbot.addWidget(chip)
+    assert chip.has_thumbnail and chip.text == ""
+    chip.button.click()
+    assert chip.viewer is not None
+    assert chip.viewer.image.pixmap().width() == 4000  # decoded whole only to be seen whole
+    chip.viewer.close()
