@@ -10,11 +10,13 @@ from the host's previews.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import shiboken6
 from PySide6.QtCore import QBuffer, QByteArray, QIODevice, QSize, Qt
-from PySide6.QtGui import QImageReader, QPixmap
+from PySide6.QtGui import QImage, QImageReader, QPixmap
 from PySide6.QtWidgets import (
     QDialog,
     QHBoxLayout,
@@ -70,7 +72,22 @@ def size_text(size: int) -> str:
 
 
 def thumbnail(data: bytes, height: float) -> QPixmap:
-    """``data`` decoded at (about) ``height`` pixels high; a null pixmap when it is no image.
+    """``data`` decoded at ``height`` pixels high; a null pixmap when it is no image."""
+    return _pixmap_of(thumbnail_image(data, height), height)
+
+
+def _pixmap_of(image: QImage, height: float) -> QPixmap:
+    """A decoded thumbnail as the window paints it (on the window's thread)."""
+    if image.isNull():
+        return QPixmap()
+    pixmap = QPixmap.fromImage(image)
+    pixmap.setDevicePixelRatio(max(1.0, height / THUMBNAIL))
+    return pixmap
+
+
+def thumbnail_image(data: bytes, height: float) -> QImage:
+    """``data`` decoded at ``height`` pixels high (a null image when it is no image); safe in
+    a worker thread.
 
     A photo is decoded at the thumbnail's size where its format allows (JPEG
     decodes straight to a fraction of its size), never kept whole: a
@@ -88,13 +105,10 @@ def thumbnail(data: bytes, height: float) -> QPixmap:
         reader.setScaledSize(size.scaled(size.width(), target, Qt.AspectRatioMode.KeepAspectRatio))
     image = reader.read()
     buffer.close()
-    if image.isNull():
-        return QPixmap()
-    if image.height() != target:  # a small picture, or a format that decodes whole only
+    if not image.isNull() and image.height() != target:
+        # a small picture, or a format that decodes whole only
         image = image.scaledToHeight(target, Qt.TransformationMode.SmoothTransformation)
-    pixmap = QPixmap.fromImage(image)
-    pixmap.setDevicePixelRatio(max(1.0, height / THUMBNAIL))
-    return pixmap
+    return image
 
 
 class ImageViewer(QDialog):
@@ -155,7 +169,30 @@ class AttachmentChip(QWidget):
         self.data = data
         self._pixmap = QPixmap()
         if data.is_image and data.data is not None and not data.missing:
-            self._pixmap = thumbnail(data.data, THUMBNAIL * self.devicePixelRatio())
+            self._decode(data.data)
+        self._render_icon()
+
+    def _decode(self, image: bytes) -> None:
+        """Decode the thumbnail in a worker thread; the chip shows it when it is ready."""
+        height = THUMBNAIL * self.devicePixelRatio()
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop runs (a chip made outside the app): decode here
+            self._pixmap = _pixmap_of(thumbnail_image(image, height), height)
+            return
+        decoding = loop.run_in_executor(None, thumbnail_image, image, height)
+
+        def decoded(done: asyncio.Future[QImage]) -> None:
+            if not shiboken6.isValid(self) or self.data.data is not image or done.cancelled():
+                return  # closed, or showing another file by now
+            if done.exception() is None:
+                self._pixmap = _pixmap_of(done.result(), height)
+                self._render_icon()
+
+        decoding.add_done_callback(decoded)
+
+    def _render_icon(self) -> None:
+        data = self.data
         if not self._pixmap.isNull():
             self.button.setIcon(self._pixmap)
             self.button.setIconSize(QSize(THUMBNAIL * 2, THUMBNAIL))

@@ -48,7 +48,8 @@ def test_files_dropped_become_chips_then_thumbnails_in_the_sent_prompt(
     qtbot.waitUntil(lambda: len(composer.attachments.chips) == 2, timeout=WAIT_MS)
     image, pdf = composer.attachments.chips
     assert image.button.accessibleName() == "Attachment cat.png"
-    assert image.has_thumbnail and image.text == ""  # a thumbnail, not a name
+    # A thumbnail (decoded in a worker thread), not a name.
+    qtbot.waitUntil(lambda: image.has_thumbnail and image.text == "", timeout=WAIT_MS)
     assert pdf.text == "paper.pdf · 3 pages"
     assert composer.editor.toPlainText() == ""  # a dropped file is not text
 
@@ -150,7 +151,8 @@ def test_a_big_photo_is_kept_at_thumbnail_size_and_opened_whole(
     make_app()  # the app's style and language, as the transcript shows chips
     chip = AttachmentChip(ChipData("k", "photo.jpg", "image/jpeg", len(jpeg), data=jpeg))
     qtbot.addWidget(chip)
-    assert chip.has_thumbnail and chip.text == ""
+    assert chip.text == "photo.jpg"  # its name until the thumbnail is decoded, off this thread
+    qtbot.waitUntil(lambda: chip.has_thumbnail and chip.text == "", timeout=WAIT_MS)
     chip.button.click()
     assert chip.viewer is not None
     assert chip.viewer.image.pixmap().width() == 4000  # decoded whole only to be seen whole
