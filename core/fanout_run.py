@@ -46,7 +46,7 @@ from branchwise.core.errors import BranchwiseError, ModelListUnavailable, ModelN
 from branchwise.core.providers.base import Provider, TextChunk
 from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.runtime import TurnListener, TurnResult, TurnRunner
-from branchwise.core.store.store import SessionStore, SessionWriter
+from branchwise.core.store.store import SessionSnapshot, SessionStore, SessionWriter
 
 PER_SERVER = 4
 """Answers streamed from one model server at once, by default."""
@@ -236,12 +236,14 @@ async def _answer_branch(
             return BranchOutcome(branch, turn.turn_id if turn else None, _ended(turn))
         setup = setup_for(branch, projection.settings)
         limit = limits.setdefault(setup.server, asyncio.Semaphore(max(1, per_server)))
-        if limit.locked():
+        waits = limit.locked()
+        if waits:
             listener.queued(branch)
         async with limit:
             if stops.stopped(session_id):
                 return BranchOutcome(branch, turn.turn_id, None)  # never asked: still waiting
-            return await _run(store, branch, setup, listener, stops)
+            # After a wait another process may have answered it: read it again then.
+            return await _run(store, branch, setup, listener, stops, None if waits else snapshot)
     except BranchwiseError as exc:
         return BranchOutcome(branch, None, "error", exc)
 
@@ -252,9 +254,11 @@ async def _run(
     setup: BranchSetup,
     listener: FanoutListener,
     stops: FanoutStops,
+    snapshot: SessionSnapshot | None,
 ) -> BranchOutcome:
     session_id = branch.session_id
-    snapshot = await asyncio.to_thread(store.read, session_id, every_frame=False)
+    if snapshot is None:
+        snapshot = await asyncio.to_thread(store.read, session_id, every_frame=False)
     unasked = unasked_turn(snapshot.manifest, snapshot.projection)
     writer = await asyncio.to_thread(store.open_writer, session_id, continue_turn=unasked)
     try:

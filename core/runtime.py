@@ -305,18 +305,22 @@ class TurnRunner:
         self._context = context
         self._requested_at = clock()
         stream = self.provider.stream(context)
+        # Once per piece of every answer: the names are looked up once, here.
+        keep, turn_id, message_id = self._parts.append, self.turn_id, self.message_id
         try:
             async for item in stream:
                 if isinstance(item, TextChunk):
-                    if not item.text:
+                    text = item.text
+                    if not text:
                         continue
                     self._last_text_at = clock()
                     if self._first_text_at is None:
                         self._first_text_at = self._last_text_at
-                    self._parts.append(item.text)
-                    self._text_len += len(item.text)
-                    on_text(self.turn_id, self.message_id, item.text)
-                    self._schedule_flush()
+                    keep(text)
+                    self._text_len += len(text)
+                    on_text(turn_id, message_id, text)
+                    if self._flush_handle is None:
+                        self._schedule_flush()
                 elif isinstance(item, Usage) and counts_tokens:
                     usage = item
         finally:
