@@ -138,6 +138,18 @@ class ServerOperations:
             return Changes(initiator=initiator)
         return self._owner.emit(Changes(sessions=frozenset({ref.session_id}), initiator=initiator))
 
+    async def models(self, ref: ConversationRef) -> list[str]:
+        """The chat models the server of ``ref`` answers with (``models-v1``), for Send to
+        several. A server that does not list them, or cannot be asked now, offers none
+        (not a failure: a model's name can still be typed), so nothing is posted."""
+        server = self._server(ref.server)
+        if server is None:
+            return []
+        try:
+            return await server.remote.models()
+        except BranchwiseError:
+            return []
+
     async def search(self, query: str, limit: int) -> list[ServerHits]:
         """Every connected server's hits that can search (asked at once), in the order added.
 

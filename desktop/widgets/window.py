@@ -799,15 +799,8 @@ class MainWindow(QMainWindow):
 
     async def _offer_served_models(self, dialog: SendToSeveralDialog, ref: ConversationRef) -> None:
         """Offer the models the conversation's ``branchwise serve`` answers with (its answers
-        run there). A server that does not list them, or cannot be asked now, offers none:
-        a model's name can still be typed."""
-        source = self.host.server_of(ref)
-        if source is None:
-            return
-        try:
-            models = await source.remote.models()
-        except BranchwiseError:
-            return
+        run there)."""
+        models = await self.host.server_operations.models(ref)
         if shiboken6.isValid(dialog):
             for model in models:
                 dialog.add_model(model, checked=False)
