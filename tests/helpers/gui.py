@@ -35,6 +35,7 @@ from branchwise.core.providers.base import Provider
 from branchwise.core.providers.demo import DEMO_MODEL, DemoProvider, demo_answer
 from branchwise.core.settings import Settings
 from branchwise.core.store.store import SessionStore
+from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.widgets.conversation_tab import ConversationTab
 from branchwise.desktop.widgets.qt_i18n import LanguageBridge
@@ -114,6 +115,22 @@ class App:
     def notice_texts(self) -> list[str]:
         """What the notice area shows now."""
         return self.window.notice_area.visible_texts()
+
+
+def open_served(qtbot: QtBot, app: App, url: str, token: str, session_id: str) -> ConversationTab:
+    """Connect ``app``'s window to a running ``branchwise serve`` (quick retries) and open one
+    of its conversations in a tab."""
+    server = app.window.remote_servers.add(
+        Connection("workstation", url),
+        token,
+        backoff=(0.05, 0.1, 0.2),
+        refresh_interval=0.1,
+        timeout=5.0,
+    )
+    qtbot.waitUntil(lambda: server.connected, timeout=WAIT_MS)
+    tab = run(qtbot, app.window.remote_servers.open_remote(server, session_id))
+    assert isinstance(tab, ConversationTab) and tab.ref.remote
+    return tab
 
 
 @pytest.fixture(name="make_app")

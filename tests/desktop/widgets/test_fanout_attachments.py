@@ -13,14 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from helpers.attachments import png_bytes
-from helpers.gui import WAIT_MS, App, run, seed_session
+from helpers.gui import WAIT_MS, App, open_served, seed_session
 from helpers.serve import serve_process
 from PySide6.QtCore import QMimeData, QUrl
 from pytestqt.qtbot import QtBot
 
 from branchwise.core.store.attachments import BlobStore
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.composer import Composer
 
 
@@ -81,15 +80,7 @@ def test_a_servers_conversation_sends_the_composers_file_into_every_branch_there
     sid = seed_session(served, ["Where to go in Kyoto?"], title="Plans")
     app = make_app()
     with serve_process(served_root) as process:
-        server = app.window.remote_servers.add(
-            Connection("workstation", process.url),
-            process.token,
-            backoff=(0.05, 0.1, 0.2),
-            refresh_interval=0.1,
-            timeout=5.0,
-        )
-        qtbot.waitUntil(lambda: server.connected, timeout=WAIT_MS)
-        tab = run(qtbot, app.window.remote_servers.open_remote(server, sid))
+        tab = open_served(qtbot, app, process.url, process.token, sid)
         composer = tab.composer
         data = _drop_png(qtbot, composer, tmp_path / "map.png")
         composer.editor.setPlainText("Which way on this map?")

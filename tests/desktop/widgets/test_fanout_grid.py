@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers.gui import WAIT_MS, App, run, seed_session
+from helpers.gui import WAIT_MS, App, open_served, seed_session
 from helpers.serve import serve_process
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
@@ -27,7 +27,6 @@ from branchwise.core.providers.demo import DemoProvider
 from branchwise.core.providers.openai import OpenAIProvider
 from branchwise.core.settings import Settings
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.fanout_grid import FanoutGrid, SendToSeveralDialog
 
 FIGURES = re.compile(r"^[\d,]+ tokens · [\d.,]+ tokens/s · first token [\d.,]+ s$")
@@ -281,15 +280,7 @@ def test_a_servers_conversation_fans_out_and_fuses_on_that_server(
     sid = seed_session(served, ["Where to go in Kyoto?"], title="Plans")
     app = make_app()
     with serve_process(served_root) as process:
-        server = app.window.remote_servers.add(
-            Connection("workstation", process.url),
-            process.token,
-            backoff=(0.05, 0.1, 0.2),
-            refresh_interval=0.1,
-            timeout=5.0,
-        )
-        qtbot.waitUntil(lambda: server.connected, timeout=WAIT_MS)
-        tab = run(qtbot, app.window.remote_servers.open_remote(server, sid))
+        tab = open_served(qtbot, app, process.url, process.token, sid)
         assert tab.ref.remote
         tab.composer.editor.setPlainText("Kyoto or Osaka?")
         tab.composer.several_button.click()

@@ -14,7 +14,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from helpers.fake_openai_server import FakeOpenAIServer
-from helpers.gui import WAIT_MS, App, run, seed_session
+from helpers.gui import WAIT_MS, App, open_served, run, seed_session
 from helpers.serve import serve_process
 from pytestqt.qtbot import QtBot
 
@@ -22,7 +22,6 @@ from branchwise.core.i18n.language import set_language
 from branchwise.core.providers.detect import choose_provider
 from branchwise.core.settings import Settings, save_settings
 from branchwise.core.store.store import SessionStore
-from branchwise.desktop.host.connections import Connection
 from branchwise.desktop.widgets.fanout_grid import MODEL_ROLE, SendToSeveralDialog
 
 
@@ -129,15 +128,7 @@ def test_a_servers_conversation_offers_the_models_that_server_answers_with(
         )
         app = make_app()
         with serve_process(served_root) as process:
-            server = app.window.remote_servers.add(
-                Connection("workstation", process.url),
-                process.token,
-                backoff=(0.05, 0.1, 0.2),
-                refresh_interval=0.1,
-                timeout=5.0,
-            )
-            qtbot.waitUntil(lambda: server.connected, timeout=WAIT_MS)
-            tab = run(qtbot, app.window.remote_servers.open_remote(server, sid))
+            tab = open_served(qtbot, app, process.url, process.token, sid)
             tab.composer.editor.setPlainText("Kyoto or Osaka?")
             tab.composer.several_button.click()
             dialog = app.window.send_several_dialog
