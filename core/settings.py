@@ -379,10 +379,9 @@ def for_conversation(settings: Settings, conversation: ConversationSettings) -> 
     """``settings`` with a conversation's own choices in place of the defaults.
 
     A conversation's own ``model_server`` replaces the app's: ``demo`` is the demo
-    responder; another address is asked without the key typed for the app's
-    server, and with a key from the environment only when a variable was
-    named for it (never the default variables: a key kept for one server must
-    not reach another one a fan-out happened to ask).
+    responder; another address is asked with no key at all (:data:`NO_KEY_ENV`):
+    neither the one typed for the app's server nor one from the environment, as a
+    key kept for one server must not reach another a fan-out happened to ask.
     """
     if conversation.model_server is not None:
         settings = _answered_by(settings, conversation.model_server)

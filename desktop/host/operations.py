@@ -21,7 +21,6 @@ Widgets never write a file, read a log or call the network themselves:
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +35,7 @@ from branchwise.core.errors import BranchwiseError, ModelListUnavailable, Provid
 from branchwise.core.projection.projection import Projection
 from branchwise.core.providers.detect import DetectedServer, candidate_urls, detect_servers
 from branchwise.core.providers.openai import OpenAIProvider
-from branchwise.core.settings import NO_KEY_ENV, Settings, resolve_api_key
+from branchwise.core.settings import Settings, resolve_api_key
 from branchwise.core.store.store import SessionStore
 from branchwise.desktop.host.changes import Changes
 from branchwise.desktop.host.compare_rows import CompareRow, compare_rows, split_turn
@@ -130,21 +129,6 @@ class ModelList:
     embedding: frozenset[str] = frozenset()
     unlisted: str | None = None
     failure: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ServerModels:
-    """A model server other than the app's and its chat models (what Send to several offers).
-
-    Attributes:
-        url: its API root.
-        kind: ``ollama``, ``lmstudio``, ``llama.cpp``, ``vllm`` or ``openai-compatible``.
-        models: its chat models (embedding models left out), in its order.
-    """
-
-    url: str
-    kind: str
-    models: tuple[str, ...]
 
 
 class Operations:
@@ -258,27 +242,10 @@ class Operations:
         urls = list(candidates) if candidates is not None else candidate_urls(draft)
         return await detect_servers(urls)
 
-    async def other_servers(self, settings: Settings) -> list[ServerModels]:
+    async def other_servers(self, settings: Settings) -> list[DetectedServer]:
         """The model servers besides the app's that answer with chat models: the saved ones,
-        then this machine's usual ports. Asked without any key (a key kept for the app's
-        server must not reach another); one that wants a key is left out."""
+        then this machine's usual ports (probed without any key: one that wants a key is
+        left out, as are embedding models)."""
         own = settings.base_url if settings.configured else None
         urls = [url for url in candidate_urls(settings, settings.saved_servers) if url != own]
-        found = [server for server in await detect_servers(urls) if server.models]
-        unkeyed = [
-            dataclasses.replace(
-                settings,
-                provider="openai",
-                base_url=server.base_url,
-                api_key="",
-                api_key_env=NO_KEY_ENV,
-            )
-            for server in found
-        ]
-        listed = await asyncio.gather(*(self.list_models(draft) for draft in unkeyed))
-        offered = []
-        for server, models in zip(found, listed, strict=True):
-            chat = tuple(m for m in models.models if m not in models.embedding)
-            if chat:
-                offered.append(ServerModels(server.base_url, server.kind, chat))
-        return offered
+        return [server for server in await detect_servers(urls) if server.models]

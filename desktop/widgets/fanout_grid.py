@@ -66,6 +66,7 @@ from branchwise.core.i18n.language import (
     remove_language_listener,
 )
 from branchwise.core.i18n.reasons import fill, reason_text
+from branchwise.core.providers.detect import DetectedServer
 from branchwise.desktop.host.conversation import ConversationRef
 from branchwise.desktop.host.fanout import (
     BranchProgress,
@@ -77,7 +78,6 @@ from branchwise.desktop.host.fanout import (
 )
 from branchwise.desktop.host.host import Host
 from branchwise.desktop.host.notices import Level
-from branchwise.desktop.host.operations import ServerModels
 from branchwise.desktop.widgets.markdown_view import MarkdownView
 from branchwise.desktop.widgets.turn_widget import STREAM_REPAINT_MS, STREAM_REPAINT_SLOWDOWN
 
@@ -118,9 +118,9 @@ def demo_heading() -> str:
     return _("Demo responder (offline)")
 
 
-def other_heading(server: ServerModels) -> Callable[[], str]:
+def other_heading(server: DetectedServer) -> Callable[[], str]:
     """The heading of a saved or found server's models ("Models on 127.0.0.1:11434 · Ollama")."""
-    address = urlsplit(server.url).netloc or server.url
+    address = urlsplit(server.base_url).netloc or server.base_url
 
     def text() -> str:
         kind = SERVER_KINDS.get(server.kind) or _("OpenAI-compatible server")

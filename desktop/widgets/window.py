@@ -818,7 +818,7 @@ class MainWindow(QMainWindow):
         for other in await self.host.operations.other_servers(settings):
             if not shiboken6.isValid(dialog):
                 return
-            dialog.add_server(other.url, other_heading(other), other.models)
+            dialog.add_server(other.base_url, other_heading(other), other.models)
 
     def _fan_out(
         self, tab: ConversationTab, text: str, targets: Sequence[FanoutTarget]
